@@ -1,0 +1,173 @@
+// sandweave: run untrusted code in gVisor sandboxes.
+// main() builds the command line from each verb's registration function, runs it,
+// and is the one place where errors become exit codes and messages.
+
+#include <CLI/CLI.hpp>
+#include <spdlog/sinks/stdout_sinks.h>
+#include <spdlog/spdlog.h>
+
+#include <cstring>
+#include <iostream>
+
+#include "cmd/common.hpp"
+#include "lib/error.hpp"
+#include "lib/log.hpp"
+#include "lib/units.hpp"
+
+namespace sandweave::cli {
+namespace {
+
+class SpdLogger final : public Logger {
+public:
+    explicit SpdLogger(std::shared_ptr<spdlog::logger> l) : l_(std::move(l)) {}
+    void debug(const std::string& m) override { l_->debug("sandweave: " + m); }
+    void info(const std::string& m) override { l_->info(m); }
+    void warn(const std::string& m) override { l_->warn("sandweave: warning: " + m); }
+    void error(const std::string& m) override { l_->error("sandweave: " + m); }
+
+private:
+    std::shared_ptr<spdlog::logger> l_;
+};
+
+void setup_logging(const GlobalOptions& g) {
+    auto logger = spdlog::stderr_logger_st("sandweave");
+    logger->set_pattern("%v");
+    if (g.quiet) logger->set_level(spdlog::level::err);
+    else if (g.verbosity > 0) logger->set_level(spdlog::level::debug);
+    else logger->set_level(spdlog::level::info);
+    set_logger(std::make_shared<SpdLogger>(logger));
+}
+
+const std::vector<std::string> verbs = {"create", "run",    "ls",     "inspect",  "terminate", "rm",  "prune",
+                                        "template", "image", "doctor", "audit", "snapshot", "pool"};
+
+int report_error(const GlobalOptions& g, const std::string& msg, int code) {
+    std::cerr << "sandweave: " << msg << std::endl;
+    if (g.json) print_json({{"error", {{"message", msg}, {"exit_status", code}}}});
+    return code;
+}
+
+// CLI11 says "The following arguments were not expected"; say which verb, the
+// closest option, or that a command belongs after `--`.
+std::string explain_extras(CLI::App& app, const std::vector<std::string>& args, std::string fallback) {
+    for (const auto* sub : app.get_subcommands()) {
+        std::vector<std::string> names;
+        for (const auto* opt : sub->get_options())
+            for (const auto& l : opt->get_lnames()) names.push_back("--" + l);
+        bool seen_verb = false;
+        for (const auto& a : args) {
+            if (!seen_verb) {
+                seen_verb = a == sub->get_name();
+                continue;
+            }
+            if (a.rfind("-", 0) == 0) {
+                std::string word = a.substr(0, a.find('='));
+                bool known = false;
+                for (const auto* opt : sub->get_options()) known = known || opt->check_name(word);
+                for (const auto* opt : app.get_options()) known = known || opt->check_name(word);
+                if (!known)
+                    return "unknown option " + word + " for '" + sub->get_name() + "'" + did_you_mean(word, names);
+            }
+        }
+        if (sub->get_name() == "run")
+            return "run: unexpected argument; put the command after `--` (sandweave run ID -- COMMAND...) "
+                   "or use -c 'shell string'";
+        return sub->get_name() + ": " + fallback;
+    }
+    return fallback;
+}
+
+}  // namespace
+
+int main_impl(int argc, char** argv) {
+    // `run ... -- ARGV`: everything after the first `--` is the command, never
+    // parsed as sandweave options.
+    std::vector<std::string> args(argv + 1, argv + argc);
+    std::vector<std::string> command;
+    bool has_separator = false;
+    for (std::size_t i = 0; i < args.size(); ++i) {
+        if (args[i] == "--") {
+            command.assign(args.begin() + static_cast<long>(i) + 1, args.end());
+            args.resize(i);
+            has_separator = true;
+            break;
+        }
+    }
+
+    GlobalOptions g;
+    Outcome out;
+    CLI::App app{"sandweave: run untrusted code in gVisor sandboxes, with /proc hidepid and a "
+                 "protected runtime audit log",
+                 "sandweave"};
+    app.set_version_flag("--version", std::string("sandweave ") + SANDWEAVE_VERSION_STRING);
+    app.require_subcommand(1);
+    app.fallthrough();
+    add_global_options(app, g);
+    app.footer("Exit status: 0 ok, 1 error, 2 usage, 3 audit export incomplete, 4 not found, 5 runtime "
+               "missing or lacks a feature.\nSee sandweave(1) and sandweave-VERB(1).");
+
+    register_create(app, g, out);
+    register_run(app, g, out, command);
+    register_sandbox_verbs(app, g, out);
+    register_template(app, g, out);
+    register_image(app, g, out);
+    register_doctor(app, g, out);
+
+    // An unknown verb gets a suggestion before CLI11's generic message.
+    for (const auto& a : args) {
+        if (a.empty() || a[0] == '-') continue;
+        if (std::find(verbs.begin(), verbs.end(), a) == verbs.end()) {
+            std::vector<std::string> known;
+            for (const auto* s : app.get_subcommands({})) known.push_back(s->get_name());
+            return report_error(g, "unknown command '" + a + "'" + did_you_mean(a, known) +
+                                       "; see `sandweave --help`",
+                                2);
+        }
+        break;
+    }
+    if (has_separator && (args.empty() || std::find(args.begin(), args.end(), "run") == args.end()))
+        return report_error(g, "`--` is only used by `sandweave run ... -- COMMAND`", 2);
+
+    std::vector<std::string> reversed(args.rbegin(), args.rend());
+    try {
+        try {
+            app.parse(reversed);
+        } catch (const CLI::CallForHelp& e) {
+            return app.exit(e);
+        } catch (const CLI::CallForAllHelp& e) {
+            return app.exit(e);
+        } catch (const CLI::CallForVersion& e) {
+            return app.exit(e);
+        } catch (const CLI::ParseError& e) {
+            std::string msg = e.what();
+            if (const auto* extras = dynamic_cast<const CLI::ExtrasError*>(&e)) {
+                msg = explain_extras(app, args, extras->what());
+            }
+            return report_error(g, msg + "; see `sandweave --help`", 2);
+        }
+    } catch (const Error& e) {
+        int code = static_cast<int>(e.code());
+        if (out.docker_exit_codes && e.code() == ErrorCode::general) code = 125;
+        return report_error(g, e.what(), code);
+    } catch (const std::exception& e) {
+        return report_error(g, std::string("internal error: ") + e.what(), out.docker_exit_codes ? 125 : 1);
+    }
+    return out.exit_code;
+}
+
+void init_logging_early(const GlobalOptions& g) { setup_logging(g); }
+
+}  // namespace sandweave::cli
+
+int main(int argc, char** argv) {
+    sandweave::cli::GlobalOptions defaults;
+    // Logging is configured from the raw arguments so it works during parsing too.
+    for (int i = 1; i < argc; ++i) {
+        std::string a = argv[i];
+        if (a == "--") break;
+        if (a == "-q" || a == "--quiet") defaults.quiet = true;
+        if (a == "-v" || a == "--verbose") defaults.verbosity = 1;
+    }
+    sandweave::cli::init_logging_early(defaults);
+    return sandweave::cli::main_impl(argc, argv);
+}

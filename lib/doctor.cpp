@@ -1,0 +1,104 @@
+#include "lib/doctor.hpp"
+
+#include <sys/mount.h>
+#include <unistd.h>
+
+#include <fstream>
+
+#include "lib/error.hpp"
+#include "lib/fsutil.hpp"
+#include "lib/runsc.hpp"
+
+namespace sandweave {
+
+namespace fs = std::filesystem;
+
+namespace {
+
+bool filesystem_known(const std::string& name) {
+    std::ifstream in("/proc/filesystems");
+    std::string line;
+    while (std::getline(in, line))
+        if (line.size() >= name.size() && line.compare(line.size() - name.size(), name.size(), name) == 0) return true;
+    return false;
+}
+
+DoctorCheck overlay_check(const fs::path& state) {
+    DoctorCheck c{"overlayfs", false, true, ""};
+    if (!filesystem_known("overlay")) {
+        c.detail = "the kernel has no overlay filesystem (modprobe overlay)";
+        return c;
+    }
+    fs::path t = state / ("doctor-" + random_hex(6));
+    try {
+        for (const char* d : {"lower", "upper", "work", "merged"}) make_dirs(t / d, 0700);
+        std::string opts = "lowerdir=" + (t / "lower").string() + ",upperdir=" + (t / "upper").string() +
+                           ",workdir=" + (t / "work").string();
+        if (::mount("overlay", (t / "merged").c_str(), "overlay", 0, opts.c_str()) == 0) {
+            ::umount2((t / "merged").c_str(), MNT_DETACH);
+            c.ok = true;
+            c.detail = "mounts in " + state.string();
+        } else {
+            c.detail = errno_message("mount overlay in " + state.string());
+        }
+    } catch (const Error& e) {
+        c.detail = e.what();
+    }
+    remove_tree(t);
+    return c;
+}
+
+}  // namespace
+
+std::vector<DoctorCheck> run_doctor(Context& ctx) {
+    std::vector<DoctorCheck> out;
+
+    DoctorCheck runsc{"runsc", false, true, ""};
+    try {
+        fs::path p = find_runsc(ctx.runsc_flag);
+        runsc.detail = p.string() + ": " + Runsc(ctx.runner, p, {}).version();
+        runsc.ok = true;
+    } catch (const Error& e) {
+        runsc.detail = e.what();
+    }
+    out.push_back(runsc);
+
+    DoctorCheck patched{"patched runtime", ::access(patched_runsc_path, X_OK) == 0, false, ""};
+    patched.detail = patched.ok ? std::string(patched_runsc_path)
+                                : std::string("not installed at ") + patched_runsc_path + " (runtime/build-runsc.sh)";
+    out.push_back(patched);
+
+    DoctorCheck root{"root", ::geteuid() == 0, true, ::geteuid() == 0 ? "running as root" : "runsc and overlay mounts need root"};
+    out.push_back(root);
+
+    DoctorCheck state{"state directory", ::access(ctx.store.root().c_str(), W_OK) == 0, true, ctx.store.root().string()};
+    if (!state.ok) state.detail += ": not writable";
+    out.push_back(state);
+
+    out.push_back(overlay_check(ctx.store.root()));
+
+    DoctorCheck cgroups{"cgroups", fs::exists("/sys/fs/cgroup"), false, ""};
+    cgroups.detail = fs::exists("/sys/fs/cgroup/cgroup.controllers") ? "cgroup v2" : fs::exists("/sys/fs/cgroup/memory") ? "cgroup v1" : "not mounted: resource limits unavailable";
+    cgroups.ok = cgroups.ok && cgroups.detail.rfind("not", 0) != 0;
+    out.push_back(cgroups);
+
+    DoctorCheck init{"guest init", false, true, ""};
+    try {
+        init.detail = find_guest_init().string();
+        init.ok = true;
+    } catch (const Error& e) {
+        init.detail = e.what();
+    }
+    out.push_back(init);
+
+    DoctorCheck busybox{"busybox-static", fs::exists("/bin/busybox"), false, ""};
+    busybox.detail = busybox.ok ? "/bin/busybox (image base)" : "missing: image base cannot be built (apt-get install busybox-static)";
+    out.push_back(busybox);
+
+    DoctorCheck deboot{"debootstrap", ::access("/usr/sbin/debootstrap", X_OK) == 0, false, ""};
+    deboot.detail = deboot.ok ? "/usr/sbin/debootstrap (image coding)" : "missing: image coding cannot be built (apt-get install debootstrap)";
+    out.push_back(deboot);
+    return out;
+}
+
+}  // namespace sandweave

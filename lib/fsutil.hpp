@@ -1,0 +1,58 @@
+#pragma once
+// Small filesystem helpers with the guarantees the state store and the audit
+// export rely on: atomic replacement (temp file + fsync + rename + fsync of the
+// directory), bounded reads, private directories, and advisory locks.
+
+#include <sys/types.h>
+
+#include <cstddef>
+#include <filesystem>
+#include <string>
+#include <string_view>
+
+namespace sandweave {
+
+namespace fs = std::filesystem;
+
+// Replaces `path` with `data` atomically: readers see the old or the new file,
+// never a mix, and after return the new content is durable. Mode applies to the
+// new file. Throws Error naming the path on failure (and leaves no temp file).
+void write_file_atomic(const fs::path& path, std::string_view data, mode_t mode = 0600);
+
+// Reads a whole file, refusing files larger than max_bytes.
+std::string read_file(const fs::path& path, std::size_t max_bytes = 16u << 20);
+
+// mkdir -p with mode for every directory created (existing ones keep theirs).
+void make_dirs(const fs::path& path, mode_t mode = 0700);
+
+// fsync a directory so a rename inside it is durable.
+void fsync_dir(const fs::path& dir);
+
+// rm -rf that does not follow symlinks and tolerates a missing path.
+void remove_tree(const fs::path& path);
+
+// An flock(2) on a lock file, released by the destructor (or by process exit, so
+// a crashed holder never wedges the next caller).
+class FileLock {
+public:
+    enum class Mode { shared, exclusive };
+    FileLock(const fs::path& lock_file, Mode mode = Mode::exclusive);
+    ~FileLock();
+    FileLock(const FileLock&) = delete;
+    FileLock& operator=(const FileLock&) = delete;
+    FileLock(FileLock&& other) noexcept;
+    FileLock& operator=(FileLock&&) = delete;
+
+    // Non-blocking attempt; returns an unlocked (invalid) lock when busy.
+    static FileLock try_lock(const fs::path& lock_file, Mode mode = Mode::exclusive);
+    bool locked() const { return fd_ >= 0; }
+
+private:
+    FileLock() = default;
+    int fd_ = -1;
+};
+
+// A random lowercase hex string of n characters (from getrandom).
+std::string random_hex(std::size_t n);
+
+}  // namespace sandweave

@@ -1,0 +1,207 @@
+#include "lib/image.hpp"
+
+#include <sys/stat.h>
+#include <unistd.h>
+
+#include <fstream>
+#include <regex>
+
+#include "lib/error.hpp"
+#include "lib/fsutil.hpp"
+#include "lib/log.hpp"
+#include "lib/state.hpp"
+#include "lib/units.hpp"
+
+namespace sandweave {
+
+namespace fs = std::filesystem;
+using nlohmann::json;
+
+namespace {
+
+void write_text(const fs::path& p, const std::string& text, mode_t mode = 0644) {
+    write_file_atomic(p, text, mode);
+}
+
+// Directories and files every image has, whatever the recipe.
+void common_layout(const fs::path& rootfs) {
+    for (const char* d : {"bin", "sbin", "usr/bin", "usr/sbin", "etc", "proc", "sys", "dev", "tmp", "root",
+                          "home", "var/tmp", "run", ".sandweave"})
+        make_dirs(rootfs / d, 0755);
+    ::chmod((rootfs / "tmp").c_str(), 01777);
+    ::chmod((rootfs / "var/tmp").c_str(), 01777);
+    ::chmod((rootfs / "root").c_str(), 0700);
+    // Mount point for the guest init (bind-mounted read-only at start).
+    write_text(rootfs / ".sandweave/init", "", 0755);
+}
+
+std::string debian_mirror() {
+    // The first Debian archive this host's apt already uses; no other network.
+    std::regex deb_line(R"(^\s*deb\s+(\[[^\]]*\]\s+)?(https?://\S+)\s+\S+\s+.*main)");
+    std::regex uris_line(R"(^\s*URIs:\s*(https?://\S+))");
+    std::vector<fs::path> files{"/etc/apt/sources.list"};
+    std::error_code ec;
+    for (const auto& e : fs::directory_iterator("/etc/apt/sources.list.d", ec)) files.push_back(e.path());
+    for (const auto& f : files) {
+        std::ifstream in(f);
+        std::string line;
+        while (std::getline(in, line)) {
+            std::smatch m;
+            if (std::regex_search(line, m, deb_line) && m[2].str().find("security") == std::string::npos)
+                return m[2];
+            if (std::regex_search(line, m, uris_line) && m[1].str().find("security") == std::string::npos)
+                return m[1];
+        }
+    }
+    return "http://deb.debian.org/debian";
+}
+
+std::uint64_t tree_bytes(const fs::path& p) {
+    std::uint64_t total = 0;
+    std::error_code ec;
+    for (auto it = fs::recursive_directory_iterator(p, fs::directory_options::skip_permission_denied, ec);
+         it != fs::recursive_directory_iterator(); it.increment(ec)) {
+        if (ec) break;
+        if (it->is_regular_file(ec) && !it->is_symlink(ec)) total += it->file_size(ec);
+    }
+    return total;
+}
+
+}  // namespace
+
+ImageStore::ImageStore(fs::path images_dir, CommandRunner& runner) : dir_(std::move(images_dir)), runner_(runner) {}
+
+std::vector<std::string> ImageStore::recipes() { return {"base", "coding"}; }
+
+std::optional<ImageInfo> ImageStore::find(const std::string& name) const {
+    fs::path meta = dir_ / name / "image.json";
+    std::error_code ec;
+    if (name.find('/') != std::string::npos || !fs::exists(meta, ec)) return std::nullopt;
+    json j = json::parse(read_file(meta));
+    return ImageInfo{name, j.value("recipe", name), j.value("built_at", std::string()),
+                     j.value("bytes", std::uint64_t{0}), dir_ / name / "rootfs"};
+}
+
+fs::path ImageStore::ensure(const std::string& name) {
+    if (auto info = find(name)) return info->rootfs;
+    return build(name, false).rootfs;
+}
+
+ImageInfo ImageStore::build(const std::string& name, bool force) {
+    auto known = recipes();
+    if (std::find(known.begin(), known.end(), name) == known.end())
+        throw Error(ErrorCode::not_found, "unknown image '" + name + "'" + did_you_mean(name, known) +
+                                              "; images: base, coding");
+    // One builder at a time per image; the others wait and then find it built.
+    FileLock lock(dir_ / ("." + name + ".lock"));
+    if (!force) {
+        if (auto info = find(name)) return *info;
+    }
+    fs::path tmp = dir_ / (".build-" + name + "-" + random_hex(8));
+    make_dirs(tmp / "rootfs", 0755);
+    try {
+        log().info("building image '" + name + "'");
+        if (name == "base") build_base(tmp / "rootfs");
+        else build_coding(tmp / "rootfs");
+        common_layout(tmp / "rootfs");
+        ImageInfo info{name, name, now_rfc3339(), tree_bytes(tmp / "rootfs"), dir_ / name / "rootfs"};
+        write_text(tmp / "image.json",
+                   json{{"name", name}, {"recipe", name}, {"built_at", info.built_at}, {"bytes", info.bytes}}.dump(2) + "\n",
+                   0600);
+        fs::path final_dir = dir_ / name;
+        fs::path old = dir_ / (".old-" + name + "-" + random_hex(8));
+        std::error_code ec;
+        // Running sandboxes keep their lower layer: the old tree is only renamed
+        // aside and removed, and overlay mounts hold their own references.
+        if (fs::exists(final_dir, ec)) fs::rename(final_dir, old);
+        fs::rename(tmp, final_dir);
+        fsync_dir(dir_);
+        remove_tree(old);
+        log().info("image '" + name + "' built (" + std::to_string(info.bytes / 1024) + " KiB)");
+        return info;
+    } catch (...) {
+        remove_tree(tmp);
+        throw;
+    }
+}
+
+void ImageStore::build_base(const fs::path& rootfs) {
+    const fs::path busybox = "/bin/busybox";
+    std::error_code ec;
+    if (!fs::exists(busybox, ec))
+        throw Error(ErrorCode::runtime, "image base: /bin/busybox not found (apt-get install busybox-static)");
+    make_dirs(rootfs / "bin", 0755);
+    fs::copy_file(busybox, rootfs / "bin/busybox", fs::copy_options::overwrite_existing);
+    ::chmod((rootfs / "bin/busybox").c_str(), 0755);
+    Command c;
+    c.argv = {busybox.string(), "--list-full"};
+    auto r = runner_.run(c);
+    if (!r.ok()) throw Error(ErrorCode::runtime, "busybox --list-full: " + r.describe());
+    std::size_t start = 0;
+    while (start < r.out.size()) {
+        auto end = r.out.find('\n', start);
+        if (end == std::string::npos) end = r.out.size();
+        std::string rel = r.out.substr(start, end - start);
+        start = end + 1;
+        if (rel.empty() || rel == "bin/busybox" || rel.find("..") != std::string::npos) continue;
+        fs::path link = rootfs / rel;
+        make_dirs(link.parent_path(), 0755);
+        fs::path target = fs::relative(rootfs / "bin/busybox", link.parent_path());
+        fs::create_symlink(target, link, ec);
+    }
+    make_dirs(rootfs / "etc", 0755);
+    write_text(rootfs / "etc/passwd",
+               "root:x:0:0:root:/root:/bin/sh\nnobody:x:65534:65534:nobody:/nonexistent:/bin/false\n");
+    write_text(rootfs / "etc/group", "root:x:0:\nnogroup:x:65534:\n");
+    write_text(rootfs / "etc/hostname", "sandweave\n");
+    write_text(rootfs / "etc/hosts", "127.0.0.1\tlocalhost\n::1\tlocalhost\n");
+}
+
+void ImageStore::build_coding(const fs::path& rootfs) {
+    if (::access("/usr/sbin/debootstrap", X_OK) != 0)
+        throw Error(ErrorCode::runtime, "image coding: debootstrap not found (apt-get install debootstrap)");
+    std::string mirror = debian_mirror();
+    log().info("debootstrap bookworm from " + mirror + " (a few minutes)");
+    Command c;
+    c.argv = {"/usr/sbin/debootstrap", "--variant=minbase",
+              "--include=python3,git,procps,ca-certificates,less", "bookworm", rootfs.string(), mirror};
+    c.timeout = std::chrono::minutes(30);
+    std::size_t lines = 0;
+    auto progress = [&](const std::string& line) {
+        ++lines;
+        if (line.rfind("I: ", 0) == 0) log().info("coding: " + line.substr(3));
+        else if (line.rfind("W: ", 0) == 0 || line.rfind("E: ", 0) == 0) log().warn("coding: " + line);
+    };
+    c.on_out_line = progress;
+    c.on_err_line = progress;
+    auto r = runner_.run(c);
+    if (!r.ok()) throw Error(ErrorCode::general, "debootstrap: " + r.describe());
+    std::error_code ec;
+    fs::remove_all(rootfs / "var/cache/apt/archives", ec);
+    make_dirs(rootfs / "var/cache/apt/archives/partial", 0755);
+}
+
+std::vector<ImageInfo> ImageStore::list() const {
+    std::vector<ImageInfo> out;
+    std::error_code ec;
+    for (const auto& e : fs::directory_iterator(dir_, ec)) {
+        std::string n = e.path().filename().string();
+        if (n.empty() || n[0] == '.') continue;
+        try {
+            if (auto i = find(n)) out.push_back(*i);
+        } catch (const std::exception&) {
+        }
+    }
+    std::sort(out.begin(), out.end(), [](const auto& a, const auto& b) { return a.name < b.name; });
+    return out;
+}
+
+void ImageStore::remove(const std::string& name) {
+    if (!find(name)) throw Error(ErrorCode::not_found, "no such image: " + name);
+    FileLock lock(dir_ / ("." + name + ".lock"));
+    fs::path old = dir_ / (".old-" + name + "-" + random_hex(8));
+    fs::rename(dir_ / name, old);
+    remove_tree(old);
+}
+
+}  // namespace sandweave

@@ -1,0 +1,25 @@
+#pragma once
+// The library logs through this small interface; main() installs a spdlog-backed
+// implementation that writes to stderr. Data goes to stdout, never through here.
+// Progress lines (long builds, pool refills) are info-level so --quiet hides them.
+
+#include <memory>
+#include <string>
+
+namespace sandweave {
+
+class Logger {
+public:
+    virtual ~Logger() = default;
+    virtual void debug(const std::string& msg) = 0;
+    virtual void info(const std::string& msg) = 0;
+    virtual void warn(const std::string& msg) = 0;
+    virtual void error(const std::string& msg) = 0;
+};
+
+// The process-wide logger. Defaults to a silent one (unit tests, the audit writer
+// before it has a log file).
+Logger& log();
+void set_logger(std::shared_ptr<Logger> logger);
+
+}  // namespace sandweave

@@ -1,0 +1,69 @@
+#pragma once
+// Template resolution. A template is a YAML (or JSON) document naming an image, a
+// default user, environment, working directory, resources and runtime_options.
+// `extends` names a parent: a built-in or user template name, or a file path
+// (relative to the child's file). Resolution is depth-first; maps merge key by
+// key, lists and scalars are replaced by the child.
+//
+// Every document is checked on its own before merging, so an error names the file
+// (and line), the key, and the chain that led there. Unknown keys are errors with a
+// "did you mean"; so are wrong types. The resolved document records, for every
+// leaf, which template set it (`sandweave template show`).
+
+#include <filesystem>
+#include <map>
+#include <optional>
+#include <string>
+#include <vector>
+
+#include <nlohmann/json.hpp>
+
+namespace sandweave {
+
+struct ResolvedTemplate {
+    std::string name;                // what the user asked for (name, path or "inline")
+    nlohmann::json doc;              // merged document (extends removed)
+    std::vector<std::string> chain;  // child first: ["mine", "coding", "base"]
+    // JSON pointer of every leaf ("/runtime_options/hidepid") -> template that set it.
+    std::map<std::string, std::string> origin;
+};
+
+struct TemplateInfo {
+    std::string name;
+    std::filesystem::path file;
+    std::string description;
+    bool builtin = false;
+};
+
+class TemplateResolver {
+public:
+    // user_dirs are searched before builtin_dirs; the first match wins.
+    TemplateResolver(std::vector<std::filesystem::path> user_dirs,
+                     std::vector<std::filesystem::path> builtin_dirs);
+
+    // The default search path: $SANDWEAVE_TEMPLATE_PATH (colon-separated),
+    // ~/.config/sandweave/templates, <state>/templates; then the built-ins.
+    static TemplateResolver with_default_paths(const std::filesystem::path& state_dir);
+
+    // `ref` is a template name, a path to a file, or inline JSON/YAML text.
+    ResolvedTemplate resolve(const std::string& ref) const;
+
+    // Checks one file (and its extends chain); throws on the first problem.
+    ResolvedTemplate validate_file(const std::filesystem::path& file) const;
+
+    std::vector<TemplateInfo> list() const;
+
+private:
+    struct Loaded;
+    Loaded load_ref(const std::string& ref, const std::optional<std::filesystem::path>& base_dir) const;
+    ResolvedTemplate resolve_loaded(Loaded loaded, std::vector<std::string> chain) const;
+    std::optional<std::filesystem::path> find_named(const std::string& name, bool* builtin) const;
+
+    std::vector<std::filesystem::path> user_dirs_;
+    std::vector<std::filesystem::path> builtin_dirs_;
+};
+
+// True when `ref` is inline template text rather than a name or path.
+bool is_inline_template(const std::string& ref);
+
+}  // namespace sandweave
