@@ -1,0 +1,210 @@
+#!/usr/bin/env bash
+# Build sandweave's patched gVisor runsc (procfs hidepid=) from Debian packages.
+#
+# Usage: build-runsc.sh [--test] [--force]
+#   --test   also run `go vet` and the Go unit tests of the patched packages
+#   --force  rebuild even if a cached binary exists for the current cache key
+#
+# Environment:
+#   SANDWEAVE_RUNTIME_CACHE  build cache (default /var/cache/sandweave/runtime)
+#   SANDWEAVE_RUNTIME_DIR    install directory (default /usr/local/lib/sandweave)
+#
+# Progress goes to stderr; the last line on stdout is the installed path.
+set -euo pipefail
+
+readonly SCRIPT_DIR="$(cd "$(dirname "${BASH_SOURCE[0]}")" && pwd)"
+readonly SCRIPT="$SCRIPT_DIR/$(basename "${BASH_SOURCE[0]}")"
+readonly PATCH="$SCRIPT_DIR/hidepid.patch"
+readonly CACHE_ROOT="${SANDWEAVE_RUNTIME_CACHE:-/var/cache/sandweave/runtime}"
+readonly INSTALL_DIR="${SANDWEAVE_RUNTIME_DIR:-/usr/local/lib/sandweave}"
+readonly GVISOR_SRC=/usr/share/gocode/src/gvisor.dev/gvisor
+readonly DEBIAN_RUNSC=/usr/bin/runsc
+# Go packages touched by the patch (unit tests and vet run on these).
+readonly PATCHED_PKGS=(
+  gvisor.dev/gvisor/pkg/sentry/fsimpl/proc
+  gvisor.dev/gvisor/pkg/sentry/kernel
+  gvisor.dev/gvisor/runsc/boot
+)
+
+log() { printf 'build-runsc: %s\n' "$*" >&2; }
+die() { printf 'build-runsc: error: %s\n' "$*" >&2; exit 1; }
+
+run_tests=0
+force=0
+for arg in "$@"; do
+  case "$arg" in
+    --test) run_tests=1 ;;
+    --force) force=1 ;;
+    -h|--help) sed -n '2,12p' "$SCRIPT" | sed 's/^# \{0,1\}//'; exit 0 ;;
+    *) die "unknown argument: $arg (see --help)" ;;
+  esac
+done
+
+[[ -r "$PATCH" ]] || die "patch not found: $PATCH"
+
+tmp=""
+cleanup() { if [[ -n "$tmp" ]]; then rm -rf "$tmp"; fi; }
+trap cleanup EXIT
+trap 'exit 130' INT TERM
+
+# --- Debian packages ---------------------------------------------------------
+# golang-gvisor-gvisor-dev: gVisor source (+ its Go dependencies);
+# golang-go: toolchain; runsc: donor of the real vdso.so; python3: ELF parsing;
+# patch: applies hidepid.patch.
+pkg_installed() {
+  [[ "$(dpkg-query -W -f='${db:Status-Status}' "$1" 2>/dev/null || true)" == installed ]]
+}
+missing=()
+for p in golang-go golang-gvisor-gvisor-dev runsc python3 patch; do
+  pkg_installed "$p" || missing+=("$p")
+done
+if ((${#missing[@]})); then
+  [[ "$(id -u)" == 0 ]] || die "missing Debian packages (${missing[*]}); run as root or install them"
+  log "installing ${missing[*]}"
+  export DEBIAN_FRONTEND=noninteractive
+  apt-get update >&2 || die "apt-get update failed"
+  apt-get install -y --no-install-recommends "${missing[@]}" >&2 || die "apt-get install ${missing[*]} failed"
+fi
+command -v go >/dev/null || die "go not found in PATH (golang-go installed?)"
+[[ -d "$GVISOR_SRC/runsc" ]] || die "gVisor source not found at $GVISOR_SRC"
+[[ -x "$DEBIAN_RUNSC" ]] || die "$DEBIAN_RUNSC not found (needed for its vdso)"
+
+pkgver() { dpkg-query -W -f='${Version}' "$1"; }
+gvisor_ver="$(pkgver golang-gvisor-gvisor-dev)"
+go_ver="$(pkgver golang-go)"
+runsc_ver="$(pkgver runsc)"
+version="${gvisor_ver}+sandweave"
+
+# --- Cache key -----------------------------------------------------------------
+key="$(
+  {
+    sha256sum <"$PATCH"
+    sha256sum <"$SCRIPT"
+    printf 'golang-gvisor-gvisor-dev=%s\ngolang-go=%s\nrunsc=%s\n' "$gvisor_ver" "$go_ver" "$runsc_ver"
+  } | sha256sum | cut -d' ' -f1
+)"
+out_dir="$CACHE_ROOT/$key"
+out="$out_dir/runsc"
+
+mkdir -p "$CACHE_ROOT" || die "cannot create cache directory $CACHE_ROOT"
+export GOCACHE="${GOCACHE:-$CACHE_ROOT/go-build}"
+
+# --- Patched source overlay ----------------------------------------------------
+# A full copy of Debian's gVisor tree (~17 MB) with the patch applied; it is
+# the first GOPATH entry, so every gvisor.dev/gvisor package resolves to it and
+# all other dependencies resolve to /usr/share/gocode.
+prepare_overlay() {
+  tmp="$(mktemp -d "${TMPDIR:-/tmp}/sandweave-runsc.XXXXXX")"
+  local src="$tmp/gopath/src/gvisor.dev/gvisor"
+  mkdir -p "$(dirname "$src")"
+  cp -a "$GVISOR_SRC" "$src"
+  log "applying $(basename "$PATCH")"
+  patch -d "$src" -p1 --batch --forward --quiet <"$PATCH" >&2 || die "patch does not apply to $GVISOR_SRC ($gvisor_ver)"
+  log "extracting vdso from $DEBIAN_RUNSC"
+  python3 - "$DEBIAN_RUNSC" "$src/pkg/sentry/loader/vdsodata/vdso.so" <<'PY' || die "vdso extraction failed"
+import struct, sys
+
+def soname(img):
+    """Returns DT_SONAME of an ELF64 little-endian image, or None."""
+    phoff, = struct.unpack_from('<Q', img, 0x20)
+    phentsize, phnum = struct.unpack_from('<HH', img, 0x36)
+    loads, dyn = [], None
+    for i in range(phnum):
+        p_type, _, p_offset, p_vaddr, _, p_filesz = struct.unpack_from('<IIQQQQ', img, phoff + i * phentsize)
+        if p_type == 1:
+            loads.append((p_vaddr, p_offset, p_filesz))
+        elif p_type == 2:
+            dyn = (p_offset, p_filesz)
+    if dyn is None:
+        return None
+    strtab = name = None
+    for off in range(dyn[0], dyn[0] + dyn[1], 16):
+        tag, val = struct.unpack_from('<qQ', img, off)
+        if tag == 0:
+            break
+        if tag == 5:
+            strtab = val
+        elif tag == 14:
+            name = val
+    if strtab is None or name is None:
+        return None
+    for vaddr, offset, filesz in loads:
+        if vaddr <= strtab < vaddr + filesz:
+            start = strtab - vaddr + offset + name
+            return img[start:img.index(b'\0', start)]
+    return None
+
+data = open(sys.argv[1], 'rb').read()
+found = []
+pos = data.find(b'\x7fELF', 1)
+while pos >= 0:
+    hdr = data[pos:pos + 64]
+    # ELFCLASS64, little-endian, ET_DYN, EM_X86_64 or EM_AARCH64.
+    if len(hdr) == 64 and hdr[4] == 2 and hdr[5] == 1:
+        e_type, e_machine = struct.unpack_from('<HH', hdr, 16)
+        shoff, = struct.unpack_from('<Q', hdr, 0x28)
+        shentsize, shnum = struct.unpack_from('<HH', hdr, 0x3a)
+        size = shoff + shnum * shentsize
+        if e_type == 3 and e_machine in (62, 183) and 64 < size <= 1 << 20 and pos + size <= len(data):
+            img = data[pos:pos + size]
+            try:
+                if soname(img) == b'linux-vdso.so.1':
+                    found.append(img)
+            except (struct.error, ValueError):
+                pass
+    pos = data.find(b'\x7fELF', pos + 1)
+if len(found) != 1:
+    sys.exit('expected exactly one embedded linux-vdso.so.1, found %d' % len(found))
+open(sys.argv[2], 'wb').write(found[0])
+print('build-runsc: vdso: %d bytes' % len(found[0]), file=sys.stderr)
+PY
+}
+
+gobuild_env() {
+  env GOPATH="$tmp/gopath:/usr/share/gocode" GO111MODULE=off CGO_ENABLED=0 GOFLAGS= "$@"
+}
+
+run_go_tests() {
+  log "go vet ${PATCHED_PKGS[*]}"
+  # -composites=false: upstream code has unkeyed composite literals.
+  (cd "$tmp" && gobuild_env go vet -composites=false "${PATCHED_PKGS[@]}") >&2 || die "go vet failed"
+  log "go test ${PATCHED_PKGS[0]}"
+  (cd "$tmp" && gobuild_env go test -count=1 -v "${PATCHED_PKGS[0]}") >&2 || die "go unit tests failed"
+}
+
+if [[ -x "$out" && "$force" == 0 ]]; then
+  log "cached: $out (key ${key:0:12})"
+  if [[ "$run_tests" == 1 ]]; then
+    prepare_overlay
+    run_go_tests
+  fi
+else
+  prepare_overlay
+  if [[ "$run_tests" == 1 ]]; then run_go_tests; fi
+  log "building runsc $version (GOCACHE=$GOCACHE)"
+  start=$SECONDS
+  mkdir -p "$out_dir"
+  (cd "$tmp" && gobuild_env go build -trimpath -buildvcs=false \
+    -ldflags "-X main.version=$version" -o "$tmp/runsc" gvisor.dev/gvisor/runsc) >&2 || die "go build failed"
+  "$tmp/runsc" --version | grep -qF "runsc version $version" || die "built runsc does not report version $version"
+  # Publish atomically so a concurrent or interrupted build never leaves a
+  # partial binary behind the cache key.
+  install -m 0755 "$tmp/runsc" "$out_dir/.runsc.$$"
+  printf 'version=%s\ngolang-gvisor-gvisor-dev=%s\ngolang-go=%s\nrunsc=%s\ngo=%s\n' \
+    "$version" "$gvisor_ver" "$go_ver" "$runsc_ver" "$(go version)" >"$out_dir/build-info"
+  mv -f "$out_dir/.runsc.$$" "$out"
+  log "built in $((SECONDS - start))s: $out"
+fi
+
+# --- Install ----------------------------------------------------------------
+target="$INSTALL_DIR/runsc"
+mkdir -p "$INSTALL_DIR" || die "cannot create $INSTALL_DIR"
+if [[ -f "$target" ]] && cmp -s "$out" "$target"; then
+  log "already installed: $target"
+else
+  staged="$INSTALL_DIR/.runsc.$$"
+  install -m 0755 "$out" "$staged"
+  mv -f "$staged" "$target"
+  log "installed $target"
+fi
+echo "$target"
