@@ -39,7 +39,7 @@ void add_create_flags(CLI::App& sub, CreateFlags& f, bool with_user) {
     audit->excludes(no_audit);
     sub.add_option("--name", f.name, "A unique name for the sandbox");
     if (with_user) sub.add_option("--user", f.user, "Default UID[:GID] for commands");
-    sub.add_option("--label", f.labels, "Label key=value (repeatable)");
+    sub.add_option("--label", f.labels, "Label key=value (repeatable)")->allow_extra_args(false);
     sub.add_option("--from-snapshot", f.from_snapshot, "Start from a filesystem snapshot");
 }
 

@@ -8,10 +8,12 @@
 
 #include <cstring>
 #include <iostream>
+#include <sstream>
 
 #include "cmd/common.hpp"
 #include "lib/error.hpp"
 #include "lib/log.hpp"
+#include "lib/shim.hpp"
 #include "lib/units.hpp"
 
 namespace sandweave::cli {
@@ -54,6 +56,17 @@ std::string explain_extras(CLI::App& app, const std::vector<std::string>& args, 
         std::vector<std::string> names;
         for (const auto* opt : sub->get_options())
             for (const auto& l : opt->get_lnames()) names.push_back("--" + l);
+        if (sub->get_name() == "run") {
+            // A bare word after `run ID` is a command missing its `--`.
+            std::string rest = fallback.substr(fallback.find(':') == std::string::npos ? 0 : fallback.find(':') + 1);
+            std::istringstream words(rest);
+            std::string w;
+            bool bare = false;
+            while (words >> w) bare = bare || w[0] != '-';
+            if (bare)
+                return "run: unexpected arguments" + rest +
+                       ": put the command after `--` (sandweave run ID -- COMMAND...) or use -c 'shell string'";
+        }
         bool seen_verb = false;
         for (const auto& a : args) {
             if (!seen_verb) {
@@ -69,9 +82,7 @@ std::string explain_extras(CLI::App& app, const std::vector<std::string>& args, 
                     return "unknown option " + word + " for '" + sub->get_name() + "'" + did_you_mean(word, names);
             }
         }
-        if (sub->get_name() == "run")
-            return "run: unexpected argument; put the command after `--` (sandweave run ID -- COMMAND...) "
-                   "or use -c 'shell string'";
+
         return sub->get_name() + ": " + fallback;
     }
     return fallback;
@@ -114,7 +125,12 @@ int main_impl(int argc, char** argv) {
     register_doctor(app, g, out);
 
     // An unknown verb gets a suggestion before CLI11's generic message.
-    for (const auto& a : args) {
+    for (std::size_t i = 0; i < args.size(); ++i) {
+        const std::string& a = args[i];
+        if (a == "--runsc" || a == "--state-dir" || a == "--host") {
+            ++i;  // its value
+            continue;
+        }
         if (a.empty() || a[0] == '-') continue;
         if (std::find(verbs.begin(), verbs.end(), a) == verbs.end()) {
             std::vector<std::string> known;
@@ -160,6 +176,9 @@ void init_logging_early(const GlobalOptions& g) { setup_logging(g); }
 }  // namespace sandweave::cli
 
 int main(int argc, char** argv) {
+    // Internal entry points started by sandweave itself, not part of the CLI.
+    if (argc >= 2 && std::strcmp(argv[1], sandweave::shim_verb) == 0)
+        return sandweave::shim_main(std::vector<std::string>(argv + 2, argv + argc));
     sandweave::cli::GlobalOptions defaults;
     // Logging is configured from the raw arguments so it works during parsing too.
     for (int i = 1; i < argc; ++i) {

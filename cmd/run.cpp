@@ -86,7 +86,7 @@ void register_run(CLI::App& app, GlobalOptions& g, Outcome& out, std::vector<std
     add_create_flags(*sub, f->create, false);
     sub->add_option("--user", f->user, "UID[:GID] to run as (default: the sandbox's user)");
     sub->add_option("--cwd", f->cwd, "Working directory in the sandbox");
-    sub->add_option("-e,--env", f->env, "Environment KEY=VALUE (repeatable)");
+    sub->add_option("-e,--env", f->env, "Environment KEY=VALUE (repeatable)")->allow_extra_args(false);
     sub->add_option("--timeout", f->timeout, "Kill the command after this long (exit 124), e.g. 30s");
     sub->add_option("-c", f->shell, "Run this string with /bin/sh -c");
     sub->callback([&g, &out, &command, f, sub] {

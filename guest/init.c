@@ -7,11 +7,57 @@
  * asynchronously; SIGTERM/SIGINT end it, which stops the sandbox.
  * Static, no allocation, no output unless something is wrong.
  */
+#define _GNU_SOURCE
+#include <dirent.h>
 #include <errno.h>
+#include <grp.h>
 #include <signal.h>
 #include <stdio.h>
+#include <string.h>
+#include <sys/stat.h>
 #include <sys/wait.h>
 #include <unistd.h>
+
+/*
+ * `init --probe-hidepid`: sandweave's check that a runtime really enforces
+ * hidepid=2 (run once per runtime binary, in a throwaway sandbox whose /proc is
+ * mounted with hidepid=2). A child drops to uid/gid 1001 (which also drops every
+ * capability) and must neither list nor stat root's PID 1. Exit 0 means enforced.
+ */
+static int probe_hidepid(void) {
+    pid_t child = fork();
+    if (child < 0) return 3;
+    if (child == 0) {
+        if (setgroups(0, NULL) != 0 || setresgid(1001, 1001, 1001) != 0 ||
+            setresuid(1001, 1001, 1001) != 0) {
+            printf("probe: cannot drop privileges: %s\n", strerror(errno));
+            fflush(stdout);
+            _exit(3);
+        }
+        int listed = 0;
+        DIR* d = opendir("/proc");
+        if (d == NULL) {
+            printf("probe: opendir /proc: %s\n", strerror(errno));
+            fflush(stdout);
+            _exit(3);
+        }
+        struct dirent* e;
+        while ((e = readdir(d)) != NULL)
+            if (strcmp(e->d_name, "1") == 0) listed = 1;
+        closedir(d);
+        struct stat st;
+        int visible = stat("/proc/1", &st) == 0;
+        int self_ok = stat("/proc/self/status", &st) == 0;
+        printf("probe: as uid 1001 under hidepid=2, root's PID 1 %s\n",
+               listed || visible ? "is still visible" : self_ok ? "is hidden" : "is hidden but so is /proc/self");
+        fflush(stdout);
+        _exit(!listed && !visible && self_ok ? 0 : 1);
+    }
+    int status = 0;
+    while (waitpid(child, &status, 0) < 0 && errno == EINTR) {
+    }
+    return WIFEXITED(status) ? WEXITSTATUS(status) : 3;
+}
 
 static void reap_all(void) {
     for (;;) {
@@ -22,7 +68,8 @@ static void reap_all(void) {
     }
 }
 
-int main(void) {
+int main(int argc, char** argv) {
+    if (argc > 1 && strcmp(argv[1], "--probe-hidepid") == 0) return probe_hidepid();
     sigset_t set;
     sigemptyset(&set);
     sigaddset(&set, SIGCHLD);

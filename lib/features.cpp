@@ -1,15 +1,125 @@
 #include "lib/features.hpp"
 
+#include <sys/stat.h>
+
+#include <nlohmann/json.hpp>
+#include <openssl/sha.h>
+
+#include "lib/bundle.hpp"
 #include "lib/error.hpp"
+#include "lib/fsutil.hpp"
+#include "lib/image.hpp"
+#include "lib/log.hpp"
+#include "lib/runsc.hpp"
 #include "lib/sandbox.hpp"
 
 namespace sandweave {
 
-void require_runtime_features(Context&, const SandboxSpec& spec, const std::filesystem::path& runsc) {
-    if (spec.runtime.hidepid != 0)
-        throw Error(ErrorCode::runtime, "hidepid " + std::to_string(spec.runtime.hidepid) +
-                                            " is not available: runtime " + runsc.string() +
-                                            " has no verified /proc hidepid support");
+namespace fs = std::filesystem;
+using nlohmann::json;
+
+namespace {
+
+// A runtime binary's identity for the verdict cache: path, inode and mtime, so a
+// rebuilt or replaced runsc is checked again.
+std::string runtime_key(const fs::path& runsc) {
+    struct stat st {};
+    if (::stat(runsc.c_str(), &st) != 0) throw_errno("stat " + runsc.string());
+    std::string id = runsc.string() + "|" + std::to_string(st.st_dev) + "|" + std::to_string(st.st_ino) + "|" +
+                     std::to_string(st.st_size) + "|" + std::to_string(st.st_mtim.tv_sec) + "." +
+                     std::to_string(st.st_mtim.tv_nsec);
+    unsigned char digest[SHA256_DIGEST_LENGTH];
+    SHA256(reinterpret_cast<const unsigned char*>(id.data()), id.size(), digest);
+    static const char hex[] = "0123456789abcdef";
+    std::string out;
+    for (int i = 0; i < 16; ++i) {
+        out.push_back(hex[digest[i] >> 4]);
+        out.push_back(hex[digest[i] & 0xf]);
+    }
+    return out;
+}
+
+// Boots a throwaway sandbox whose /proc is mounted hidepid=2 and runs the guest
+// init's probe: an unprivileged child must not see root's PID 1.
+HidepidVerdict probe_hidepid(Context& ctx, const fs::path& runsc_path) {
+    ImageStore images(ctx.store.images_dir(), ctx.runner);
+    fs::path rootfs = images.ensure("base");
+    fs::path dir = ctx.store.root() / "runtime" / ("probe-" + random_hex(8));
+    make_dirs(dir / "bundle", 0700);
+    std::string id = "swprobe-" + random_hex(8);
+    SandboxSpec spec;
+    spec.runtime.hidepid = 2;
+    BundleInput in{spec, rootfs, find_guest_init(), "probe"};
+    json config = build_oci_config(in);
+    config["process"]["args"] = {guest_init_path, "--probe-hidepid"};
+    config["root"]["readonly"] = true;
+    config["process"]["capabilities"] = {{"bounding", {"CAP_SETUID", "CAP_SETGID"}},
+                                         {"effective", {"CAP_SETUID", "CAP_SETGID"}},
+                                         {"permitted", {"CAP_SETUID", "CAP_SETGID"}}};
+    write_file_atomic(dir / "bundle/config.json", config.dump(), 0600);
+
+    Runsc runsc(ctx.runner, runsc_path, Runsc::flags_for(dir / "runsc", "ptrace", "none", std::nullopt));
+    Command c;
+    c.argv = {runsc_path.string()};
+    for (const auto& f : Runsc::flags_for(dir / "runsc", "ptrace", "none", std::nullopt)) c.argv.push_back(f);
+    for (const char* a : {"run", "--bundle"}) c.argv.push_back(a);
+    c.argv.push_back((dir / "bundle").string());
+    c.argv.push_back(id);
+    c.out = Command::Stdio::file;
+    c.out_file = dir / "probe.log";
+    c.err = Command::Stdio::file;
+    c.err_file = dir / "probe.log";
+    c.timeout = std::chrono::seconds(60);
+    auto r = ctx.runner.run(c);
+    std::string output;
+    try {
+        output = read_file(dir / "probe.log", 1 << 16);
+    } catch (const Error&) {
+    }
+    try {
+        if (runsc.state(id)) runsc.remove(id, true);
+    } catch (const Error&) {
+    }
+    remove_tree(dir);
+
+    HidepidVerdict v;
+    v.supported = r.ok();
+    while (!output.empty() && output.back() == '\n') output.pop_back();
+    auto nl = output.rfind('\n');
+    v.detail = output.empty() ? r.describe() : output.substr(nl == std::string::npos ? 0 : nl + 1);
+    return v;
+}
+
+}  // namespace
+
+HidepidVerdict hidepid_support(Context& ctx, const fs::path& runsc) {
+    fs::path cache = ctx.store.root() / "runtime" / (runtime_key(runsc) + ".json");
+    try {
+        json j = json::parse(read_file(cache, 1 << 16));
+        return HidepidVerdict{j.at("hidepid").get<bool>(), j.value("detail", std::string()), true};
+    } catch (const std::exception&) {
+        // Not checked yet (or unreadable): check now.
+    }
+    log().info("checking that " + runsc.string() + " enforces hidepid (once per runtime)");
+    make_dirs(ctx.store.root() / "runtime", 0700);
+    HidepidVerdict v = probe_hidepid(ctx, runsc);
+    write_file_atomic(cache,
+                      json{{"runsc", runsc.string()}, {"hidepid", v.supported}, {"detail", v.detail},
+                           {"checked_at", now_rfc3339()}}
+                              .dump(2),
+                      0600);
+    return v;
+}
+
+void require_runtime_features(Context& ctx, const SandboxSpec& spec, const fs::path& runsc) {
+    if (spec.runtime.hidepid != 0) {
+        HidepidVerdict v = hidepid_support(ctx, runsc);
+        if (!v.supported)
+            throw Error(ErrorCode::runtime,
+                        "hidepid " + std::to_string(spec.runtime.hidepid) + " refused: runtime " + runsc.string() +
+                            " does not enforce hidepid in the guest's /proc (" + v.detail +
+                            "); use sandweave's patched runsc (runtime/build-runsc.sh)");
+    }
     if (spec.runtime.audit)
         throw Error(ErrorCode::runtime, "audit is not available yet in this build of sandweave");
 }

@@ -1,15 +1,27 @@
 #pragma once
-// Runtime features sandweave must never pretend to have. Before a sandbox is
-// created with hidepid 1/2 or audit, the chosen runsc must be known to support
-// it; otherwise create fails with exit 5 and says why.
+// Runtime features sandweave must never pretend to have. hidepid 1/2 is used only
+// with a runtime that was seen enforcing it: once per runtime binary, a throwaway
+// guest checks that an unprivileged process cannot see root's PID 1 under
+// hidepid=2 (Debian's stock runsc accepts and silently ignores the option). The
+// verdict is cached in <state>/runtime/, keyed by the binary's path, inode, size
+// and mtime. A runtime that fails gets exit 5 and a message, never a silent pass.
 
 #include <filesystem>
+#include <string>
 
 #include "lib/options.hpp"
 
 namespace sandweave {
 
 struct Context;
+
+struct HidepidVerdict {
+    bool supported = false;
+    std::string detail;
+    bool cached = false;
+};
+
+HidepidVerdict hidepid_support(Context& ctx, const std::filesystem::path& runsc);
 
 void require_runtime_features(Context& ctx, const SandboxSpec& spec, const std::filesystem::path& runsc);
 

@@ -123,6 +123,10 @@ pid_t spawn(const Command& cmd, ChildStdio& stdio, bool new_session) {
     posix_spawnattr_setsigdefault(&attr, &all);
     short flags = POSIX_SPAWN_SETSIGMASK | POSIX_SPAWN_SETSIGDEF;
     if (new_session) flags |= POSIX_SPAWN_SETSID;
+    if (cmd.own_process_group && !new_session) {
+        flags |= POSIX_SPAWN_SETPGROUP;
+        posix_spawnattr_setpgroup(&attr, 0);
+    }
     posix_spawnattr_setflags(&attr, flags);
 
     std::vector<char*> argv;
@@ -316,7 +320,7 @@ CommandResult LocalRunner::run_attached(const Command& cmd_in, const AttachOptio
             if (sig == SIGCHLD) continue;
             // A terminal's Ctrl-C (sent by the kernel) already reached the child in
             // our process group; only forward what another process sent to us.
-            if (si.ssi_code == SI_KERNEL) continue;
+            if (si.ssi_code == SI_KERNEL && !cmd.own_process_group) continue;
             if (opts.forward_signal) opts.forward_signal(sig);
             else ::kill(pid, sig);
         }

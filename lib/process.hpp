@@ -32,6 +32,9 @@ struct Command {
     // Called with each complete stderr line while the child runs (progress).
     std::function<void(const std::string&)> on_err_line;
     std::function<void(const std::string&)> on_out_line;
+    // Start the child in a process group of its own, so a terminal's signals
+    // reach only us (run_attached forwards them deliberately).
+    bool own_process_group = false;
     // Descriptors handed to the child: {our fd, the child's fd number}.
     std::vector<std::pair<int, int>> pass_fds;
 };
@@ -62,17 +65,30 @@ struct AttachOptions {
     std::function<void(int sig)> forward_signal;
 };
 
+// The outcome of a detaching launch (see launch_detached).
+struct LaunchResult {
+    int exit_status = -1;       // of the launching command
+    std::string runtime_error;  // what it wrote to its error log (fd 3), if anything
+};
+
 class CommandRunner {
 public:
     virtual ~CommandRunner() = default;
+    // Runs a command that leaves long-lived processes behind (`runsc run
+    // --detach`) under a supervisor that adopts and reaps them (lib/shim.hpp).
+    // The command's fd 3 is an error log returned in the result; its stdout and
+    // stderr (and those of what it leaves behind) go to console_log.
+    virtual LaunchResult launch_detached(const Command& cmd, const std::filesystem::path& console_log) = 0;
     virtual CommandResult run(const Command& cmd) = 0;
-    // Stdio inherited; SIGINT/SIGTERM/SIGHUP/SIGQUIT sent to us by another process
-    // are forwarded to the child (a terminal's Ctrl-C reaches the child directly).
+    // Stdio inherited; SIGINT/SIGTERM/SIGHUP/SIGQUIT are forwarded to the child (or
+    // to opts.forward_signal). With own_process_group unset, a terminal's Ctrl-C
+    // already reached the child and is not sent twice.
     virtual CommandResult run_attached(const Command& cmd, const AttachOptions& opts) = 0;
 };
 
 class LocalRunner final : public CommandRunner {
 public:
+    LaunchResult launch_detached(const Command& cmd, const std::filesystem::path& console_log) override;
     CommandResult run(const Command& cmd) override;
     CommandResult run_attached(const Command& cmd, const AttachOptions& opts) override;
 };

@@ -129,22 +129,14 @@ CommandResult Runsc::raw(std::vector<std::string> args) {
 void Runsc::run_detached(const std::string& id, const fs::path& bundle, const fs::path& console_log) {
     Command c;
     c.argv = argv({"run", "--detach", "--bundle", bundle.string(), id});
-    c.out = Command::Stdio::file;
-    c.out_file = console_log;
-    c.err = Command::Stdio::file;
-    c.err_file = console_log;
-    // runsc's own error goes to an fd we read, so the message is exact.
-    int logfd = ::memfd_create("runsc-errors", MFD_CLOEXEC);
-    if (logfd < 0) throw_errno("memfd_create");
-    c.pass_fds = {{logfd, 3}};
     c.argv.insert(c.argv.begin() + 1, "--log-fd=3");
-    c.timeout = std::chrono::seconds(120);
-    auto r = runner_.run(c);
-    std::string log = read_fd_all(logfd);
-    ::close(logfd);
-    if (!r.ok()) {
-        auto msg = last_error_message(log);
-        throw Error(ErrorCode::runtime, "runsc run: " + (msg ? *msg : r.describe()));
+    c.timeout = std::chrono::seconds(60);
+    LaunchResult r = runner_.launch_detached(c, console_log);
+    if (r.exit_status != 0) {
+        auto msg = last_error_message(r.runtime_error);
+        throw Error(ErrorCode::runtime,
+                    "runsc run: " + (msg ? *msg : r.runtime_error.empty() ? "exit status " + std::to_string(r.exit_status)
+                                                                           : r.runtime_error));
     }
 }
 
@@ -189,7 +181,22 @@ Runsc::ExecResult Runsc::exec_attached(const std::string& id, const ExecRequest&
             return std::nullopt;
         }
     };
+    c.own_process_group = true;
     AttachOptions attach = attach_in;
+    // runsc exec forwards signals only for a terminal; deliver them ourselves.
+    attach.forward_signal = [&](int sig) {
+        for (int i = 0; i < 50; ++i) {
+            if (auto p = guest_pid()) {
+                try {
+                    kill(id, sig, *p);
+                } catch (const Error&) {
+                    // The process exited meanwhile.
+                }
+                return;
+            }
+            ::usleep(20000);
+        }
+    };
     attach.on_timeout = [&] {
         if (auto p = guest_pid()) {
             try {

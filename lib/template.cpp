@@ -157,7 +157,7 @@ json validate_runtime_options(const YAML::Node& n, const Where& w, const std::st
         {"hidepid", as_hidepid},
         {"audit", as_bool},
         {"audit_max_bytes", as_size},
-        {"platform", one_of({"ptrace", "systrap", "kvm"})},
+        {"platform", one_of({"ptrace", "kvm"})},
         {"network", one_of({"none"})},
     };
     return validate_map(n, w, key, table);
