@@ -1,0 +1,37 @@
+#!/usr/bin/env bash
+# Audit writer throughput: replays a trace recorded from a real runsc session
+# into a fresh writer as fast as the socket takes it and reports records/s,
+# wall-clock (sender + writer on this machine) and per writer CPU-second (the
+# writer's own utime+stime: the "one core" figure). Usage:
+#   bench/audit_writer_throughput.sh [RECORDS] [TRACE]
+set -eu
+SRC=$(cd "$(dirname "$0")/.." && pwd)
+BUILD=${SANDWEAVE_BUILD_DIR:-/work/build-audit}
+TK=$BUILD/lib/audit/sandweave-audit-testkit
+REPLAY=$BUILD/lib/audit/sandweave-audit-replay
+N=${1:-2000000}
+TRACE=${2:-$SRC/tests/data/audit/replay/busybox_session.trace}
+T=$(mktemp -d /tmp/sw-audit-bench.XXXXXX)
+trap '"$TK" finish --dir "$T/w" >/dev/null 2>&1; rm -rf "$T"' EXIT
+
+PID=$("$TK" start --dir "$T/w" --metadata "$SRC/tests/data/audit/runsc_trace_metadata_20221219.txt")
+cpu() { awk '{print $14 + $15}' "/proc/$PID/stat"; }
+TCK=$(getconf CLK_TCK)
+c0=$(cpu)
+t0=$(date +%s.%N)
+"$REPLAY" --socket "$T/w/sink.sock" --trace "$TRACE" --count "$N" >"$T/replay.json"
+"$TK" barrier --dir "$T/w" --sentry-dropped 0 >"$T/barrier.json"
+t1=$(date +%s.%N)
+c1=$(cpu)
+jq -n --slurpfile r "$T/replay.json" --slurpfile b "$T/barrier.json" \
+    --argjson n "$N" --argjson wall "$(echo "$t1 - $t0" | bc -l)" \
+    --argjson cpu "$(echo "($c1 - $c0) / $TCK" | bc -l)" '
+    { records: $n,
+      events_written: $b[0].events,
+      dropped: $b[0].dropped,
+      log_bytes: $b[0].bytes,
+      wall_seconds: ($wall * 1000 | round / 1000),
+      writer_cpu_seconds: ($cpu * 100 | round / 100),
+      records_per_second_wall: ($n / $wall | round),
+      records_per_writer_cpu_second: (if $cpu > 0 then ($n / $cpu | round) else null end),
+      target_records_per_second: 500000 }'

@@ -1,0 +1,141 @@
+#pragma once
+// Protected runtime audit (SPEC 6, 9, 11): the public API the CLI calls.
+//
+// Design: one writer daemon per audited sandbox, started before `runsc create`,
+// owning a 0700 directory that holds:
+//   sink.sock          the SOCK_SEQPACKET endpoint runsc's `remote` sink connects to
+//   control.sock       barrier/status/stop requests from sandweave CLI processes
+//   audit.jsonl        the log (0600), append-only, one JSON object per line
+//   writer-state.json  the last durable state, atomically replaced after each fsync
+//   points.json        the exact points + fields handed to runsc (the coverage)
+//   writer.log         the daemon's stderr
+// A reader thread only receives and enqueues (bounded ~8 MiB, overflow counted,
+// the guest never waits); a writer thread decodes, formats and appends.
+//
+// Contract of a status: `events`, `last_sequence`, `bytes` and `dropped`
+// describe one durable prefix of audit.jsonl (fsynced, ending on a line
+// boundary). `complete` is true only when nothing selected and submitted
+// before the barrier is missing: no drop anywhere (runtime or writer), no
+// reason recorded, exactly one sentry stream that delivered container/start.
+// It never says anything about what happened after the barrier, and it never
+// means "the episode is clean".
+
+#include <sys/types.h>
+
+#include <chrono>
+#include <cstdint>
+#include <filesystem>
+#include <optional>
+#include <string>
+#include <string_view>
+#include <vector>
+
+#include <nlohmann/json.hpp>
+
+namespace sandweave::audit {
+
+// One trace point with the optional and context fields to collect.
+struct TracePoint {
+    std::string name;
+    std::vector<std::string> optional_fields, context_fields;
+    bool operator==(const TracePoint&) const = default;
+};
+
+// Parsed `runsc trace metadata` output.
+struct TraceMetadata {
+    std::vector<TracePoint> points;
+};
+
+// Throws Error(runtime) when the text lists no points.
+TraceMetadata parse_trace_metadata(std::string_view runsc_trace_metadata_output);
+
+// SPEC 6 selection: lifecycle points, mappings where offered, every rich
+// syscall/<name>/exit, raw syscall/sysno/<N>/exit for syscalls without a rich
+// point; all optional and context fields of each.
+std::vector<TracePoint> default_selection(const TraceMetadata&);
+
+// The --pod-init-config JSON text: {"trace_session": {...}} with one Default
+// session and a `remote` sink at sink_socket with retries 0.
+std::string pod_init_config(const std::vector<TracePoint>& points,
+                            const std::filesystem::path& sink_socket);
+
+// The sink socket runsc must be pointed at (pass to pod_init_config).
+std::filesystem::path sink_socket_path(const std::filesystem::path& dir);
+// The log file inside the writer directory.
+std::filesystem::path log_path(const std::filesystem::path& dir);
+
+struct WriterOptions {
+    std::filesystem::path dir;
+    std::string sandbox_id;
+    std::uint64_t max_bytes = 1ull << 30;
+    std::string runtime_version;
+    std::vector<TracePoint> points;
+    // Set by start_writer: the daemon reports readiness (or its error) on it.
+    int ready_fd = -1;
+};
+
+// Starts the writer as a detached daemon (own session, reparented away from
+// the caller, stdio on /dev/null and dir/writer.log) by exec of
+// `self_exe __audit-writer ...`. Creates dir 0700 and dir/points.json; returns
+// the writer pid once the sink socket listens, or throws with the writer's error.
+pid_t start_writer(const std::filesystem::path& self_exe, const WriterOptions&);
+
+// {"__audit-writer", "--dir", D, "--sandbox-id", ID, "--max-bytes", N,
+//  "--runtime-version", V, "--points-file", D/points.json[, "--ready-fd", FD]}
+std::vector<std::string> writer_argv(const WriterOptions&);
+// Inverse of writer_argv; the leading "__audit-writer" is optional. Reads the
+// points file. Throws Error(usage) on bad arguments.
+WriterOptions parse_writer_argv(const std::vector<std::string>& args);
+// The daemon body (blocks until stopped); returns the process exit code.
+int writer_main(const WriterOptions&);
+
+struct Status {
+    bool complete = false;
+    std::uint64_t events = 0, last_sequence = 0, bytes = 0, dropped = 0;
+    std::vector<std::string> reasons;
+    std::string sandbox_id, runtime_version, sha256;
+    std::vector<TracePoint> points;
+    std::optional<std::string> error;
+
+    bool writer_running = false;  // the daemon answered this request
+    bool connected = false;       // a sentry stream is currently open
+    bool finished = false;        // the writer stopped cleanly (finish/SIGTERM)
+    std::uint64_t max_bytes = 0;
+    std::optional<std::uint64_t> runtime_dropped_reported;  // what runsc said at the barrier
+    nlohmann::json counters = nlohmann::json::object();     // detailed breakdown
+    std::string exported_at, path;                          // set by export_log only
+};
+
+nlohmann::json to_json(const Status&);
+Status status_from_json(const nlohmann::json&);
+
+// Flush barrier. `sentry_dropped` is the sentry's dropped count from
+// `runsc trace list` (nullopt when it could not be read: reason
+// runtime_unavailable). Waits until everything the sentry had already sent is
+// decoded, written and fsynced and returns the status of that durable prefix.
+// When the writer is gone or does not answer within `timeout`, returns the last
+// persisted state instead (complete false with writer_died/writer_unresponsive
+// unless it finished cleanly).
+Status barrier(const std::filesystem::path& dir, std::optional<std::uint64_t> sentry_dropped,
+               std::chrono::milliseconds timeout = std::chrono::seconds(30));
+
+// Barrier, then copy exactly that prefix to dest (0600, temp + fsync + rename)
+// and write dest + ".status.json" the same way. An older sidecar is removed
+// first; on failure no sidecar claims completeness (a complete:false one with
+// "error" is left when it can be written) and Error is thrown.
+Status export_log(const std::filesystem::path& dir, const std::filesystem::path& dest,
+                  std::optional<std::uint64_t> sentry_dropped);
+
+// The writer's current status without a barrier (bytes etc. are the last
+// durable prefix; `counters.written_*` show what is written but not yet synced).
+Status live_status(const std::filesystem::path& dir);
+
+// Final barrier, then stop the writer and wait for it to exit. Idempotent: on
+// a stopped writer it returns the persisted final status.
+Status finish(const std::filesystem::path& dir, std::optional<std::uint64_t> sentry_dropped);
+
+// The `remote` sink's dropped count from `runsc trace list ID` output, or
+// nullopt when the output has no such line.
+std::optional<std::uint64_t> parse_trace_list_dropped(std::string_view runsc_trace_list_output);
+
+}  // namespace sandweave::audit

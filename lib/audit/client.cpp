@@ -1,0 +1,661 @@
+// The CLI side of the audit writer: starting the daemon, barrier/status/stop
+// over control.sock, the offline fallback when the writer is gone, and export.
+//
+// Offline rule: without a live writer the last persisted state is the truth,
+// extended by whole, consistent lines written after it (they are in the page
+// cache even when the writer was SIGKILLed; we fsync them ourselves). Unless
+// the writer finished cleanly, such a status carries writer_died (or
+// writer_unresponsive) and can never be complete.
+
+#include <fcntl.h>
+#include <poll.h>
+#include <signal.h>
+#include <sys/mman.h>
+#include <sys/socket.h>
+#include <sys/stat.h>
+#include <sys/un.h>
+#include <sys/wait.h>
+#include <unistd.h>
+
+#include <openssl/evp.h>
+
+#include <cerrno>
+#include <charconv>
+#include <cstring>
+#include <thread>
+
+#include "lib/audit/audit.hpp"
+#include "lib/audit/state.hpp"
+#include "lib/error.hpp"
+#include "lib/fsutil.hpp"
+
+namespace sandweave::audit {
+
+fs::path sink_socket_path(const fs::path& dir) {
+    return dir / "sink.sock";
+}
+fs::path log_path(const fs::path& dir) {
+    return dir / "audit.jsonl";
+}
+
+namespace {
+
+using namespace std::chrono_literals;
+
+fs::path state_path(const fs::path& dir) {
+    return dir / "writer-state.json";
+}
+fs::path points_path(const fs::path& dir) {
+    return dir / "points.json";
+}
+
+nlohmann::json points_to_json(const std::vector<TracePoint>& points) {
+    nlohmann::json a = nlohmann::json::array();
+    for (const auto& p : points)
+        a.push_back({{"name", p.name},
+                     {"optional_fields", p.optional_fields},
+                     {"context_fields", p.context_fields}});
+    return a;
+}
+
+std::vector<TracePoint> points_from_json(const nlohmann::json& a) {
+    std::vector<TracePoint> out;
+    if (!a.is_array()) throw Error(ErrorCode::usage, "points file is not a JSON array");
+    for (const auto& p : a)
+        out.push_back({p.at("name").get<std::string>(),
+                       p.value("optional_fields", std::vector<std::string>{}),
+                       p.value("context_fields", std::vector<std::string>{})});
+    return out;
+}
+
+std::vector<TracePoint> load_points(const fs::path& dir) {
+    try {
+        return points_from_json(nlohmann::json::parse(read_file(points_path(dir))));
+    } catch (const std::exception&) {
+        return {};  // the status then lists no coverage, which is the truth we have
+    }
+}
+
+struct Reply {
+    enum Kind { ok, unreachable, timeout, failed } kind = failed;
+    nlohmann::json state;
+    std::string error;
+};
+
+Reply control_request(const fs::path& dir, const nlohmann::json& request,
+                      std::chrono::milliseconds timeout) {
+    Reply r;
+    fs::path path = dir / "control.sock";
+    sockaddr_un addr{};
+    addr.sun_family = AF_UNIX;
+    if (path.native().size() >= sizeof addr.sun_path) {
+        r.error = "control socket path too long: " + path.string();
+        return r;
+    }
+    std::memcpy(addr.sun_path, path.c_str(), path.native().size());
+    int fd = ::socket(AF_UNIX, SOCK_SEQPACKET | SOCK_CLOEXEC, 0);
+    if (fd < 0) {
+        r.error = errno_message("socket");
+        return r;
+    }
+    struct Closer {
+        int fd;
+        ~Closer() { ::close(fd); }
+    } closer{fd};
+    if (::connect(fd, reinterpret_cast<sockaddr*>(&addr), sizeof addr) != 0) {
+        r.kind = Reply::unreachable;
+        r.error = errno_message("connect " + path.string());
+        return r;
+    }
+    std::string text = request.dump();
+    if (::send(fd, text.data(), text.size(), MSG_NOSIGNAL) < 0) {
+        r.kind = Reply::unreachable;
+        r.error = errno_message("send to " + path.string());
+        return r;
+    }
+    pollfd p{fd, POLLIN, 0};
+    int rc;
+    do {
+        rc = ::poll(&p, 1, static_cast<int>(timeout.count()));
+    } while (rc < 0 && errno == EINTR);
+    if (rc == 0) {
+        r.kind = Reply::timeout;
+        r.error =
+            "the audit writer did not answer within " + std::to_string(timeout.count()) + " ms";
+        return r;
+    }
+    std::string buf(1 << 20, '\0');
+    ssize_t n = ::recv(fd, buf.data(), buf.size(), MSG_DONTWAIT);
+    if (n <= 0) {
+        // Closed without a reply: the writer died while serving us.
+        r.kind = Reply::unreachable;
+        r.error = "the audit writer closed the control connection";
+        return r;
+    }
+    buf.resize(static_cast<std::size_t>(n));
+    try {
+        auto j = nlohmann::json::parse(buf);
+        if (j.value("ok", false)) {
+            r.kind = Reply::ok;
+            r.state = j.at("state");
+        } else {
+            r.kind = Reply::failed;
+            r.error = j.value("error", "unknown error");
+        }
+    } catch (const std::exception& e) {
+        r.error = std::string("bad reply from the audit writer: ") + e.what();
+    }
+    return r;
+}
+
+bool writer_alive(const WriterState& s) {
+    return s.pid > 0 && s.pid_start_time != 0 && process_start_time(s.pid) == s.pid_start_time;
+}
+
+// Extends `s` by the whole lines after its durable prefix that continue the
+// sequence, then makes them durable.
+void extend_with_tail(const fs::path& dir, WriterState& s) {
+    int fd = ::open(log_path(dir).c_str(), O_RDONLY | O_CLOEXEC);
+    if (fd < 0) return;
+    struct Closer {
+        int fd;
+        ~Closer() { ::close(fd); }
+    } closer{fd};
+    struct stat st;
+    if (::fstat(fd, &st) != 0 || static_cast<std::uint64_t>(st.st_size) <= s.bytes) return;
+    std::uint64_t end = static_cast<std::uint64_t>(st.st_size);
+    std::uint64_t pos = s.bytes;
+    std::string chunk, carry;
+    bool stop = false;
+    while (pos < end && !stop) {
+        chunk.resize(std::min<std::uint64_t>(1 << 20, end - pos));
+        ssize_t n = ::pread(fd, chunk.data(), chunk.size(), static_cast<off_t>(pos));
+        if (n <= 0) break;
+        chunk.resize(static_cast<std::size_t>(n));
+        pos += static_cast<std::uint64_t>(n);
+        carry += chunk;
+        std::size_t start = 0;
+        for (;;) {
+            auto nl = carry.find('\n', start);
+            if (nl == std::string::npos) break;
+            std::string_view line(carry.data() + start, nl - start);
+            nlohmann::json j;
+            try {
+                j = nlohmann::json::parse(line);
+            } catch (...) {
+                stop = true;
+                break;
+            }
+            if (!j.is_object() || j.value("seq", std::uint64_t{0}) != s.last_sequence + 1) {
+                stop = true;
+                break;
+            }
+            std::string point = j.value("point", "");
+            if (point == "gap") {
+                std::uint64_t lost = j.value("lost", std::uint64_t{0});
+                if (j.value("source", "") == "runtime")
+                    s.runtime_dropped += lost;
+                else
+                    s.queue_overflow += lost;
+            } else if (point == "writer/truncated_message") {
+                ++s.truncated;
+            } else if (point == "writer/stream_open") {
+                ++s.streams;
+            } else if (point == "writer/connection_rejected") {
+                ++s.rejected_connections;
+            } else if (point.rfind("writer/", 0) != 0 || point == "writer/unknown_message" ||
+                       point == "writer/malformed_message") {
+                ++s.events;
+                if (point == "writer/unknown_message") ++s.unknown_types;
+                if (point == "writer/malformed_message") ++s.malformed;
+                if (point == "container/start") s.container_start_seen = true;
+            }
+            s.last_sequence += 1;
+            s.bytes += line.size() + 1;
+            start = nl + 1;
+        }
+        carry.erase(0, start);
+    }
+    ::fsync(fd);
+}
+
+WriterState offline_state(const fs::path& dir, std::optional<std::uint64_t> sentry_dropped) {
+    std::string text;
+    try {
+        text = read_file(state_path(dir));
+    } catch (const Error& e) {
+        throw e.wrap("reading the audit writer's state");
+    }
+    WriterState s;
+    try {
+        s = state_from_json(nlohmann::json::parse(text));
+    } catch (const std::exception& e) {
+        throw Error(ErrorCode::general,
+                    "audit writer state " + state_path(dir).string() + " is corrupt: " + e.what());
+    }
+    if (sentry_dropped)
+        s.runtime_dropped =
+            unwrap_advance(s.runtime_dropped, static_cast<std::uint32_t>(*sentry_dropped));
+    if (!s.finished) {
+        extend_with_tail(dir, s);
+        s.runtime_reported = sentry_dropped;
+        s.connected = false;
+    }
+    return s;
+}
+
+Status make_status(const fs::path& dir, const WriterState& s, bool running,
+                   std::vector<std::string> extra_reasons) {
+    Status st;
+    st.events = s.events;
+    st.last_sequence = s.last_sequence;
+    st.bytes = s.bytes;
+    st.dropped = s.dropped();
+    st.reasons = state_reasons(s);
+    for (auto& r : extra_reasons) st.reasons.push_back(std::move(r));
+    st.complete = st.reasons.empty() && st.dropped == 0;
+    st.sandbox_id = s.sandbox_id;
+    st.runtime_version = s.runtime_version;
+    st.points = load_points(dir);
+    st.writer_running = running;
+    st.connected = s.connected;
+    st.finished = s.finished;
+    st.max_bytes = s.max_bytes;
+    st.runtime_dropped_reported = s.runtime_reported;
+    st.counters = {
+        {"runtime_dropped", s.runtime_dropped},
+        {"queue_overflow", s.queue_overflow},
+        {"truncated", s.truncated},
+        {"byte_limit_dropped", s.byte_limit_dropped},
+        {"disk_dropped", s.disk_dropped},
+        {"malformed", s.malformed},
+        {"unknown_types", s.unknown_types},
+        {"lossy_records", s.lossy_records},
+        {"sentry_connections", s.streams},
+        {"rejected_connections", s.rejected_connections},
+        {"container_start_seen", s.container_start_seen},
+        {"written_bytes", s.written_bytes},
+        {"written_events", s.written_events},
+        {"written_sequence", s.written_sequence},
+        {"writer_pid", s.pid},
+        {"updated_at", s.updated_at},
+    };
+    if (s.disk_failure) st.counters["disk_error"] = s.disk_error;
+    return st;
+}
+
+// The status when the writer cannot answer: why, from the persisted state.
+Status offline_status(const fs::path& dir, std::optional<std::uint64_t> sentry_dropped,
+                      const Reply& reply) {
+    WriterState s = offline_state(dir, sentry_dropped);
+    std::vector<std::string> extra;
+    bool alive = writer_alive(s);
+    if (!s.finished) extra.push_back(alive ? "writer_unresponsive" : "writer_died");
+    Status st = make_status(dir, s, false, extra);
+    if (!s.finished && !reply.error.empty()) st.counters["writer_error"] = reply.error;
+    return st;
+}
+
+nlohmann::json sentry_json(std::optional<std::uint64_t> v) {
+    return v ? nlohmann::json(*v) : nlohmann::json(nullptr);
+}
+
+std::string sha256_hex(const unsigned char* md, unsigned len) {
+    static const char* hex = "0123456789abcdef";
+    std::string out;
+    for (unsigned i = 0; i < len; ++i) {
+        out.push_back(hex[md[i] >> 4]);
+        out.push_back(hex[md[i] & 15]);
+    }
+    return out;
+}
+
+// Copies [0, n) of src into a new file `tmp`, hashing the same bytes on a
+// second thread (the copy itself stays in the kernel: copy_file_range).
+std::string copy_prefix(const fs::path& src, const fs::path& tmp, std::uint64_t n) {
+    int in = ::open(src.c_str(), O_RDONLY | O_CLOEXEC);
+    if (in < 0) throw_errno("open " + src.string());
+    struct Closer {
+        int& fd;
+        ~Closer() {
+            if (fd >= 0) ::close(fd);
+        }
+    } cin{in};
+    struct stat st;
+    if (::fstat(in, &st) != 0) throw_errno("stat " + src.string());
+    if (static_cast<std::uint64_t>(st.st_size) < n)
+        throw Error(ErrorCode::general,
+                    src.string() + " is shorter (" + std::to_string(st.st_size) +
+                        " bytes) than its durable prefix (" + std::to_string(n) + " bytes)");
+    int out = ::open(tmp.c_str(), O_WRONLY | O_CREAT | O_EXCL | O_CLOEXEC, 0600);
+    if (out < 0) throw_errno("create " + tmp.string());
+    Closer cout{out};
+    if (::fchmod(out, 0600) != 0) throw_errno("chmod " + tmp.string());
+
+    std::string hash_error;
+    std::string digest;
+    std::thread hasher([&] {
+        EVP_MD_CTX* ctx = EVP_MD_CTX_new();
+        EVP_DigestInit_ex(ctx, EVP_sha256(), nullptr);
+        void* map = nullptr;
+        if (n > 0) {
+            map = ::mmap(nullptr, n, PROT_READ, MAP_PRIVATE, in, 0);
+            if (map == MAP_FAILED) {
+                hash_error = errno_message("mmap " + src.string());
+                EVP_MD_CTX_free(ctx);
+                return;
+            }
+            ::madvise(map, n, MADV_SEQUENTIAL);
+            EVP_DigestUpdate(ctx, map, n);
+            ::munmap(map, n);
+        }
+        unsigned char md[EVP_MAX_MD_SIZE];
+        unsigned len = 0;
+        EVP_DigestFinal_ex(ctx, md, &len);
+        EVP_MD_CTX_free(ctx);
+        digest = sha256_hex(md, len);
+    });
+    std::string copy_error;
+    std::uint64_t done = 0;
+    bool fallback = false;
+    while (done < n) {
+        loff_t off_in = static_cast<loff_t>(done);
+        ssize_t k = fallback ? -1
+                             : ::copy_file_range(in, &off_in, out, nullptr,
+                                                 std::min<std::uint64_t>(n - done, 1u << 30), 0);
+        if (k < 0 && !fallback &&
+            (errno == EXDEV || errno == EINVAL || errno == ENOSYS || errno == EOPNOTSUPP)) {
+            fallback = true;
+        }
+        if (fallback) {
+            static thread_local std::string buf(1 << 20, '\0');
+            ssize_t r = ::pread(in, buf.data(), std::min<std::uint64_t>(buf.size(), n - done),
+                                static_cast<off_t>(done));
+            if (r <= 0) {
+                copy_error = errno_message("read " + src.string());
+                break;
+            }
+            std::size_t w = 0;
+            while (w < static_cast<std::size_t>(r)) {
+                ssize_t m = ::write(out, buf.data() + w, static_cast<std::size_t>(r) - w);
+                if (m < 0) {
+                    if (errno == EINTR) continue;
+                    copy_error = errno_message("write " + tmp.string());
+                    break;
+                }
+                w += static_cast<std::size_t>(m);
+            }
+            if (!copy_error.empty()) break;
+            done += static_cast<std::uint64_t>(r);
+            continue;
+        }
+        if (k < 0) {
+            if (errno == EINTR) continue;
+            copy_error = errno_message("copy to " + tmp.string());
+            break;
+        }
+        if (k == 0) {
+            copy_error = "copy to " + tmp.string() + ": unexpected end of " + src.string();
+            break;
+        }
+        done += static_cast<std::uint64_t>(k);
+    }
+    hasher.join();
+    if (!copy_error.empty()) throw Error(ErrorCode::general, copy_error);
+    if (!hash_error.empty()) throw Error(ErrorCode::general, hash_error);
+    if (::fsync(out) != 0) throw_errno("fsync " + tmp.string());
+    int fd = out;
+    out = -1;
+    if (::close(fd) != 0) throw_errno("close " + tmp.string());
+    return digest;
+}
+
+bool parse_u64(std::string_view s, std::uint64_t& v) {
+    auto r = std::from_chars(s.data(), s.data() + s.size(), v);
+    return r.ec == std::errc() && r.ptr == s.data() + s.size() && !s.empty();
+}
+
+}  // namespace
+
+// ------------------------------------------------------------- argv -------
+
+std::vector<std::string> writer_argv(const WriterOptions& o) {
+    std::vector<std::string> a = {"__audit-writer",
+                                  "--dir",
+                                  o.dir.string(),
+                                  "--sandbox-id",
+                                  o.sandbox_id,
+                                  "--max-bytes",
+                                  std::to_string(o.max_bytes),
+                                  "--runtime-version",
+                                  o.runtime_version,
+                                  "--points-file",
+                                  points_path(o.dir).string()};
+    if (o.ready_fd >= 0) {
+        a.push_back("--ready-fd");
+        a.push_back(std::to_string(o.ready_fd));
+    }
+    return a;
+}
+
+WriterOptions parse_writer_argv(const std::vector<std::string>& args) {
+    WriterOptions o;
+    std::size_t i = 0;
+    if (!args.empty() && args[0] == "__audit-writer") i = 1;
+    auto bad = [](const std::string& m) { return Error(ErrorCode::usage, "audit writer: " + m); };
+    bool have_dir = false;
+    for (; i < args.size(); ++i) {
+        const std::string& k = args[i];
+        if (i + 1 >= args.size()) throw bad("option " + k + " needs a value");
+        const std::string& v = args[++i];
+        if (k == "--dir") {
+            if (v.empty()) throw bad("--dir is empty");
+            o.dir = v;
+            have_dir = true;
+        } else if (k == "--sandbox-id") {
+            o.sandbox_id = v;
+        } else if (k == "--runtime-version") {
+            o.runtime_version = v;
+        } else if (k == "--max-bytes") {
+            if (!parse_u64(v, o.max_bytes) || o.max_bytes == 0)
+                throw bad("--max-bytes must be a positive integer, not '" + v + "'");
+        } else if (k == "--points-file") {
+            try {
+                o.points = points_from_json(nlohmann::json::parse(read_file(v)));
+            } catch (const std::exception& e) {
+                throw bad("reading --points-file " + v + ": " + e.what());
+            }
+        } else if (k == "--ready-fd") {
+            std::uint64_t fd;
+            if (!parse_u64(v, fd) || fd > 1 << 20)
+                throw bad("--ready-fd must be a descriptor number");
+            o.ready_fd = static_cast<int>(fd);
+        } else {
+            throw bad("unknown option " + k);
+        }
+    }
+    if (!have_dir) throw bad("--dir is required");
+    return o;
+}
+
+// ------------------------------------------------------------ start -------
+
+pid_t start_writer(const fs::path& self_exe, const WriterOptions& opts) {
+    return with_context("starting audit writer", [&]() -> pid_t {
+        if (opts.max_bytes == 0) throw Error(ErrorCode::usage, "audit max bytes must be positive");
+        make_dirs(opts.dir, 0700);
+        struct stat st;
+        if (::lstat(opts.dir.c_str(), &st) != 0) throw_errno("stat " + opts.dir.string());
+        if (!S_ISDIR(st.st_mode))
+            throw Error(ErrorCode::general, opts.dir.string() + " is not a directory");
+        if (::chmod(opts.dir.c_str(), 0700) != 0) throw_errno("chmod " + opts.dir.string());
+        if (fs::exists(log_path(opts.dir)))
+            throw Error(ErrorCode::general, "an audit log already exists in " + opts.dir.string());
+        if (sink_socket_path(opts.dir).native().size() >= sizeof(sockaddr_un::sun_path))
+            throw Error(ErrorCode::general,
+                        "audit directory path too long for a unix socket: " + opts.dir.string());
+        write_file_atomic(points_path(opts.dir), points_to_json(opts.points).dump() + "\n", 0600);
+
+        int pipefd[2];
+        if (::pipe2(pipefd, O_CLOEXEC) != 0) throw_errno("pipe");
+        // Everything the child needs is prepared before fork: after fork in a
+        // possibly multi-threaded caller only async-signal-safe calls are allowed.
+        WriterOptions child_opts = opts;
+        child_opts.ready_fd = 3;
+        std::vector<std::string> args = writer_argv(child_opts);
+        args.insert(args.begin(), self_exe.string());
+        std::vector<char*> argv;
+        for (auto& a : args) argv.push_back(a.data());
+        argv.push_back(nullptr);
+        std::string log_file = (opts.dir / "writer.log").string();
+
+        pid_t child = ::fork();
+        if (child < 0) {
+            int err = errno;
+            ::close(pipefd[0]);
+            ::close(pipefd[1]);
+            throw_errno("fork", err);
+        }
+        if (child == 0) {
+            // Intermediate: new session, fork the daemon, exit so the daemon is
+            // reparented away from the caller (no zombie, outlives the CLI).
+            ::setsid();
+            pid_t daemon = ::fork();
+            if (daemon != 0) ::_exit(daemon < 0 ? 1 : 0);
+            int null = ::open("/dev/null", O_RDWR);
+            int logfd = ::open(log_file.c_str(), O_WRONLY | O_CREAT | O_APPEND, 0600);
+            if (null >= 0) {
+                ::dup2(null, 0);
+                ::dup2(null, 1);
+            }
+            if (logfd >= 0) ::dup2(logfd, 2);
+            ::dup2(pipefd[1], 3);  // dup2 clears close-on-exec on fd 3
+            ::close_range(4, ~0U, CLOSE_RANGE_CLOEXEC);
+            ::execv(argv[0], argv.data());
+            const char msg[] = "error exec of the audit writer failed\n";
+            (void)!::write(3, msg, sizeof msg - 1);
+            ::_exit(127);
+        }
+        ::close(pipefd[1]);
+        int status = 0;
+        while (::waitpid(child, &status, 0) < 0 && errno == EINTR) {
+        }
+        std::string msg;
+        char buf[4096];
+        auto deadline = std::chrono::steady_clock::now() + 30s;
+        for (;;) {
+            auto left = std::chrono::duration_cast<std::chrono::milliseconds>(
+                deadline - std::chrono::steady_clock::now());
+            if (left.count() <= 0) break;
+            pollfd p{pipefd[0], POLLIN, 0};
+            int rc = ::poll(&p, 1, static_cast<int>(left.count()));
+            if (rc < 0 && errno == EINTR) continue;
+            if (rc <= 0) break;
+            ssize_t n = ::read(pipefd[0], buf, sizeof buf);
+            if (n <= 0) break;
+            msg.append(buf, static_cast<std::size_t>(n));
+            if (msg.size() > 65536) break;
+        }
+        ::close(pipefd[0]);
+        while (!msg.empty() && msg.back() == '\n') msg.pop_back();
+        if (msg.rfind("ok ", 0) == 0) {
+            std::uint64_t pid;
+            if (parse_u64(msg.substr(3), pid)) return static_cast<pid_t>(pid);
+        }
+        if (msg.rfind("error ", 0) == 0) throw Error(ErrorCode::general, msg.substr(6));
+        throw Error(ErrorCode::general,
+                    msg.empty() ? "the writer exited without reporting (see " + log_file + ")"
+                                : "unexpected readiness message: " + msg);
+    });
+}
+
+// ------------------------------------------------------ barrier/status ----
+
+Status barrier(const fs::path& dir, std::optional<std::uint64_t> sentry_dropped,
+               std::chrono::milliseconds timeout) {
+    nlohmann::json req = {{"op", "barrier"},
+                          {"sentry_dropped", sentry_json(sentry_dropped)},
+                          {"timeout_ms", timeout.count()}};
+    Reply r = control_request(dir, req, timeout + 5s);
+    if (r.kind == Reply::ok) return make_status(dir, state_from_json(r.state), true, {});
+    return offline_status(dir, sentry_dropped, r);
+}
+
+Status live_status(const fs::path& dir) {
+    Reply r = control_request(dir, {{"op", "status"}}, 10s);
+    if (r.kind == Reply::ok) return make_status(dir, state_from_json(r.state), true, {});
+    return offline_status(dir, std::nullopt, r);
+}
+
+Status finish(const fs::path& dir, std::optional<std::uint64_t> sentry_dropped) {
+    nlohmann::json req = {
+        {"op", "stop"}, {"sentry_dropped", sentry_json(sentry_dropped)}, {"timeout_ms", 30000}};
+    Reply r = control_request(dir, req, 35s);
+    if (r.kind == Reply::ok) {
+        WriterState s = state_from_json(r.state);
+        // The writer exits right after this reply (threads joined, sockets
+        // removed); wait a little so the caller may remove the sandbox. It
+        // answered cleanly, so it is not killed. (An in-process writer, as in
+        // the unit tests, shares our pid: never wait on ourselves.)
+        for (int i = 0; i < 100 && s.pid != ::getpid() && writer_alive(s); ++i)
+            std::this_thread::sleep_for(50ms);
+        return make_status(dir, s, false, {});
+    }
+    if (r.kind == Reply::timeout || r.kind == Reply::failed) {
+        // A stuck (e.g. SIGSTOPped) writer: terminate must still end it.
+        try {
+            WriterState s = state_from_json(nlohmann::json::parse(read_file(state_path(dir))));
+            if (s.pid != ::getpid() && writer_alive(s)) {
+                ::kill(s.pid, SIGKILL);
+                for (int i = 0; i < 100 && writer_alive(s); ++i) std::this_thread::sleep_for(50ms);
+            }
+        } catch (const std::exception&) {
+        }
+    }
+    return offline_status(dir, sentry_dropped, r);
+}
+
+// ------------------------------------------------------------ export ------
+
+Status export_log(const fs::path& dir, const fs::path& dest,
+                  std::optional<std::uint64_t> sentry_dropped) {
+    const fs::path sidecar = dest.string() + ".status.json";
+    const fs::path dest_dir = dest.parent_path().empty() ? fs::path(".") : dest.parent_path();
+    // An older sidecar must never survive next to a new (or failed) export.
+    if (::unlink(sidecar.c_str()) == 0) {
+        try {
+            fsync_dir(dest_dir);
+        } catch (const Error&) {
+        }
+    } else if (errno != ENOENT && errno != ENOTDIR) {
+        throw Error(ErrorCode::general,
+                    errno_message("exporting audit log: removing old " + sidecar.string()));
+    }
+    Status st = barrier(dir, sentry_dropped);
+    const fs::path tmp = dest_dir / ("." + dest.filename().string() + ".tmp-" + random_hex(8));
+    try {
+        if (dest.filename().empty()) throw Error(ErrorCode::usage, "export path names no file");
+        st.sha256 = copy_prefix(log_path(dir), tmp, st.bytes);
+        if (::rename(tmp.c_str(), dest.c_str()) != 0) throw_errno("rename to " + dest.string());
+        fsync_dir(dest_dir);
+        st.exported_at = utc_now();
+        st.path = fs::absolute(dest).lexically_normal().string();
+        write_file_atomic(sidecar, to_json(st).dump(2) + "\n", 0600);
+        return st;
+    } catch (const Error& e) {
+        ::unlink(tmp.c_str());
+        st.complete = false;
+        st.error = e.what();
+        st.sha256.clear();
+        st.exported_at = utc_now();
+        st.path = fs::absolute(dest).lexically_normal().string();
+        try {
+            write_file_atomic(sidecar, to_json(st).dump(2) + "\n", 0600);
+        } catch (const Error&) {
+            // Nothing claims completeness: the old sidecar is already gone.
+        }
+        throw e.wrap("exporting audit log to " + dest.string());
+    }
+}
+
+}  // namespace sandweave::audit

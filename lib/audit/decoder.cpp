@@ -1,0 +1,375 @@
+#include "lib/audit/decoder.hpp"
+
+#include <google/protobuf/descriptor.h>
+
+#include <algorithm>
+#include <map>
+#include <stdexcept>
+
+#include "trace_points.pb.h"
+
+namespace sandweave::audit {
+namespace {
+
+namespace pb = google::protobuf;
+
+bool read_varint(const unsigned char*& p, const unsigned char* end, std::uint64_t& v) {
+    v = 0;
+    for (int shift = 0; shift < 64; shift += 7) {
+        if (p >= end) return false;
+        unsigned char c = *p++;
+        v |= static_cast<std::uint64_t>(c & 0x7f) << shift;
+        if ((c & 0x80) == 0) return true;
+    }
+    return false;  // more than 10 bytes
+}
+
+}  // namespace
+
+RecordFormatter::RecordFormatter() {
+    // Touching one generated descriptor registers the whole file in the
+    // generated pool (and keeps the .pb.o in a static link).
+    (void)wire::Hello::descriptor();
+    const pb::DescriptorPool* pool = pb::DescriptorPool::generated_pool();
+    type_schema_.assign(kSyscallLastKnown + 1, -1);
+    for (std::uint16_t t = 1; t <= kSyscallLastKnown; ++t) {
+        const MessageTypeInfo* info = message_type_info(t);
+        const pb::Descriptor* d = pool->FindMessageTypeByName(info->message);
+        if (d == nullptr)
+            throw std::logic_error(std::string("audit schema lacks ") + info->message);
+        type_schema_[t] = build(d);
+    }
+    for (auto& o : occ_) o.reserve(64);
+}
+
+int RecordFormatter::build(const void* descriptor) {
+    const auto* d = static_cast<const pb::Descriptor*>(descriptor);
+    // Nested types are shared (TaskContext appears everywhere): build once.
+    if (auto it = built_.find(descriptor); it != built_.end()) return it->second;
+    int index = static_cast<int>(schemas_.size());
+    schemas_.emplace_back();
+    built_[descriptor] = index;
+    Schema s;
+    std::uint32_t max_number = 0;
+    for (int i = 0; i < d->field_count(); ++i) {
+        const pb::FieldDescriptor* f = d->field(i);
+        Field field{static_cast<std::uint32_t>(f->number()), Kind::i32, f->is_repeated(), -1,
+                    "\"" + f->name() + "\":"};
+        switch (f->type()) {
+            case pb::FieldDescriptor::TYPE_INT32:
+                field.kind = Kind::i32;
+                break;
+            case pb::FieldDescriptor::TYPE_INT64:
+                field.kind = Kind::i64;
+                break;
+            case pb::FieldDescriptor::TYPE_UINT32:
+                field.kind = Kind::u32;
+                break;
+            case pb::FieldDescriptor::TYPE_UINT64:
+                field.kind = Kind::u64;
+                break;
+            case pb::FieldDescriptor::TYPE_BOOL:
+                field.kind = Kind::boolean;
+                break;
+            case pb::FieldDescriptor::TYPE_STRING:
+                field.kind = Kind::string;
+                break;
+            case pb::FieldDescriptor::TYPE_BYTES:
+                field.kind = Kind::bytes;
+                break;
+            case pb::FieldDescriptor::TYPE_MESSAGE:
+                field.kind = Kind::message;
+                field.message = build(f->message_type());
+                break;
+            default:
+                throw std::logic_error("audit schema uses an unsupported field type");
+        }
+        max_number = std::max(max_number, field.number);
+        s.fields.push_back(std::move(field));
+    }
+    std::sort(s.fields.begin(), s.fields.end(),
+              [](const Field& a, const Field& b) { return a.number < b.number; });
+    s.by_number.assign(max_number + 1, -1);
+    for (std::size_t i = 0; i < s.fields.size(); ++i)
+        s.by_number[s.fields[i].number] = static_cast<int>(i);
+    schemas_[static_cast<std::size_t>(index)] = std::move(s);
+    return index;
+}
+
+bool RecordFormatter::parse(const Schema& s, std::string_view data, int depth) {
+    auto& occ = occ_[depth];
+    auto& unknown = unknown_[depth];
+    occ.clear();
+    unknown.clear();
+    const auto* base = reinterpret_cast<const unsigned char*>(data.data());
+    const unsigned char* p = base;
+    const unsigned char* end = base + data.size();
+    while (p < end) {
+        const unsigned char* start = p;
+        std::uint64_t tag;
+        if (!read_varint(p, end, tag)) return false;
+        std::uint64_t number = tag >> 3;
+        unsigned wt = static_cast<unsigned>(tag & 7);
+        if (number == 0 || number > 0x1fffffff) return false;
+        std::uint64_t value = 0;
+        std::uint32_t off = 0, len = 0;
+        switch (wt) {
+            case 0:
+                if (!read_varint(p, end, value)) return false;
+                break;
+            case 1:
+                if (end - p < 8) return false;
+                p += 8;
+                break;
+            case 5:
+                if (end - p < 4) return false;
+                p += 4;
+                break;
+            case 2: {
+                std::uint64_t l;
+                if (!read_varint(p, end, l)) return false;
+                if (l > static_cast<std::uint64_t>(end - p)) return false;
+                off = static_cast<std::uint32_t>(p - base);
+                len = static_cast<std::uint32_t>(l);
+                p += l;
+                break;
+            }
+            default:
+                return false;  // groups (3, 4) and 6, 7 never appear in this schema
+        }
+        int idx = number < s.by_number.size() ? s.by_number[number] : -1;
+        if (idx >= 0) {
+            Kind k = s.fields[static_cast<std::size_t>(idx)].kind;
+            bool wants_len = k == Kind::string || k == Kind::bytes || k == Kind::message;
+            if ((wt == 2) == wants_len && (wt == 0 || wt == 2)) {
+                occ.push_back({static_cast<std::uint32_t>(idx), off, len, value});
+                continue;
+            }
+        }
+        // Unknown field (a newer runtime) or a wire-type mismatch: kept raw.
+        unknown.append(reinterpret_cast<const char*>(start), static_cast<std::size_t>(p - start));
+    }
+    return true;
+}
+
+bool RecordFormatter::emit(const Schema& s, std::string_view data, int depth, JsonOut& out,
+                           bool& lossy, bool top_level) {
+    // The top level was parsed by the caller (it needed sysno first).
+    if (!top_level && !parse(s, data, depth)) return false;
+    auto& occ = occ_[depth];
+    bool first = !top_level;
+    auto sep = [&] {
+        if (!first) out.ch(',');
+        first = false;
+    };
+    auto value = [&](const Field& f, const Occ& o) -> bool {
+        switch (f.kind) {
+            case Kind::i32:
+                out.i64(static_cast<std::int32_t>(o.value));
+                break;
+            case Kind::i64:
+                out.i64(static_cast<std::int64_t>(o.value));
+                break;
+            case Kind::u32:
+                out.u64(static_cast<std::uint32_t>(o.value));
+                break;
+            case Kind::u64:
+                out.u64(o.value);
+                break;
+            case Kind::boolean:
+                out.raw(o.value ? "true" : "false");
+                break;
+            case Kind::string:
+                if (!out.str(data.substr(o.off, o.len))) lossy = true;
+                break;
+            case Kind::bytes:
+                out.base64(data.substr(o.off, o.len));
+                break;
+            case Kind::message:
+                if (depth + 1 >= kMaxDepth) return false;
+                out.ch('{');
+                if (!emit(schemas_[static_cast<std::size_t>(f.message)], data.substr(o.off, o.len),
+                          depth + 1, out, lossy, false))
+                    return false;
+                out.ch('}');
+                break;
+        }
+        return true;
+    };
+    // Emit per schema field: last occurrence wins for singular fields (as in
+    // protobuf), repeated fields keep every occurrence in order. The nested
+    // emit reuses deeper scratch vectors, so this depth's `occ` stays valid.
+    const std::size_t nocc = occ.size();
+    for (std::size_t fi = 0; fi < s.fields.size(); ++fi) {
+        const Field& f = s.fields[fi];
+        if (f.repeated) {
+            bool any = false;
+            for (std::size_t i = 0; i < nocc; ++i) {
+                if (occ_[depth][i].field != fi) continue;
+                if (!any) {
+                    sep();
+                    out.raw(f.key);
+                    out.ch('[');
+                    any = true;
+                } else {
+                    out.ch(',');
+                }
+                Occ o = occ_[depth][i];
+                if (!value(f, o)) return false;
+            }
+            if (any) out.ch(']');
+        } else {
+            std::size_t last = nocc;
+            for (std::size_t i = 0; i < nocc; ++i)
+                if (occ_[depth][i].field == fi) last = i;
+            if (last == nocc) continue;
+            sep();
+            out.raw(f.key);
+            Occ o = occ_[depth][last];
+            if (!value(f, o)) return false;
+        }
+    }
+    if (!unknown_[depth].empty()) {
+        sep();
+        out.raw("\"unknown_fields\":");
+        out.base64(unknown_[depth]);
+    }
+    return true;
+}
+
+const std::string& RecordFormatter::point_name(std::uint16_t type, std::uint64_t sysno,
+                                               bool is_exit) {
+    const MessageTypeInfo* info = message_type_info(type);
+    std::uint64_t key = (static_cast<std::uint64_t>(type) << 48) ^ (sysno << 1) ^ (is_exit ? 1 : 0);
+    if (sysno < (1ull << 40)) {
+        if (auto it = point_cache_.find(key); it != point_cache_.end()) return it->second;
+    }
+    std::string name;
+    const char* phase = is_exit ? "/exit" : "/enter";
+    if (info->fixed_point != nullptr) {
+        name = info->fixed_point;
+    } else if (type == kSyscallRaw) {
+        name = "syscall/sysno/" + std::to_string(sysno) + phase;
+    } else if (auto n = syscall_name(sysno)) {
+        name = "syscall/" + std::string(*n) + phase;
+    } else {
+        name = "syscall/" + std::string(info->family) + phase;
+    }
+    // A hostile stream could send endless distinct sysnos: cache a bounded set.
+    if (sysno < (1ull << 40) && point_cache_.size() < 4096)
+        return point_cache_.emplace(key, std::move(name)).first->second;
+    point_tmp_ = std::move(name);
+    return point_tmp_;
+}
+
+void RecordFormatter::raw_record(JsonOut& out, std::uint64_t seq, std::uint64_t dropped,
+                                 const char* point, int type, const char* error,
+                                 std::string_view raw) {
+    out.raw("{\"seq\":");
+    out.u64(seq);
+    out.raw(",\"point\":\"");
+    out.raw(point);
+    out.raw("\",\"dropped\":");
+    out.u64(dropped);
+    if (type >= 0) {
+        out.raw(",\"type\":");
+        out.u64(static_cast<std::uint64_t>(type));
+    }
+    if (error != nullptr) {
+        out.raw(",\"error\":");
+        out.str(error);
+    }
+    out.raw(",\"raw\":");
+    out.base64(raw);
+    out.raw("}\n");
+}
+
+RecordFormatter::Result RecordFormatter::message(JsonOut& out, std::uint64_t seq,
+                                                 std::uint64_t dropped, std::string_view message) {
+    WireHeader h;
+    std::string_view body;
+    HeaderError e = parse_header(message, h, body);
+    if (e != HeaderError::none) {
+        int type = message.size() >= 4
+                       ? static_cast<int>(static_cast<unsigned char>(message[2]) |
+                                          static_cast<unsigned char>(message[3]) << 8)
+                       : -1;
+        raw_record(out, seq, dropped, "writer/malformed_message", type, header_error_name(e),
+                   message);
+        return {Outcome::malformed, false, false};
+    }
+    return payload(out, seq, dropped, h.message_type, body);
+}
+
+RecordFormatter::Result RecordFormatter::payload(JsonOut& out, std::uint64_t seq,
+                                                 std::uint64_t dropped, std::uint16_t type,
+                                                 std::string_view body) {
+    Result r;
+    if (type >= type_schema_.size() || type_schema_[type] < 0) {
+        raw_record(out, seq, dropped, "writer/unknown_message", type, nullptr, body);
+        r.outcome = Outcome::unknown_type;
+        return r;
+    }
+    const Schema& s = schemas_[static_cast<std::size_t>(type_schema_[type])];
+    const std::size_t mark = out.size();
+    if (!parse(s, body, 0)) {
+        raw_record(out, seq, dropped, "writer/malformed_message", type,
+                   "payload is not a valid protobuf message", body);
+        r.outcome = Outcome::malformed;
+        return r;
+    }
+    // The point name needs sysno and whether `exit` is set (exit vs enter).
+    std::uint64_t sysno = 0;
+    bool is_exit = false;
+    std::uint32_t sysno_field = type == kSyscallRaw ? 4 : 3;
+    for (const Occ& o : occ_[0]) {
+        std::uint32_t number = s.fields[o.field].number;
+        if (type >= kSyscallRaw) {
+            if (number == sysno_field) sysno = o.value;
+            if (number == 2) is_exit = true;
+        }
+    }
+    const std::string& point = point_name(type, sysno, is_exit);
+    out.raw("{\"seq\":");
+    out.u64(seq);
+    out.raw(",\"point\":\"");
+    out.raw(point);
+    out.raw("\",\"dropped\":");
+    out.u64(dropped);
+    bool lossy = false;
+    if (!emit(s, body, 0, out, lossy, true)) {
+        out.buf().resize(mark);
+        raw_record(out, seq, dropped, "writer/malformed_message", type,
+                   "payload is not a valid protobuf message", body);
+        r.outcome = Outcome::malformed;
+        return r;
+    }
+    out.raw("}\n");
+    r.lossy = lossy;
+    r.container_start = type == kContainerStart;
+    return r;
+}
+
+std::string RecordFormatter::point_of(std::uint16_t type, std::string_view body) {
+    JsonOut tmp;
+    Result r = payload(tmp, 0, 0, type, body);
+    if (r.outcome != Outcome::event) return "";
+    auto pos = tmp.buf().find("\"point\":\"");
+    auto endq = tmp.buf().find('"', pos + 9);
+    return tmp.buf().substr(pos + 9, endq - pos - 9);
+}
+
+void format_gap(JsonOut& out, std::uint64_t seq, std::uint64_t dropped, std::uint64_t lost,
+                std::string_view source) {
+    out.raw("{\"seq\":");
+    out.u64(seq);
+    out.raw(",\"point\":\"gap\",\"dropped\":");
+    out.u64(dropped);
+    out.raw(",\"lost\":");
+    out.u64(lost);
+    out.raw(",\"source\":\"");
+    out.raw(source);
+    out.raw("\"}\n");
+}
+
+}  // namespace sandweave::audit

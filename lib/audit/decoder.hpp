@@ -1,0 +1,93 @@
+#pragma once
+// Turns one sentry message into one JSONL record, fast and without trusting it.
+//
+// The schema (field numbers, names, types) comes from our own .proto through
+// protobuf's generated descriptors, so the .proto stays the single source of
+// truth; the walk over the wire bytes is our own: it allocates nothing once
+// warm, bounds nesting by the schema, and rolls a half-written record back
+// when the bytes turn out malformed. Field order in a record follows the
+// schema; proto3 defaults (0, "", false) are absent, as in protobuf's JSON.
+// 64-bit integers are JSON numbers (exact in Python/Go; JS loses > 2^53).
+//
+// Record shapes (one line each, all with seq, point, dropped):
+//   {"seq":1,"point":"syscall/openat/exit","dropped":0,"context_data":{...},...}
+//   {"seq":2,"point":"writer/unknown_message","dropped":0,"type":40,"raw":"<base64>"}
+//   {"seq":3,"point":"writer/malformed_message","dropped":0,"type":7,"error":"...","raw":"..."}
+//   {"seq":4,"point":"gap","dropped":12,"lost":12,"source":"runtime"}
+
+#include <cstdint>
+#include <map>
+#include <string>
+#include <string_view>
+#include <unordered_map>
+#include <vector>
+
+#include "lib/audit/json_out.hpp"
+#include "lib/audit/wire.hpp"
+
+namespace sandweave::audit {
+
+class RecordFormatter {
+  public:
+    RecordFormatter();
+
+    enum class Outcome { event, unknown_type, malformed };
+    struct Result {
+        Outcome outcome = Outcome::event;
+        bool lossy = false;  // a string had invalid UTF-8 (replaced)
+        bool container_start = false;
+    };
+
+    // Appends the record for one complete received message (header included).
+    Result message(JsonOut& out, std::uint64_t seq, std::uint64_t dropped,
+                   std::string_view message);
+
+    // Appends the record for a decoded payload of a known header.
+    Result payload(JsonOut& out, std::uint64_t seq, std::uint64_t dropped, std::uint16_t type,
+                   std::string_view payload);
+
+    // The point name the record for (type, payload) would carry; "" if unknown.
+    std::string point_of(std::uint16_t type, std::string_view payload);
+
+  private:
+    enum class Kind : std::uint8_t { i32, i64, u32, u64, boolean, string, bytes, message };
+    struct Field {
+        std::uint32_t number;
+        Kind kind;
+        bool repeated;
+        int message;      // index into schemas_ for Kind::message
+        std::string key;  // "\"name\":"
+    };
+    struct Schema {
+        std::vector<Field> fields;   // ascending field number
+        std::vector<int> by_number;  // field number -> index in fields, -1
+    };
+    struct Occ {
+        std::uint32_t field;
+        std::uint32_t off, len;
+        std::uint64_t value;
+    };
+    static constexpr int kMaxDepth = 6;
+
+    int build(const void* descriptor);  // google::protobuf::Descriptor*
+    bool parse(const Schema&, std::string_view data, int depth);
+    bool emit(const Schema&, std::string_view data, int depth, JsonOut& out, bool& lossy,
+              bool top_level);
+    const std::string& point_name(std::uint16_t type, std::uint64_t sysno, bool is_exit);
+    void raw_record(JsonOut& out, std::uint64_t seq, std::uint64_t dropped, const char* point,
+                    int type, const char* error, std::string_view raw);
+
+    std::vector<Schema> schemas_;
+    std::map<const void*, int> built_;
+    std::vector<int> type_schema_;  // message type -> schema index, -1
+    std::vector<Occ> occ_[kMaxDepth];
+    std::string unknown_[kMaxDepth];
+    std::unordered_map<std::uint64_t, std::string> point_cache_;
+    std::string point_tmp_;
+};
+
+// Meta records written by the writer itself.
+void format_gap(JsonOut& out, std::uint64_t seq, std::uint64_t dropped, std::uint64_t lost,
+                std::string_view source);
+
+}  // namespace sandweave::audit

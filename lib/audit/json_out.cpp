@@ -1,0 +1,137 @@
+#include "lib/audit/json_out.hpp"
+
+#include <charconv>
+
+namespace sandweave::audit {
+namespace {
+
+// 1 where the byte can be copied verbatim inside a JSON string (printable
+// ASCII other than '"' and '\\').
+struct PlainTable {
+    bool v[256]{};
+    constexpr PlainTable() {
+        for (int c = 0x20; c < 0x7f; ++c) v[c] = c != '"' && c != '\\';
+    }
+};
+constexpr PlainTable kPlain;
+
+// Length of a valid UTF-8 sequence starting at s[i] (2..4), or 0 if invalid.
+std::size_t utf8_seq_len(std::string_view s, std::size_t i) {
+    auto b = [&](std::size_t k) { return static_cast<unsigned char>(s[i + k]); };
+    unsigned char c = b(0);
+    std::size_t n = s.size() - i;
+    auto cont = [&](std::size_t k) { return k < n && (b(k) & 0xC0) == 0x80; };
+    if (c >= 0xC2 && c <= 0xDF) return cont(1) ? 2 : 0;
+    if (c >= 0xE0 && c <= 0xEF) {
+        if (!cont(1) || !cont(2)) return 0;
+        if (c == 0xE0 && b(1) < 0xA0) return 0;   // overlong
+        if (c == 0xED && b(1) >= 0xA0) return 0;  // surrogates
+        return 3;
+    }
+    if (c >= 0xF0 && c <= 0xF4) {
+        if (!cont(1) || !cont(2) || !cont(3)) return 0;
+        if (c == 0xF0 && b(1) < 0x90) return 0;   // overlong
+        if (c == 0xF4 && b(1) >= 0x90) return 0;  // > U+10FFFF
+        return 4;
+    }
+    return 0;
+}
+
+constexpr char kHex[] = "0123456789abcdef";
+constexpr char kB64[] = "ABCDEFGHIJKLMNOPQRSTUVWXYZabcdefghijklmnopqrstuvwxyz0123456789+/";
+
+}  // namespace
+
+void JsonOut::u64(std::uint64_t v) {
+    char tmp[24];
+    auto r = std::to_chars(tmp, tmp + sizeof tmp, v);
+    buf_.append(tmp, static_cast<std::size_t>(r.ptr - tmp));
+}
+
+void JsonOut::i64(std::int64_t v) {
+    char tmp[24];
+    auto r = std::to_chars(tmp, tmp + sizeof tmp, v);
+    buf_.append(tmp, static_cast<std::size_t>(r.ptr - tmp));
+}
+
+bool JsonOut::str(std::string_view s) {
+    bool valid = true;
+    buf_.push_back('"');
+    std::size_t i = 0, run = 0;
+    while (i < s.size()) {
+        unsigned char c = static_cast<unsigned char>(s[i]);
+        if (kPlain.v[c]) {
+            ++i;
+            continue;
+        }
+        buf_.append(s.data() + run, i - run);
+        if (c < 0x80) {
+            switch (c) {
+                case '"':
+                    buf_.append("\\\"");
+                    break;
+                case '\\':
+                    buf_.append("\\\\");
+                    break;
+                case '\n':
+                    buf_.append("\\n");
+                    break;
+                case '\t':
+                    buf_.append("\\t");
+                    break;
+                case '\r':
+                    buf_.append("\\r");
+                    break;
+                default: {
+                    char esc[6] = {'\\', 'u', '0', '0', kHex[c >> 4], kHex[c & 15]};
+                    buf_.append(esc, 6);
+                }
+            }
+            ++i;
+        } else if (std::size_t n = utf8_seq_len(s, i); n != 0) {
+            buf_.append(s.data() + i, n);
+            i += n;
+        } else {
+            buf_.append("\xEF\xBF\xBD");
+            valid = false;
+            ++i;
+        }
+        run = i;
+    }
+    buf_.append(s.data() + run, s.size() - run);
+    buf_.push_back('"');
+    return valid;
+}
+
+void JsonOut::base64(std::string_view bytes) {
+    buf_.push_back('"');
+    std::size_t start = buf_.size();
+    buf_.resize(start + (bytes.size() + 2) / 3 * 4);
+    char* o = buf_.data() + start;
+    auto u = [&](std::size_t k) { return static_cast<unsigned char>(bytes[k]); };
+    std::size_t i = 0;
+    for (; i + 3 <= bytes.size(); i += 3) {
+        unsigned v = (u(i) << 16) | (u(i + 1) << 8) | u(i + 2);
+        *o++ = kB64[v >> 18];
+        *o++ = kB64[(v >> 12) & 63];
+        *o++ = kB64[(v >> 6) & 63];
+        *o++ = kB64[v & 63];
+    }
+    if (std::size_t rest = bytes.size() - i; rest != 0) {
+        unsigned v = u(i) << 16;
+        if (rest == 2) v |= u(i + 1) << 8;
+        *o++ = kB64[v >> 18];
+        *o++ = kB64[(v >> 12) & 63];
+        *o++ = rest == 2 ? kB64[(v >> 6) & 63] : '=';
+        *o++ = '=';
+    }
+    buf_.push_back('"');
+}
+
+std::string base64_encode(std::string_view bytes) {
+    JsonOut out;
+    out.base64(bytes);
+    return out.buf().substr(1, out.size() - 2);
+}
+
+}  // namespace sandweave::audit

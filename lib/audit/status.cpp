@@ -1,0 +1,206 @@
+#include <sys/time.h>
+#include <ctime>
+
+#include "lib/audit/audit.hpp"
+#include "lib/audit/state.hpp"
+#include "lib/fsutil.hpp"
+
+namespace sandweave::audit {
+
+nlohmann::json state_to_json(const WriterState& s) {
+    nlohmann::json j = {
+        {"bytes", s.bytes},
+        {"events", s.events},
+        {"last_sequence", s.last_sequence},
+        {"dropped", s.dropped()},
+        {"runtime_dropped", s.runtime_dropped},
+        {"queue_overflow", s.queue_overflow},
+        {"truncated", s.truncated},
+        {"byte_limit_dropped", s.byte_limit_dropped},
+        {"disk_dropped", s.disk_dropped},
+        {"malformed", s.malformed},
+        {"unknown_types", s.unknown_types},
+        {"lossy_records", s.lossy_records},
+        {"streams", s.streams},
+        {"rejected_connections", s.rejected_connections},
+        {"connected", s.connected},
+        {"container_start_seen", s.container_start_seen},
+        {"container_start_selected", s.container_start_selected},
+        {"byte_limit", s.byte_limit},
+        {"disk_failure", s.disk_failure},
+        {"disk_error", s.disk_error},
+        {"runtime_reported", s.runtime_reported ? nlohmann::json(*s.runtime_reported) : nullptr},
+        {"finished", s.finished},
+        {"pid", s.pid},
+        {"pid_start_time", s.pid_start_time},
+        {"updated_at", s.updated_at},
+        {"max_bytes", s.max_bytes},
+        {"sandbox_id", s.sandbox_id},
+        {"runtime_version", s.runtime_version},
+        {"written_bytes", s.written_bytes},
+        {"written_events", s.written_events},
+        {"written_sequence", s.written_sequence},
+    };
+    return j;
+}
+
+WriterState state_from_json(const nlohmann::json& j) {
+    WriterState s;
+    auto u = [&](const char* k, std::uint64_t& v) {
+        if (auto it = j.find(k); it != j.end() && it->is_number_unsigned())
+            v = it->get<std::uint64_t>();
+    };
+    auto b = [&](const char* k, bool& v) {
+        if (auto it = j.find(k); it != j.end() && it->is_boolean()) v = it->get<bool>();
+    };
+    auto str = [&](const char* k, std::string& v) {
+        if (auto it = j.find(k); it != j.end() && it->is_string()) v = it->get<std::string>();
+    };
+    u("bytes", s.bytes);
+    u("events", s.events);
+    u("last_sequence", s.last_sequence);
+    u("runtime_dropped", s.runtime_dropped);
+    u("queue_overflow", s.queue_overflow);
+    u("truncated", s.truncated);
+    u("byte_limit_dropped", s.byte_limit_dropped);
+    u("disk_dropped", s.disk_dropped);
+    u("malformed", s.malformed);
+    u("unknown_types", s.unknown_types);
+    u("lossy_records", s.lossy_records);
+    u("streams", s.streams);
+    u("rejected_connections", s.rejected_connections);
+    b("connected", s.connected);
+    b("container_start_seen", s.container_start_seen);
+    b("container_start_selected", s.container_start_selected);
+    b("byte_limit", s.byte_limit);
+    b("disk_failure", s.disk_failure);
+    str("disk_error", s.disk_error);
+    if (auto it = j.find("runtime_reported"); it != j.end() && it->is_number_unsigned())
+        s.runtime_reported = it->get<std::uint64_t>();
+    b("finished", s.finished);
+    if (auto it = j.find("pid"); it != j.end() && it->is_number_integer()) s.pid = it->get<pid_t>();
+    u("pid_start_time", s.pid_start_time);
+    str("updated_at", s.updated_at);
+    u("max_bytes", s.max_bytes);
+    str("sandbox_id", s.sandbox_id);
+    str("runtime_version", s.runtime_version);
+    u("written_bytes", s.written_bytes);
+    u("written_events", s.written_events);
+    u("written_sequence", s.written_sequence);
+    return s;
+}
+
+std::vector<std::string> state_reasons(const WriterState& s) {
+    std::vector<std::string> r;
+    // Drops in the runtime happen when the socket is full: the same loss as
+    // our own queue overflowing, seen from the other side.
+    if (s.queue_overflow > 0 || s.runtime_dropped > 0) r.push_back("queue_overflow");
+    if (s.truncated > 0) r.push_back("truncated_message");
+    if (s.malformed > 0) r.push_back("malformed_message");
+    if (s.lossy_records > 0) r.push_back("serialization_failure");
+    if (s.disk_failure) r.push_back("disk_failure");
+    if (s.byte_limit) r.push_back("byte_limit");
+    if (!s.runtime_reported) r.push_back("runtime_unavailable");
+    if (s.streams == 0) r.push_back("no_sentry_connection");
+    if (s.streams > 1) r.push_back("multiple_sentry_connections");
+    if (s.streams > 0 && s.container_start_selected && !s.container_start_seen)
+        r.push_back("no_container_start");
+    return r;
+}
+
+std::string utc_now() {
+    struct timeval tv;
+    ::gettimeofday(&tv, nullptr);
+    struct tm tm;
+    ::gmtime_r(&tv.tv_sec, &tm);
+    char buf[64];
+    std::snprintf(buf, sizeof buf, "%04d-%02d-%02dT%02d:%02d:%02d.%03dZ", tm.tm_year + 1900,
+                  tm.tm_mon + 1, tm.tm_mday, tm.tm_hour, tm.tm_min, tm.tm_sec,
+                  static_cast<int>(tv.tv_usec / 1000));
+    return buf;
+}
+
+std::uint64_t process_start_time(pid_t pid) {
+    std::string stat;
+    try {
+        stat = read_file("/proc/" + std::to_string(pid) + "/stat", 4096);
+    } catch (...) {
+        return 0;
+    }
+    // The command name may contain spaces and ')': fields resume after the last ')'.
+    auto close = stat.rfind(')');
+    if (close == std::string::npos || close + 2 >= stat.size()) return 0;
+    // A zombie (never reaped when our parent is a minimal init) is not running.
+    if (stat[close + 2] == 'Z' || stat[close + 2] == 'X') return 0;
+    std::size_t pos = close + 2, field = 3;
+    while (field < 22 && pos < stat.size()) {
+        pos = stat.find(' ', pos);
+        if (pos == std::string::npos) return 0;
+        ++pos;
+        ++field;
+    }
+    return std::strtoull(stat.c_str() + pos, nullptr, 10);
+}
+
+nlohmann::json to_json(const Status& s) {
+    nlohmann::json points = nlohmann::json::array();
+    for (const auto& p : s.points)
+        points.push_back({{"name", p.name},
+                          {"optional_fields", p.optional_fields},
+                          {"context_fields", p.context_fields}});
+    nlohmann::json j = {
+        {"complete", s.complete},
+        {"events", s.events},
+        {"last_sequence", s.last_sequence},
+        {"bytes", s.bytes},
+        {"dropped", s.dropped},
+        {"reasons", s.reasons},
+        {"sandbox_id", s.sandbox_id},
+        {"runtime_version", s.runtime_version},
+        {"sha256", s.sha256},
+        {"writer_running", s.writer_running},
+        {"connected", s.connected},
+        {"finished", s.finished},
+        {"max_bytes", s.max_bytes},
+        {"runtime_dropped_reported",
+         s.runtime_dropped_reported ? nlohmann::json(*s.runtime_dropped_reported) : nullptr},
+        {"counters", s.counters},
+        {"points", points},
+    };
+    if (s.error) j["error"] = *s.error;
+    if (!s.exported_at.empty()) j["exported_at"] = s.exported_at;
+    if (!s.path.empty()) j["path"] = s.path;
+    return j;
+}
+
+Status status_from_json(const nlohmann::json& j) {
+    Status s;
+    s.complete = j.value("complete", false);
+    s.events = j.value("events", std::uint64_t{0});
+    s.last_sequence = j.value("last_sequence", std::uint64_t{0});
+    s.bytes = j.value("bytes", std::uint64_t{0});
+    s.dropped = j.value("dropped", std::uint64_t{0});
+    s.reasons = j.value("reasons", std::vector<std::string>{});
+    s.sandbox_id = j.value("sandbox_id", "");
+    s.runtime_version = j.value("runtime_version", "");
+    s.sha256 = j.value("sha256", "");
+    s.writer_running = j.value("writer_running", false);
+    s.connected = j.value("connected", false);
+    s.finished = j.value("finished", false);
+    s.max_bytes = j.value("max_bytes", std::uint64_t{0});
+    if (auto it = j.find("runtime_dropped_reported"); it != j.end() && it->is_number_unsigned())
+        s.runtime_dropped_reported = it->get<std::uint64_t>();
+    if (auto it = j.find("counters"); it != j.end()) s.counters = *it;
+    if (auto it = j.find("points"); it != j.end() && it->is_array())
+        for (const auto& p : *it)
+            s.points.push_back({p.value("name", ""),
+                                p.value("optional_fields", std::vector<std::string>{}),
+                                p.value("context_fields", std::vector<std::string>{})});
+    if (auto it = j.find("error"); it != j.end() && it->is_string())
+        s.error = it->get<std::string>();
+    s.exported_at = j.value("exported_at", "");
+    s.path = j.value("path", "");
+    return s;
+}
+
+}  // namespace sandweave::audit

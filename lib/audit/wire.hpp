@@ -1,0 +1,73 @@
+#pragma once
+// gVisor remote-sink wire format (SPEC 11): the 8-byte little-endian header
+// in front of every message after the handshake, the message-type table of
+// runsc 20221219 (types 1-34), and the syscall-number names used to turn a
+// schematized syscall message into its point name (syscall/<name>/exit).
+// Everything here treats its input as hostile: parse functions report what is
+// wrong instead of trusting lengths.
+
+#include <cstdint>
+#include <optional>
+#include <string>
+#include <string_view>
+
+namespace sandweave::audit {
+
+inline constexpr std::uint32_t kWireVersion = 1;
+inline constexpr std::size_t kHeaderMinSize = 8;
+// Largest message the writer accepts; larger ones are counted as truncated.
+// (The runtime's default socket send buffer caps real messages near 208 KiB.)
+inline constexpr std::size_t kMaxMessageSize = 1u << 20;
+// Largest handshake accepted (the real one is 2 bytes).
+inline constexpr std::size_t kMaxHandshakeSize = 1024;
+
+struct WireHeader {
+    std::uint16_t header_size = 0;
+    std::uint16_t message_type = 0;
+    std::uint32_t dropped_count = 0;
+};
+
+enum class HeaderError { none, too_short, header_size_too_small, header_size_beyond_message };
+
+// Parses the header of one received message; on success `payload` is the
+// bytes from header_size to the end (header_size may exceed 8: skipped).
+HeaderError parse_header(std::string_view message, WireHeader& header, std::string_view& payload);
+const char* header_error_name(HeaderError);
+
+// Frames a payload the way the runtime's remote sink does (replay, tests).
+std::string frame_message(std::uint16_t type, std::string_view payload, std::uint32_t dropped = 0,
+                          std::uint16_t header_size = kHeaderMinSize);
+
+// The encoded handshake we reply with, and a checker for the peer's.
+std::string encode_handshake(std::uint32_t version = kWireVersion);
+// Returns the peer's version, or nullopt if the bytes are not a handshake.
+std::optional<std::uint32_t> decode_handshake(std::string_view bytes);
+
+// Message types of runsc 20221219.
+enum MessageType : std::uint16_t {
+    kContainerStart = 1,
+    kSentryClone = 2,
+    kSentryExec = 3,
+    kSentryExitNotifyParent = 4,
+    kSentryTaskExit = 5,
+    kSyscallRaw = 6,
+    kSyscallFirstSchematized = 7,
+    kSyscallLastKnown = 34,
+};
+
+// Descriptor info for a known type: the protobuf message (our schema) and
+// either a fixed point name (lifecycle) or the syscall family used when a
+// sysno has no name here.
+struct MessageTypeInfo {
+    std::uint16_t type;
+    const char* message;      // full name in sandweave.audit.wire
+    const char* fixed_point;  // non-null for types 1-5
+    const char* family;       // syscall family for 6-34
+};
+const MessageTypeInfo* message_type_info(std::uint16_t type);
+
+// Host-architecture syscall names (the guest runs on the host's ABI).
+std::optional<std::string_view> syscall_name(std::uint64_t sysno);
+std::optional<std::uint64_t> syscall_number(std::string_view name);
+
+}  // namespace sandweave::audit

@@ -1,0 +1,910 @@
+// The writer daemon (writer_main): three threads around one bounded queue.
+//
+//   reader   accept + handshake + recvmmsg on the sink socket, enqueue only.
+//            Never blocks on anything but poll, so the sentry's non-blocking
+//            sends succeed whenever the CPU lets us run.
+//   writer   decode + format + append to audit.jsonl, fsync on barriers and
+//            once a second, then persist writer-state.json.
+//   control  (the main thread) serves control.sock and signals; a barrier is
+//            a marker the reader enqueues after draining the socket, so when
+//            the writer thread reaches it everything sent before is on disk.
+//
+// Everything in the log and the counters flows through the queue in order,
+// so a barrier's counts describe exactly the prefix written before it.
+
+#include <fcntl.h>
+#include <poll.h>
+#include <signal.h>
+#include <sys/eventfd.h>
+#include <sys/signalfd.h>
+#include <sys/socket.h>
+#include <sys/stat.h>
+#include <sys/un.h>
+#include <unistd.h>
+
+#include <cerrno>
+#include <chrono>
+#include <condition_variable>
+#include <cstring>
+#include <deque>
+#include <map>
+#include <mutex>
+#include <thread>
+
+#include "lib/audit/audit.hpp"
+#include "lib/audit/decoder.hpp"
+#include "lib/audit/queue.hpp"
+#include "lib/audit/state.hpp"
+#include "lib/error.hpp"
+#include "lib/fsutil.hpp"
+#include "lib/log.hpp"
+
+namespace sandweave::audit {
+namespace {
+
+using Clock = std::chrono::steady_clock;
+using namespace std::chrono_literals;
+
+enum EntryKind : std::uint16_t {
+    kMsg = 1,
+    kGap = 2,
+    kTruncated = 3,
+    kStreamOpen = 4,
+    kStreamClosed = 5,
+    kRejected = 6,
+    kBarrier = 7,
+    kStop = 8,
+};
+
+constexpr int kBatch = 16;
+constexpr std::size_t kFlushBytes = 1u << 20;
+constexpr auto kHandshakeTimeout = 5s;
+constexpr auto kSyncInterval = 1s;
+constexpr std::size_t kReserveBytes = 64u << 10;
+
+struct BarrierRequest {
+    std::optional<std::uint64_t> sentry_dropped;
+    bool stop = false;
+    bool done = false;
+    bool abandoned = false;
+    WriterState result;
+};
+
+int listen_seqpacket(const fs::path& path) {
+    sockaddr_un addr{};
+    addr.sun_family = AF_UNIX;
+    if (path.native().size() >= sizeof addr.sun_path)
+        throw Error(ErrorCode::general,
+                    "socket path too long (" + std::to_string(path.native().size()) +
+                        " bytes, limit " + std::to_string(sizeof addr.sun_path - 1) +
+                        "): " + path.string());
+    std::memcpy(addr.sun_path, path.c_str(), path.native().size());
+    int fd = ::socket(AF_UNIX, SOCK_SEQPACKET | SOCK_CLOEXEC | SOCK_NONBLOCK, 0);
+    if (fd < 0) throw_errno("socket");
+    ::unlink(path.c_str());
+    if (::bind(fd, reinterpret_cast<sockaddr*>(&addr), sizeof addr) != 0) {
+        int err = errno;
+        ::close(fd);
+        throw_errno("bind " + path.string(), err);
+    }
+    ::chmod(path.c_str(), 0600);
+    if (::listen(fd, 16) != 0) {
+        int err = errno;
+        ::close(fd);
+        throw_errno("listen " + path.string(), err);
+    }
+    return fd;
+}
+
+std::string peer_json(int fd) {
+    nlohmann::json j = nlohmann::json::object();
+    ucred cred{};
+    socklen_t len = sizeof cred;
+    if (::getsockopt(fd, SOL_SOCKET, SO_PEERCRED, &cred, &len) == 0) {
+        j["peer_pid"] = cred.pid;
+        j["peer_uid"] = cred.uid;
+        j["peer_gid"] = cred.gid;
+        char exe[512];
+        std::string link = "/proc/" + std::to_string(cred.pid) + "/exe";
+        ssize_t n = ::readlink(link.c_str(), exe, sizeof exe - 1);
+        if (n > 0) j["peer_exe"] = std::string(exe, static_cast<std::size_t>(n));
+    }
+    return j.dump(-1, ' ', false, nlohmann::json::error_handler_t::replace);
+}
+
+bool line_is_event(std::string_view line) {
+    // Records of sentry messages are events; the writer's own lines are not
+    // (except the raw records it keeps for unknown/malformed messages).
+    auto p = line.find("\"point\":\"");
+    if (p == std::string_view::npos) return false;
+    auto point = line.substr(p + 9);
+    if (point.substr(0, 4) == "gap\"") return false;
+    if (point.substr(0, 7) != "writer/") return true;
+    return point.substr(7, 16) == "unknown_message\"" ||
+           point.substr(7, 18) == "malformed_message\"";
+}
+
+class Writer {
+  public:
+    explicit Writer(const WriterOptions& o) : opts_(o) {}
+    ~Writer();
+    int run();
+
+  private:
+    void setup();
+    void report_ready(const std::string& line);
+
+    // reader thread
+    void reader_loop();
+    void accept_connection();
+    void do_handshake();
+    void reject(const std::string& reason);
+    void close_stream(const std::string& reason);
+    bool drain(int max_rounds);
+    bool peer_closed();
+    void enqueue_event(std::uint16_t kind, std::uint64_t arg, std::string_view data);
+    void enqueue_meta(std::uint16_t kind, std::uint64_t arg, std::string_view data);
+    bool handle_wake();
+
+    // writer thread
+    void writer_loop();
+    void handle_entry(const ByteQueue::Entry& e);
+    bool append_line(std::size_t mark, bool is_event);
+    void meta_line(const char* point, const std::string& extra_json_fields);
+    void emit_gap(std::uint64_t lost, const char* source);
+    void flush_output();
+    void sync_log();
+    WriterState snapshot() const;
+    void persist(const WriterState& s);
+    void publish_live();
+    std::uint64_t dropped_total() const {
+        return runtime_dropped_ + queue_overflow_ + truncated_ + byte_limit_dropped_ +
+               disk_dropped_;
+    }
+    void count_unwritten_event() {
+        if (stop_reason_ == StopReason::disk)
+            ++disk_dropped_;
+        else
+            ++byte_limit_dropped_;
+    }
+
+    // control (main) thread
+    void control_loop();
+    bool handle_client(int fd);
+    std::optional<WriterState> request_barrier(std::optional<std::uint64_t> sentry_dropped,
+                                               bool stop, std::chrono::milliseconds timeout);
+
+    WriterOptions opts_;
+    fs::path log_path_, state_path_, reserve_path_;
+    int log_fd_ = -1, sink_fd_ = -1, control_fd_ = -1, wake_fd_ = -1, signal_fd_ = -1;
+    dev_t dir_dev_ = 0;
+    ino_t dir_ino_ = 0;
+    std::uint64_t start_time_ = 0;
+    ByteQueue queue_;
+
+    // reader state
+    enum class Conn { none, handshake, streaming };
+    int conn_fd_ = -1;
+    Conn conn_state_ = Conn::none;
+    Clock::time_point handshake_deadline_;
+    std::string conn_peer_;
+    std::uint64_t stream_no_ = 0;
+    std::uint64_t pending_overflow_ = 0;
+    std::unique_ptr<char[]> slots_;
+
+    // writer state (writer thread only)
+    RecordFormatter fmt_;
+    JsonOut out_;
+    std::uint64_t seq_ = 0, events_ = 0;
+    std::uint64_t committed_bytes_ = 0, committed_seq_ = 0, committed_events_ = 0;
+    std::uint64_t synced_bytes_ = 0, synced_seq_ = 0, synced_events_ = 0;
+    std::uint64_t runtime_dropped_ = 0, queue_overflow_ = 0, truncated_ = 0;
+    std::uint64_t byte_limit_dropped_ = 0, disk_dropped_ = 0;
+    std::uint64_t malformed_ = 0, unknown_types_ = 0, lossy_ = 0;
+    std::uint64_t streams_ = 0, rejected_ = 0;
+    bool connected_ = false, container_start_seen_ = false;
+    enum class StopReason { none, byte_limit, disk };
+    StopReason stop_reason_ = StopReason::none;
+    bool byte_limit_ = false, disk_failure_ = false;
+    std::string disk_error_;
+    bool dirty_ = true;
+    bool writer_done_ = false;
+
+    // shared
+    std::mutex mu_;
+    std::condition_variable cv_;
+    std::map<std::uint64_t, BarrierRequest> requests_;
+    std::deque<std::uint64_t> pending_ids_;
+    std::uint64_t next_id_ = 0;
+    WriterState live_;
+};
+
+Writer::~Writer() {
+    for (int fd : {log_fd_, sink_fd_, control_fd_, wake_fd_, signal_fd_, conn_fd_})
+        if (fd >= 0) ::close(fd);
+}
+
+void Writer::report_ready(const std::string& line) {
+    if (opts_.ready_fd < 0) return;
+    std::string msg = line + "\n";
+    (void)!::write(opts_.ready_fd, msg.data(), msg.size());
+    ::close(opts_.ready_fd);
+    opts_.ready_fd = -1;
+}
+
+void Writer::setup() {
+    ::umask(077);
+    struct stat st;
+    if (::lstat(opts_.dir.c_str(), &st) != 0) throw_errno("stat " + opts_.dir.string());
+    if (!S_ISDIR(st.st_mode))
+        throw Error(ErrorCode::general, opts_.dir.string() + " is not a directory");
+    if (st.st_uid != ::geteuid())
+        throw Error(ErrorCode::general, opts_.dir.string() + " is not owned by the writer's user");
+    if (::chmod(opts_.dir.c_str(), 0700) != 0) throw_errno("chmod " + opts_.dir.string());
+    dir_dev_ = st.st_dev;
+    dir_ino_ = st.st_ino;
+
+    log_path_ = log_path(opts_.dir);
+    state_path_ = opts_.dir / "writer-state.json";
+    reserve_path_ = opts_.dir / "reserve";
+    // A fresh stream per writer: never append to an older log.
+    log_fd_ = ::open(log_path_.c_str(), O_WRONLY | O_CREAT | O_EXCL | O_APPEND | O_CLOEXEC, 0600);
+    if (log_fd_ < 0) throw_errno("create " + log_path_.string());
+    // Ballast released on ENOSPC so the final state can still be written.
+    {
+        int fd = ::open(reserve_path_.c_str(), O_WRONLY | O_CREAT | O_TRUNC | O_CLOEXEC, 0600);
+        if (fd >= 0) {
+            std::string zeros(kReserveBytes, '\0');
+            (void)!::write(fd, zeros.data(), zeros.size());
+            ::fsync(fd);
+            ::close(fd);
+        }
+    }
+    start_time_ = process_start_time(::getpid());
+    bool selected = false;
+    for (const auto& p : opts_.points) selected = selected || p.name == "container/start";
+    live_.container_start_selected = selected || opts_.points.empty();
+
+    wake_fd_ = ::eventfd(0, EFD_CLOEXEC | EFD_NONBLOCK);
+    if (wake_fd_ < 0) throw_errno("eventfd");
+    slots_.reset(new char[static_cast<std::size_t>(kBatch) * kMaxMessageSize]);
+
+    sink_fd_ = listen_seqpacket(sink_socket_path(opts_.dir));
+    control_fd_ = listen_seqpacket(opts_.dir / "control.sock");
+    persist(snapshot());
+}
+
+// ---------------------------------------------------------------- reader ----
+
+void Writer::enqueue_event(std::uint16_t kind, std::uint64_t arg, std::string_view data) {
+    if (pending_overflow_ > 0) {
+        if (!queue_.push(kGap, pending_overflow_, {})) {
+            ++pending_overflow_;
+            return;
+        }
+        pending_overflow_ = 0;
+    }
+    if (!queue_.push(kind, arg, data)) ++pending_overflow_;
+}
+
+void Writer::enqueue_meta(std::uint16_t kind, std::uint64_t arg, std::string_view data) {
+    // Meta entries (streams, barriers) must not be lost: wait for room. The
+    // guest is not blocked by this, only our reading (the sentry counts drops).
+    if (pending_overflow_ > 0) {
+        while (!queue_.push(kGap, pending_overflow_, {})) std::this_thread::sleep_for(200us);
+        pending_overflow_ = 0;
+    }
+    while (!queue_.push(kind, arg, data)) std::this_thread::sleep_for(200us);
+}
+
+void Writer::accept_connection() {
+    for (;;) {
+        int fd = ::accept4(sink_fd_, nullptr, nullptr, SOCK_NONBLOCK | SOCK_CLOEXEC);
+        if (fd < 0) return;
+        std::string peer = peer_json(fd);
+        if (conn_state_ != Conn::none) {
+            // Only one sentry connects per sandbox; a second peer (root only:
+            // the directory is 0700) is refused so it cannot interleave records.
+            nlohmann::json j = nlohmann::json::parse(peer);
+            j["reason"] = "another connection is active";
+            enqueue_meta(kRejected, 0, j.dump());
+            ::close(fd);
+            continue;
+        }
+        conn_fd_ = fd;
+        conn_state_ = Conn::handshake;
+        conn_peer_ = std::move(peer);
+        handshake_deadline_ = Clock::now() + kHandshakeTimeout;
+    }
+}
+
+void Writer::reject(const std::string& reason) {
+    nlohmann::json j = nlohmann::json::parse(conn_peer_);
+    j["reason"] = reason;
+    enqueue_meta(kRejected, 0, j.dump());
+    ::close(conn_fd_);
+    conn_fd_ = -1;
+    conn_state_ = Conn::none;
+}
+
+void Writer::do_handshake() {
+    char buf[kMaxHandshakeSize + 1];
+    ssize_t n = ::recv(conn_fd_, buf, sizeof buf, MSG_DONTWAIT | MSG_TRUNC);
+    if (n < 0) {
+        if (errno == EAGAIN || errno == EWOULDBLOCK || errno == EINTR) return;
+        reject(errno_message("receiving the handshake"));
+        return;
+    }
+    if (n == 0) return reject("closed or empty before the handshake");
+    if (static_cast<std::size_t>(n) > kMaxHandshakeSize) return reject("oversized handshake");
+    auto version = decode_handshake(std::string_view(buf, static_cast<std::size_t>(n)));
+    if (!version || *version < 1) return reject("not a version >= 1 handshake");
+    std::string reply = encode_handshake(kWireVersion);
+    if (::send(conn_fd_, reply.data(), reply.size(), MSG_NOSIGNAL | MSG_DONTWAIT) !=
+        static_cast<ssize_t>(reply.size()))
+        return reject(errno_message("sending the handshake reply"));
+    ++stream_no_;
+    conn_state_ = Conn::streaming;
+    nlohmann::json j = nlohmann::json::parse(conn_peer_);
+    j["stream"] = stream_no_;
+    j["version"] = *version;
+    enqueue_meta(kStreamOpen, stream_no_, j.dump());
+}
+
+void Writer::close_stream(const std::string& reason) {
+    nlohmann::json j = {{"stream", stream_no_}, {"reason", reason}};
+    enqueue_meta(kStreamClosed, stream_no_, j.dump());
+    ::close(conn_fd_);
+    conn_fd_ = -1;
+    conn_state_ = Conn::none;
+}
+
+bool Writer::peer_closed() {
+    pollfd p{conn_fd_, POLLRDHUP, 0};
+    return ::poll(&p, 1, 0) > 0 && (p.revents & (POLLRDHUP | POLLHUP | POLLERR));
+}
+
+// Receives until the socket is empty (true) or max_rounds batches were taken
+// (false: more may be waiting). Closes the stream at EOF.
+bool Writer::drain(int max_rounds) {
+    mmsghdr hdrs[kBatch];
+    iovec iov[kBatch];
+    for (int i = 0; i < kBatch; ++i) {
+        iov[i] = {slots_.get() + static_cast<std::size_t>(i) * kMaxMessageSize, kMaxMessageSize};
+        hdrs[i] = {};
+        hdrs[i].msg_hdr.msg_iov = &iov[i];
+        hdrs[i].msg_hdr.msg_iovlen = 1;
+    }
+    for (int round = 0; round < max_rounds; ++round) {
+        int n = ::recvmmsg(conn_fd_, hdrs, kBatch, MSG_DONTWAIT | MSG_TRUNC, nullptr);
+        if (n < 0) {
+            if (errno == EINTR) continue;
+            if (errno == EAGAIN || errno == EWOULDBLOCK) return true;
+            close_stream(errno_message("receive"));
+            return true;
+        }
+        for (int i = 0; i < n; ++i) {
+            std::size_t len = hdrs[i].msg_len;
+            bool trunc = (hdrs[i].msg_hdr.msg_flags & MSG_TRUNC) != 0 || len > kMaxMessageSize;
+            const char* data = static_cast<const char*>(iov[i].iov_base);
+            if (len == 0 && !trunc && peer_closed()) {
+                // recvmmsg reports EOF as zero-length entries: the stream ended.
+                close_stream("closed by peer");
+                return true;
+            }
+            if (trunc) {
+                enqueue_event(kTruncated, len,
+                              std::string_view(data, std::min<std::size_t>(len, 8)));
+            } else {
+                enqueue_event(kMsg, 0, std::string_view(data, len));
+            }
+        }
+        if (n < kBatch) return true;
+    }
+    return false;
+}
+
+// Barrier and stop requests from the control thread. Returns true to stop.
+bool Writer::handle_wake() {
+    std::uint64_t v;
+    (void)!::read(wake_fd_, &v, sizeof v);
+    std::vector<std::pair<std::uint64_t, bool>> ids;
+    {
+        std::lock_guard lock(mu_);
+        for (auto id : pending_ids_) {
+            auto it = requests_.find(id);
+            ids.emplace_back(id, it != requests_.end() && it->second.stop);
+        }
+        pending_ids_.clear();
+    }
+    if (ids.empty()) return false;
+    // Everything the sentry sent before the request is in the socket now:
+    // take it all (bounded, in case the guest keeps the socket full).
+    auto deadline = Clock::now() + 2s;
+    while (conn_state_ == Conn::streaming && !drain(64) && Clock::now() < deadline) {
+    }
+    bool stop = false;
+    for (auto [id, is_stop] : ids) {
+        enqueue_meta(is_stop ? kStop : kBarrier, id, {});
+        stop = stop || is_stop;
+    }
+    return stop;
+}
+
+void Writer::reader_loop() {
+    for (;;) {
+        pollfd p[3];
+        nfds_t n = 0;
+        p[n++] = {sink_fd_, POLLIN, 0};
+        p[n++] = {wake_fd_, POLLIN, 0};
+        if (conn_fd_ >= 0) p[n++] = {conn_fd_, POLLIN | POLLRDHUP, 0};
+        int timeout = -1;
+        if (conn_state_ == Conn::handshake) {
+            auto left = std::chrono::duration_cast<std::chrono::milliseconds>(handshake_deadline_ -
+                                                                              Clock::now());
+            timeout = static_cast<int>(std::max<std::int64_t>(0, left.count()));
+        }
+        int rc = ::poll(p, n, timeout);
+        if (rc < 0 && errno != EINTR) break;
+        if (n == 3 && p[2].revents) {
+            if (conn_state_ == Conn::handshake)
+                do_handshake();
+            else if (conn_state_ == Conn::streaming)
+                drain(64);
+        }
+        if (p[1].revents & POLLIN) {
+            if (handle_wake()) break;
+        }
+        if (p[0].revents & POLLIN) accept_connection();
+        if (conn_state_ == Conn::handshake && Clock::now() >= handshake_deadline_)
+            reject("no handshake within 5 s");
+    }
+    if (conn_fd_ >= 0) {
+        ::close(conn_fd_);
+        conn_fd_ = -1;
+    }
+    ::close(sink_fd_);
+    sink_fd_ = -1;
+}
+
+// ---------------------------------------------------------------- writer ----
+
+bool Writer::append_line(std::size_t mark, bool is_event) {
+    // The byte limit is checked per line: the log never exceeds max_bytes and
+    // always ends on a whole line. Once reached, nothing more is written.
+    if (committed_bytes_ + out_.size() > opts_.max_bytes) {
+        out_.buf().resize(mark);
+        byte_limit_ = true;
+        stop_reason_ = StopReason::byte_limit;
+        if (is_event) ++byte_limit_dropped_;
+        return false;
+    }
+    ++seq_;
+    if (is_event) ++events_;
+    return true;
+}
+
+void Writer::meta_line(const char* point, const std::string& fields_json) {
+    if (stop_reason_ != StopReason::none) return;
+    std::size_t mark = out_.size();
+    out_.raw("{\"seq\":");
+    out_.u64(seq_ + 1);
+    out_.raw(",\"point\":\"");
+    out_.raw(point);
+    out_.raw("\",\"dropped\":");
+    out_.u64(dropped_total());
+    // fields_json is an object we produced with nlohmann: splice its members.
+    if (fields_json.size() > 2) {
+        out_.ch(',');
+        out_.raw(std::string_view(fields_json).substr(1, fields_json.size() - 2));
+    }
+    out_.raw("}\n");
+    append_line(mark, false);
+}
+
+void Writer::emit_gap(std::uint64_t lost, const char* source) {
+    if (stop_reason_ != StopReason::none) return;
+    std::size_t mark = out_.size();
+    format_gap(out_, seq_ + 1, dropped_total(), lost, source);
+    append_line(mark, false);
+}
+
+void Writer::handle_entry(const ByteQueue::Entry& e) {
+    dirty_ = true;
+    switch (e.kind) {
+        case kMsg: {
+            WireHeader h;
+            std::string_view body;
+            HeaderError he = parse_header(e.data, h, body);
+            if (he == HeaderError::none) {
+                std::uint64_t before = runtime_dropped_;
+                runtime_dropped_ = unwrap_advance(runtime_dropped_, h.dropped_count);
+                if (runtime_dropped_ > before) emit_gap(runtime_dropped_ - before, "runtime");
+            }
+            if (stop_reason_ != StopReason::none) {
+                count_unwritten_event();
+                return;
+            }
+            std::size_t mark = out_.size();
+            RecordFormatter::Result r =
+                he == HeaderError::none
+                    ? fmt_.payload(out_, seq_ + 1, dropped_total(), h.message_type, body)
+                    : fmt_.message(out_, seq_ + 1, dropped_total(), e.data);
+            if (!append_line(mark, true)) return;
+            if (r.outcome == RecordFormatter::Outcome::malformed) ++malformed_;
+            if (r.outcome == RecordFormatter::Outcome::unknown_type) ++unknown_types_;
+            if (r.lossy) ++lossy_;
+            if (r.container_start) container_start_seen_ = true;
+            return;
+        }
+        case kGap:
+            queue_overflow_ += e.arg;
+            emit_gap(e.arg, "queue_overflow");
+            return;
+        case kTruncated: {
+            ++truncated_;
+            nlohmann::json j = {{"size", e.arg}};
+            if (e.data.size() >= 4)
+                j["type"] = static_cast<unsigned char>(e.data[2]) |
+                            static_cast<unsigned char>(e.data[3]) << 8;
+            meta_line("writer/truncated_message", j.dump());
+            return;
+        }
+        case kStreamOpen:
+            ++streams_;
+            connected_ = true;
+            meta_line("writer/stream_open", std::string(e.data));
+            log().info("audit writer: sentry stream " + std::to_string(e.arg) + " open " +
+                       std::string(e.data));
+            return;
+        case kStreamClosed:
+            connected_ = false;
+            meta_line("writer/stream_closed", std::string(e.data));
+            log().info("audit writer: sentry stream closed " + std::string(e.data));
+            return;
+        case kRejected:
+            ++rejected_;
+            meta_line("writer/connection_rejected", std::string(e.data));
+            log().warn("audit writer: rejected connection " + std::string(e.data));
+            return;
+        case kBarrier:
+        case kStop: {
+            std::optional<std::uint64_t> reported;
+            bool known = false;
+            {
+                std::lock_guard lock(mu_);
+                if (auto it = requests_.find(e.arg); it != requests_.end()) {
+                    reported = it->second.sentry_dropped;
+                    known = true;
+                }
+            }
+            if (reported) {
+                // Drops the sentry counted after its last message reached us
+                // show up only here: record where they were detected.
+                std::uint64_t before = runtime_dropped_;
+                runtime_dropped_ =
+                    unwrap_advance(runtime_dropped_, static_cast<std::uint32_t>(*reported));
+                if (runtime_dropped_ > before) emit_gap(runtime_dropped_ - before, "runtime");
+            }
+            flush_output();
+            sync_log();
+            WriterState s = snapshot();
+            s.runtime_reported = reported;
+            if (e.kind == kStop) {
+                s.finished = true;
+                writer_done_ = true;
+            }
+            persist(s);
+            publish_live();
+            {
+                std::lock_guard lock(mu_);
+                if (known) {
+                    auto& req = requests_[e.arg];
+                    req.result = s;
+                    req.done = true;
+                    if (req.abandoned) requests_.erase(e.arg);
+                }
+            }
+            cv_.notify_all();
+            return;
+        }
+        default:
+            return;
+    }
+}
+
+void Writer::flush_output() {
+    if (out_.size() == 0) return;
+    std::size_t off = 0;
+    int err = 0;
+    while (off < out_.size()) {
+        ssize_t n = ::write(log_fd_, out_.buf().data() + off, out_.size() - off);
+        if (n < 0) {
+            if (errno == EINTR) continue;
+            err = errno;
+            break;
+        }
+        off += static_cast<std::size_t>(n);
+    }
+    if (err == 0) {
+        committed_bytes_ += off;
+        committed_seq_ = seq_;
+        committed_events_ = events_;
+        out_.clear();
+        return;
+    }
+    // ENOSPC, EIO, EFBIG...: keep the whole lines that made it, drop the rest,
+    // stop writing for good (a log with holes in the middle would lie about
+    // order), keep counting what is lost.
+    disk_failure_ = true;
+    stop_reason_ = StopReason::disk;
+    disk_error_ = errno_message("write " + log_path_.string(), err);
+    log().error("audit writer: " + disk_error_);
+    std::string_view buf = out_.buf();
+    std::size_t good = 0;
+    if (off > 0) {
+        auto nl = buf.substr(0, off).rfind('\n');
+        good = nl == std::string_view::npos ? 0 : nl + 1;
+    }
+    std::size_t pos = 0;
+    std::uint64_t lines_good = 0, events_good = 0, events_lost = 0;
+    while (pos < buf.size()) {
+        auto nl = buf.find('\n', pos);
+        std::string_view line = buf.substr(pos, nl - pos);
+        bool ev = line_is_event(line);
+        if (nl < good) {
+            ++lines_good;
+            if (ev) ++events_good;
+        } else if (ev) {
+            ++events_lost;
+        }
+        pos = nl + 1;
+    }
+    committed_seq_ += lines_good;
+    committed_events_ += events_good;
+    committed_bytes_ += good;
+    disk_dropped_ += events_lost;
+    if (off > good) (void)!::ftruncate(log_fd_, static_cast<off_t>(committed_bytes_));
+    seq_ = committed_seq_;
+    events_ = committed_events_;
+    out_.clear();
+    // Release the ballast so the state file can still be replaced.
+    ::unlink(reserve_path_.c_str());
+}
+
+void Writer::sync_log() {
+    if (committed_bytes_ == synced_bytes_ && committed_seq_ == synced_seq_) return;
+    if (::fdatasync(log_fd_) != 0) {
+        int err = errno;
+        disk_failure_ = true;
+        stop_reason_ = StopReason::disk;
+        disk_error_ = errno_message("fsync " + log_path_.string(), err);
+        log().error("audit writer: " + disk_error_);
+        // What was written since the last good fsync may not be on disk.
+        disk_dropped_ += committed_events_ - synced_events_;
+        ::unlink(reserve_path_.c_str());
+        return;
+    }
+    synced_bytes_ = committed_bytes_;
+    synced_seq_ = committed_seq_;
+    synced_events_ = committed_events_;
+}
+
+WriterState Writer::snapshot() const {
+    WriterState s;
+    s.bytes = synced_bytes_;
+    s.events = synced_events_;
+    s.last_sequence = synced_seq_;
+    s.runtime_dropped = runtime_dropped_;
+    s.queue_overflow = queue_overflow_;
+    s.truncated = truncated_;
+    s.byte_limit_dropped = byte_limit_dropped_;
+    s.disk_dropped = disk_dropped_;
+    s.malformed = malformed_;
+    s.unknown_types = unknown_types_;
+    s.lossy_records = lossy_;
+    s.streams = streams_;
+    s.rejected_connections = rejected_;
+    s.connected = connected_;
+    s.container_start_seen = container_start_seen_;
+    s.container_start_selected = live_.container_start_selected;
+    s.byte_limit = byte_limit_;
+    s.disk_failure = disk_failure_;
+    s.disk_error = disk_error_;
+    s.pid = ::getpid();
+    s.pid_start_time = start_time_;
+    s.updated_at = utc_now();
+    s.max_bytes = opts_.max_bytes;
+    s.sandbox_id = opts_.sandbox_id;
+    s.runtime_version = opts_.runtime_version;
+    s.written_bytes = committed_bytes_ + out_.size();
+    s.written_events = events_;
+    s.written_sequence = seq_;
+    return s;
+}
+
+void Writer::persist(const WriterState& s) {
+    std::string text = state_to_json(s).dump() + "\n";
+    for (int attempt = 0; attempt < 2; ++attempt) {
+        try {
+            write_file_atomic(state_path_, text, 0600);
+            return;
+        } catch (const Error& e) {
+            log().error(std::string("audit writer: persisting state: ") + e.what());
+            ::unlink(reserve_path_.c_str());
+        }
+    }
+}
+
+void Writer::publish_live() {
+    WriterState s = snapshot();
+    std::lock_guard lock(mu_);
+    bool selected = live_.container_start_selected;
+    live_ = std::move(s);
+    live_.container_start_selected = selected;
+}
+
+void Writer::writer_loop() {
+    auto last_sync = Clock::now();
+    while (!writer_done_) {
+        ByteQueue::Entry e;
+        if (queue_.peek(e)) {
+            handle_entry(e);
+            queue_.pop(e);
+            if (out_.size() >= kFlushBytes) flush_output();
+            continue;
+        }
+        // Idle: hand what we have to the kernel (it survives our death), and
+        // make it durable about once a second.
+        flush_output();
+        publish_live();
+        if (dirty_ && Clock::now() - last_sync >= kSyncInterval) {
+            sync_log();
+            persist(snapshot());
+            dirty_ = false;
+            last_sync = Clock::now();
+        }
+        queue_.wait(250ms);
+    }
+}
+
+// --------------------------------------------------------------- control ----
+
+std::optional<WriterState> Writer::request_barrier(std::optional<std::uint64_t> sentry_dropped,
+                                                   bool stop, std::chrono::milliseconds timeout) {
+    std::uint64_t id;
+    {
+        std::lock_guard lock(mu_);
+        id = ++next_id_;
+        BarrierRequest req;
+        req.sentry_dropped = sentry_dropped;
+        req.stop = stop;
+        requests_[id] = std::move(req);
+        pending_ids_.push_back(id);
+    }
+    std::uint64_t one = 1;
+    (void)!::write(wake_fd_, &one, sizeof one);
+    std::unique_lock lock(mu_);
+    bool ok = cv_.wait_for(lock, timeout, [&] { return requests_[id].done; });
+    if (!ok) {
+        requests_[id].abandoned = true;
+        return std::nullopt;
+    }
+    WriterState s = requests_[id].result;
+    requests_.erase(id);
+    return s;
+}
+
+// Serves one request; returns true when the writer must stop afterwards.
+bool Writer::handle_client(int fd) {
+    timeval tv{5, 0};
+    ::setsockopt(fd, SOL_SOCKET, SO_RCVTIMEO, &tv, sizeof tv);
+    ucred cred{};
+    socklen_t len = sizeof cred;
+    if (::getsockopt(fd, SOL_SOCKET, SO_PEERCRED, &cred, &len) != 0 ||
+        (cred.uid != 0 && cred.uid != ::geteuid()))
+        return false;
+    std::string buf(64 * 1024, '\0');
+    ssize_t n = ::recv(fd, buf.data(), buf.size(), 0);
+    if (n <= 0) return false;
+    buf.resize(static_cast<std::size_t>(n));
+    nlohmann::json reply;
+    bool stop = false;
+    try {
+        auto req = nlohmann::json::parse(buf);
+        std::string op = req.value("op", "");
+        std::optional<std::uint64_t> sd;
+        if (auto it = req.find("sentry_dropped"); it != req.end() && it->is_number_unsigned())
+            sd = it->get<std::uint64_t>();
+        auto timeout = std::chrono::milliseconds(req.value("timeout_ms", 30000));
+        if (op == "status") {
+            std::lock_guard lock(mu_);
+            reply = {{"ok", true}, {"state", state_to_json(live_)}};
+        } else if (op == "barrier" || op == "stop") {
+            stop = op == "stop";
+            auto s = request_barrier(sd, stop, timeout);
+            if (s)
+                reply = {{"ok", true}, {"state", state_to_json(*s)}};
+            else
+                reply = {{"ok", false}, {"error", "the writer did not reach the barrier in time"}};
+        } else {
+            reply = {{"ok", false}, {"error", "unknown request"}};
+        }
+    } catch (const std::exception& e) {
+        reply = {{"ok", false}, {"error", std::string("bad request: ") + e.what()}};
+    }
+    std::string text = reply.dump();
+    (void)!::send(fd, text.data(), text.size(), MSG_NOSIGNAL);
+    return stop;
+}
+
+void Writer::control_loop() {
+    for (;;) {
+        pollfd p[2] = {{control_fd_, POLLIN, 0}, {signal_fd_, POLLIN, 0}};
+        int rc = ::poll(p, 2, 1000);
+        if (rc < 0 && errno != EINTR) break;
+        if (p[1].revents & POLLIN) {
+            signalfd_siginfo si;
+            (void)!::read(signal_fd_, &si, sizeof si);
+            log().info("audit writer: signal " + std::to_string(si.ssi_signo) + ", stopping");
+            request_barrier(std::nullopt, true, 30s);
+            return;
+        }
+        if (p[0].revents & POLLIN) {
+            int fd = ::accept4(control_fd_, nullptr, nullptr, SOCK_CLOEXEC);
+            if (fd >= 0) {
+                bool stop = handle_client(fd);
+                ::close(fd);
+                if (stop) return;
+            }
+        }
+        // The sandbox was removed under us (rm without finish): nothing can
+        // export this stream any more, so do not linger.
+        struct stat st;
+        if (::stat(opts_.dir.c_str(), &st) != 0 || st.st_ino != dir_ino_ || st.st_dev != dir_dev_) {
+            log().warn("audit writer: directory " + opts_.dir.string() + " is gone, stopping");
+            request_barrier(std::nullopt, true, 30s);
+            return;
+        }
+    }
+}
+
+int Writer::run() {
+    try {
+        setup();
+        sigset_t set;
+        sigemptyset(&set);
+        sigaddset(&set, SIGTERM);
+        sigaddset(&set, SIGINT);
+        sigaddset(&set, SIGHUP);
+        ::pthread_sigmask(SIG_BLOCK, &set, nullptr);
+        ::signal(SIGPIPE, SIG_IGN);
+        signal_fd_ = ::signalfd(-1, &set, SFD_CLOEXEC | SFD_NONBLOCK);
+        if (signal_fd_ < 0) throw_errno("signalfd");
+    } catch (const std::exception& e) {
+        report_ready(std::string("error ") + e.what());
+        return 1;
+    }
+    std::thread writer([this] { writer_loop(); });
+    std::thread reader([this] { reader_loop(); });
+    report_ready("ok " + std::to_string(::getpid()));
+    log().info("audit writer: listening on " + sink_socket_path(opts_.dir).string());
+    control_loop();
+    reader.join();
+    queue_.poke();
+    writer.join();
+    ::unlink((opts_.dir / "control.sock").c_str());
+    ::unlink(sink_socket_path(opts_.dir).c_str());
+    ::unlink(reserve_path_.c_str());
+    log().info("audit writer: stopped");
+    return 0;
+}
+
+}  // namespace
+
+int writer_main(const WriterOptions& opts) {
+    Writer w(opts);
+    return w.run();
+}
+
+}  // namespace sandweave::audit

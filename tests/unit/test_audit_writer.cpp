@@ -1,0 +1,443 @@
+// The writer end to end in-process: a fake sentry on the sink socket, barriers,
+// export and finish through the public API, hostile peers, limits, and the
+// offline path used when the writer is gone.
+
+#include <doctest/doctest.h>
+
+#include <sys/socket.h>
+#include <sys/stat.h>
+#include <sys/un.h>
+#include <unistd.h>
+
+#include <cstring>
+#include <filesystem>
+#include <fstream>
+#include <thread>
+
+#include <openssl/evp.h>
+#include <nlohmann/json.hpp>
+
+#include "lib/audit/audit.hpp"
+#include "lib/audit/state.hpp"
+#include "lib/audit/wire.hpp"
+#include "lib/error.hpp"
+#include "lib/fsutil.hpp"
+#include "trace_points.pb.h"
+
+namespace fs = std::filesystem;
+using namespace sandweave::audit;
+namespace w = sandweave::audit::wire;
+
+namespace {
+
+struct TempDir {
+    fs::path path;
+    TempDir() {
+        char tmpl[] = "/tmp/sw-audit-test-XXXXXX";
+        path = ::mkdtemp(tmpl);
+    }
+    ~TempDir() { fs::remove_all(path); }
+};
+
+// A writer_main running on a thread, as the daemon would.
+struct RunningWriter {
+    std::thread thread;
+    int rc = -1;
+    fs::path dir;
+    explicit RunningWriter(const fs::path& d, std::uint64_t max_bytes = 1 << 30) : dir(d) {
+        int p[2];
+        REQUIRE(::pipe(p) == 0);
+        WriterOptions o;
+        o.dir = dir;
+        o.sandbox_id = "sb-test";
+        o.runtime_version = "runsc test";
+        o.max_bytes = max_bytes;
+        o.points = {{"container/start", {}, {"time"}}, {"syscall/openat/exit", {"fd_path"}, {}}};
+        o.ready_fd = p[1];
+        fs::create_directories(dir);
+        ::chmod(dir.c_str(), 0700);
+        std::ofstream(dir / "points.json") << "[{\"name\":\"container/start\"}]";
+        thread = std::thread([this, o] { rc = writer_main(o); });
+        char buf[128] = {};
+        ssize_t n = ::read(p[0], buf, sizeof buf - 1);
+        ::close(p[0]);
+        REQUIRE(n > 0);
+        REQUIRE(std::string(buf).rfind("ok ", 0) == 0);
+    }
+    ~RunningWriter() {
+        if (thread.joinable()) {
+            finish(dir, 0);
+            thread.join();
+        }
+    }
+};
+
+int connect_sink(const fs::path& dir) {
+    int fd = ::socket(AF_UNIX, SOCK_SEQPACKET | SOCK_CLOEXEC, 0);
+    sockaddr_un a{};
+    a.sun_family = AF_UNIX;
+    std::strncpy(a.sun_path, sink_socket_path(dir).c_str(), sizeof a.sun_path - 1);
+    REQUIRE(::connect(fd, reinterpret_cast<sockaddr*>(&a), sizeof a) == 0);
+    return fd;
+}
+
+// Connects and handshakes like runsc's remote sink.
+int sentry(const fs::path& dir) {
+    int fd = connect_sink(dir);
+    std::string h = encode_handshake();
+    REQUIRE(::send(fd, h.data(), h.size(), 0) == static_cast<ssize_t>(h.size()));
+    char buf[64];
+    ssize_t n = ::recv(fd, buf, sizeof buf, 0);
+    REQUIRE(n > 0);
+    CHECK(decode_handshake(std::string_view(buf, static_cast<std::size_t>(n))) == 1u);
+    return fd;
+}
+
+void send_msg(int fd, const std::string& m) {
+    REQUIRE(::send(fd, m.data(), m.size(), 0) == static_cast<ssize_t>(m.size()));
+}
+
+std::string start_msg(std::uint32_t dropped = 0) {
+    w::ContainerStarted s;
+    s.set_id("sb-test");
+    s.add_args("/bin/sleep");
+    return frame_message(1, s.SerializeAsString(), dropped);
+}
+
+std::string open_msg(const std::string& path, std::uint32_t dropped = 0) {
+    w::OpenCall o;
+    o.mutable_exit()->set_result(3);
+    o.set_sysno(*syscall_number("openat"));
+    o.set_pathname(path);
+    return frame_message(7, o.SerializeAsString(), dropped);
+}
+
+std::vector<nlohmann::json> lines(const fs::path& file) {
+    std::vector<nlohmann::json> out;
+    std::ifstream in(file);
+    for (std::string l; std::getline(in, l);) out.push_back(nlohmann::json::parse(l));
+    return out;
+}
+
+std::string sha256_file(const fs::path& p) {
+    std::string data = sandweave::read_file(p, 1 << 30);
+    unsigned char md[32];
+    unsigned len = 0;
+    EVP_Digest(data.data(), data.size(), md, &len, EVP_sha256(), nullptr);
+    std::string hex;
+    for (unsigned i = 0; i < len; ++i) {
+        char b[3];
+        std::snprintf(b, sizeof b, "%02x", md[i]);
+        hex += b;
+    }
+    return hex;
+}
+
+mode_t mode_of(const fs::path& p) {
+    struct stat st;
+    REQUIRE(::stat(p.c_str(), &st) == 0);
+    return st.st_mode & 07777;
+}
+
+bool has(const std::vector<std::string>& v, const std::string& s) {
+    return std::find(v.begin(), v.end(), s) != v.end();
+}
+
+}  // namespace
+
+TEST_CASE("audit writer: stream, barrier, export, finish") {
+    TempDir t;
+    fs::path dir = t.path / "w";
+    RunningWriter wr(dir);
+    CHECK(mode_of(dir) == 0700);
+
+    // Before any connection: nothing to claim.
+    Status st = barrier(dir, 0, std::chrono::seconds(10));
+    CHECK_FALSE(st.complete);
+    CHECK(has(st.reasons, "no_sentry_connection"));
+
+    int fd = sentry(dir);
+    send_msg(fd, start_msg());
+    send_msg(fd, open_msg("/etc/passwd"));
+    st = barrier(dir, 0, std::chrono::seconds(10));
+    CHECK(st.complete);
+    CHECK(st.reasons.empty());
+    CHECK(st.events == 2);
+    CHECK(st.last_sequence == 3);  // stream_open + 2 events
+    CHECK(st.dropped == 0);
+    CHECK(st.writer_running);
+    CHECK(st.connected);
+    CHECK(st.sandbox_id == "sb-test");
+    CHECK(st.runtime_version == "runsc test");
+    CHECK(st.bytes == fs::file_size(log_path(dir)));
+    CHECK(mode_of(log_path(dir)) == 0600);
+
+    auto recs = lines(log_path(dir));
+    REQUIRE(recs.size() == 3);
+    for (std::size_t i = 0; i < recs.size(); ++i) CHECK(recs[i]["seq"] == i + 1);
+    CHECK(recs[0]["point"] == "writer/stream_open");
+    CHECK(recs[1]["point"] == "container/start");
+    CHECK(recs[2]["point"] == "syscall/openat/exit");
+    CHECK(recs[2]["pathname"] == "/etc/passwd");
+
+    // Export: exact prefix, sha256, modes, sidecar fields.
+    fs::path dest = t.path / "out" / "episode.jsonl";
+    fs::create_directories(dest.parent_path());
+    Status ex = export_log(dir, dest, 0);
+    CHECK(ex.complete);
+    CHECK(fs::file_size(dest) == ex.bytes);
+    CHECK(ex.sha256 == sha256_file(dest));
+    CHECK(mode_of(dest) == 0600);
+    fs::path side = dest.string() + ".status.json";
+    CHECK(mode_of(side) == 0600);
+    auto sj = nlohmann::json::parse(sandweave::read_file(side));
+    for (const char* k :
+         {"complete", "events", "last_sequence", "bytes", "dropped", "reasons", "sandbox_id",
+          "runtime_version", "sha256", "points", "exported_at", "path"})
+        CHECK_MESSAGE(sj.contains(k), k);
+    CHECK(sj["complete"] == true);
+    CHECK(sj["points"][0]["name"] == "container/start");
+
+    // Events after the barrier are not in that export, but are in the next.
+    send_msg(fd, open_msg("/etc/shadow"));
+    Status ex2 = export_log(dir, dest, 0);
+    CHECK(ex2.events == 3);
+    CHECK(ex2.sha256 == sha256_file(dest));
+
+    // An unknown sentry count makes it incomplete, for this barrier only.
+    st = barrier(dir, std::nullopt, std::chrono::seconds(10));
+    CHECK_FALSE(st.complete);
+    CHECK(has(st.reasons, "runtime_unavailable"));
+
+    // finish: final barrier, the writer exits, and stays exportable.
+    ::close(fd);
+    Status fin = finish(dir, 0);
+    wr.thread.join();
+    CHECK(wr.rc == 0);
+    CHECK(fin.complete);
+    CHECK(fin.finished);
+    CHECK_FALSE(fs::exists(dir / "control.sock"));
+    Status again = finish(dir, std::nullopt);  // idempotent
+    CHECK(again.complete);
+    CHECK(again.events == fin.events);
+    Status after = export_log(dir, t.path / "out" / "after.jsonl", std::nullopt);
+    CHECK(after.complete);
+    CHECK(after.events == 3);
+    CHECK_FALSE(after.writer_running);
+}
+
+TEST_CASE("audit writer: runtime drops become gap records and make it incomplete") {
+    TempDir t;
+    fs::path dir = t.path / "w";
+    RunningWriter wr(dir);
+    int fd = sentry(dir);
+    send_msg(fd, start_msg(0));
+    send_msg(fd, open_msg("/a", 0));
+    send_msg(fd, open_msg("/b", 5));                        // 5 lost before this one
+    send_msg(fd, open_msg("/c", 3));                        // stale count (reordered): ignored
+    Status st = barrier(dir, 7, std::chrono::seconds(10));  // 2 more lost after /c
+    CHECK_FALSE(st.complete);
+    CHECK(st.dropped == 7);
+    CHECK(has(st.reasons, "queue_overflow"));
+    auto recs = lines(log_path(dir));
+    std::vector<std::uint64_t> gaps;
+    for (auto& r : recs)
+        if (r["point"] == "gap") gaps.push_back(r["lost"].get<std::uint64_t>());
+    CHECK(gaps == std::vector<std::uint64_t>{5, 2});
+    CHECK(recs.back()["point"] == "gap");
+    CHECK(recs.back()["dropped"] == 7);
+    ::close(fd);
+}
+
+TEST_CASE("audit writer: hostile peers are refused or recorded, never fatal") {
+    TempDir t;
+    fs::path dir = t.path / "w";
+    RunningWriter wr(dir);
+
+    // Wrong handshakes: refused.
+    for (std::string bad :
+         {std::string("garbage"), std::string("\x08\x00", 2), std::string(2000, 'x')}) {
+        int fd = connect_sink(dir);
+        ::send(fd, bad.data(), bad.size(), 0);
+        char b[16];
+        CHECK(::recv(fd, b, sizeof b, 0) <= 0);  // closed without a reply
+        ::close(fd);
+    }
+    // A handshaken peer sending junk.
+    int evil = sentry(dir);
+    // A second connection while one is active: refused.
+    int second = connect_sink(dir);
+    std::string h = encode_handshake();
+    ::send(second, h.data(), h.size(), MSG_NOSIGNAL);
+    char b[16];
+    CHECK(::recv(second, b, sizeof b, 0) <= 0);
+    ::close(second);
+
+    send_msg(evil, "x");  // shorter than a header
+    std::string beyond = frame_message(7, "");
+    beyond[0] = static_cast<char>(200);  // header_size beyond the message
+    send_msg(evil, beyond);
+    send_msg(evil, frame_message(99, "\x01\x02\x03"));          // unknown type
+    send_msg(evil, frame_message(7, std::string(11, '\xff')));  // bad protobuf
+    if (::geteuid() == 0) {
+        int big = 12 << 20;
+        ::setsockopt(evil, SOL_SOCKET, SO_SNDBUFFORCE, &big, sizeof big);
+        // The kernel itself refuses a 10 MiB seqpacket message (it cannot
+        // allocate it); 3 MiB still goes through and must be cut at our limit.
+        std::string huge = frame_message(3, std::string(10 << 20, 'A'));
+        if (::send(evil, huge.data(), huge.size(), 0) < 0) {
+            huge = frame_message(3, std::string(3 << 20, 'A'));
+            CHECK(::send(evil, huge.data(), huge.size(), 0) == static_cast<ssize_t>(huge.size()));
+        }
+    }
+    ::close(evil);
+
+    // The real sentry afterwards is still recorded.
+    int real = sentry(dir);
+    send_msg(real, start_msg());
+    send_msg(real, open_msg("/etc/passwd"));
+    Status st = barrier(dir, 0, std::chrono::seconds(10));
+    CHECK(st.writer_running);
+    CHECK_FALSE(st.complete);
+    CHECK(has(st.reasons, "multiple_sentry_connections"));
+    CHECK(has(st.reasons, "malformed_message"));
+    CHECK(st.counters["rejected_connections"] == 4);
+    CHECK(st.counters["unknown_types"] == 1);
+    CHECK(st.counters["malformed"] == 3);
+    if (::geteuid() == 0) {
+        CHECK(st.counters["truncated"] == 1);
+        CHECK(has(st.reasons, "truncated_message"));
+    }
+    auto recs = lines(log_path(dir));
+    CHECK(recs.back()["pathname"] == "/etc/passwd");
+    for (std::size_t i = 0; i < recs.size(); ++i) CHECK(recs[i]["seq"] == i + 1);
+    ::close(real);
+}
+
+TEST_CASE("audit writer: the log stops at max_bytes on a line boundary") {
+    TempDir t;
+    fs::path dir = t.path / "w";
+    RunningWriter wr(dir, 4096);
+    int fd = sentry(dir);
+    send_msg(fd, start_msg());
+    for (int i = 0; i < 200; ++i) send_msg(fd, open_msg("/file/" + std::to_string(i)));
+    Status st = barrier(dir, 0, std::chrono::seconds(10));
+    CHECK_FALSE(st.complete);
+    CHECK(has(st.reasons, "byte_limit"));
+    CHECK(st.bytes <= 4096);
+    CHECK(fs::file_size(log_path(dir)) <= 4096);
+    CHECK(st.events + st.counters["byte_limit_dropped"].get<std::uint64_t>() == 201);
+    CHECK(st.dropped == st.counters["byte_limit_dropped"]);
+    std::string text = sandweave::read_file(log_path(dir));
+    CHECK(text.back() == '\n');
+    ::close(fd);
+}
+
+TEST_CASE("audit export: failures never leave a sidecar claiming completeness") {
+    TempDir t;
+    fs::path dir = t.path / "w";
+    RunningWriter wr(dir);
+    int fd = sentry(dir);
+    send_msg(fd, start_msg());
+    fs::path good = t.path / "good.jsonl";
+    REQUIRE(export_log(dir, good, 0).complete);
+    std::string good_side = sandweave::read_file(good.string() + ".status.json");
+
+    // Missing directory: error, no sidecar.
+    fs::path missing = t.path / "nope" / "x.jsonl";
+    CHECK_THROWS_AS(export_log(dir, missing, 0), sandweave::Error);
+    CHECK_FALSE(fs::exists(missing.string() + ".status.json"));
+
+    // A destination that cannot be replaced (a directory): the old sidecar
+    // there is gone, and the new one says complete:false with the error.
+    fs::path blocked = t.path / "blocked.jsonl";
+    fs::create_directories(blocked / "sub");
+    sandweave::write_file_atomic(blocked.string() + ".status.json", "{\"complete\":true}");
+    CHECK_THROWS_AS(export_log(dir, blocked, 0), sandweave::Error);
+    auto side = nlohmann::json::parse(sandweave::read_file(blocked.string() + ".status.json"));
+    CHECK(side["complete"] == false);
+    CHECK(side.contains("error"));
+
+    // The earlier export is untouched.
+    CHECK(sandweave::read_file(good.string() + ".status.json") == good_side);
+    ::close(fd);
+}
+
+TEST_CASE("audit offline: a dead writer's log is exported with writer_died") {
+    TempDir t;
+    fs::path dir = t.path / "w";
+    fs::create_directories(dir);
+    // A state persisted at seq 2, then two more whole lines and a torn one.
+    std::string l1 = "{\"seq\":1,\"point\":\"writer/stream_open\",\"dropped\":0}\n";
+    std::string l2 = "{\"seq\":2,\"point\":\"container/start\",\"dropped\":0}\n";
+    std::string l3 = "{\"seq\":3,\"point\":\"syscall/openat/exit\",\"dropped\":0}\n";
+    std::string l4 = "{\"seq\":4,\"point\":\"syscall/read/exit\",\"dropped\":0}\n";
+    std::ofstream(log_path(dir)) << l1 << l2 << l3 << l4 << "{\"seq\":5,\"po";
+    WriterState s;
+    s.bytes = l1.size() + l2.size();
+    s.events = 1;
+    s.last_sequence = 2;
+    s.streams = 1;
+    s.connected = true;
+    s.container_start_seen = true;
+    s.pid = 999999;  // not running
+    s.pid_start_time = 1;
+    s.sandbox_id = "dead";
+    sandweave::write_file_atomic(dir / "writer-state.json", state_to_json(s).dump());
+
+    Status st = barrier(dir, 0, std::chrono::seconds(2));
+    CHECK_FALSE(st.complete);
+    CHECK(has(st.reasons, "writer_died"));
+    CHECK(st.events == 3);
+    CHECK(st.last_sequence == 4);
+    CHECK(st.bytes == l1.size() + l2.size() + l3.size() + l4.size());
+    CHECK_FALSE(st.writer_running);
+
+    fs::path dest = t.path / "dead.jsonl";
+    Status ex = export_log(dir, dest, 0);
+    CHECK_FALSE(ex.complete);
+    CHECK(fs::file_size(dest) == ex.bytes);
+    CHECK(sandweave::read_file(dest).back() == '\n');
+
+    // No state at all: a clear error.
+    TempDir empty;
+    CHECK_THROWS_AS(barrier(empty.path, 0, std::chrono::seconds(1)), sandweave::Error);
+}
+
+TEST_CASE("audit writer argv round-trips and rejects bad input") {
+    TempDir t;
+    std::ofstream(t.path / "points.json")
+        << "[{\"name\":\"container/"
+           "start\",\"optional_fields\":[\"env\"],\"context_fields\":[\"time\"]}]";
+    WriterOptions o;
+    o.dir = t.path;
+    o.sandbox_id = "sb";
+    o.max_bytes = 65536;
+    o.runtime_version = "v";
+    auto args = writer_argv(o);
+    CHECK(args[0] == "__audit-writer");
+    auto back = parse_writer_argv(args);
+    CHECK(back.dir == o.dir);
+    CHECK(back.sandbox_id == "sb");
+    CHECK(back.max_bytes == 65536);
+    CHECK(back.runtime_version == "v");
+    REQUIRE(back.points.size() == 1);
+    CHECK(back.points[0].optional_fields == std::vector<std::string>{"env"});
+    args.erase(args.begin());  // the verb is optional
+    CHECK(parse_writer_argv(args).sandbox_id == "sb");
+
+    auto usage = [](std::vector<std::string> a) {
+        try {
+            parse_writer_argv(a);
+        } catch (const sandweave::Error& e) {
+            return e.code() == sandweave::ErrorCode::usage;
+        }
+        return false;
+    };
+    CHECK(usage({"--dir"}));
+    CHECK(usage({"--sandbox-id", "x"}));
+    CHECK(usage({"--dir", "/x", "--max-bytes", "0"}));
+    CHECK(usage({"--dir", "/x", "--max-bytes", "12abc"}));
+    CHECK(usage({"--dir", "/x", "--bogus", "1"}));
+    CHECK(usage({"--dir", "/x", "--points-file", "/nonexistent"}));
+}
