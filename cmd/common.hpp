@@ -60,6 +60,7 @@ void register_sandbox_verbs(CLI::App& app, GlobalOptions& g, Outcome& out);  // 
 void register_template(CLI::App& app, GlobalOptions& g, Outcome& out);
 void register_image(CLI::App& app, GlobalOptions& g, Outcome& out);
 void register_doctor(CLI::App& app, GlobalOptions& g, Outcome& out);
+void register_audit(CLI::App& app, GlobalOptions& g, Outcome& out);
 
 // Shared by create and run: the create flags.
 struct CreateFlags {

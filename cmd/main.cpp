@@ -13,6 +13,7 @@
 #include "cmd/common.hpp"
 #include "lib/error.hpp"
 #include "lib/log.hpp"
+#include "lib/audit/audit.hpp"
 #include "lib/shim.hpp"
 #include "lib/units.hpp"
 
@@ -123,6 +124,7 @@ int main_impl(int argc, char** argv) {
     register_template(app, g, out);
     register_image(app, g, out);
     register_doctor(app, g, out);
+    register_audit(app, g, out);
 
     // An unknown verb gets a suggestion before CLI11's generic message.
     for (std::size_t i = 0; i < args.size(); ++i) {
@@ -179,6 +181,17 @@ int main(int argc, char** argv) {
     // Internal entry points started by sandweave itself, not part of the CLI.
     if (argc >= 2 && std::strcmp(argv[1], sandweave::shim_verb) == 0)
         return sandweave::shim_main(std::vector<std::string>(argv + 2, argv + argc));
+    if (argc >= 2 && std::strcmp(argv[1], "__audit-writer") == 0) {
+        sandweave::cli::GlobalOptions quiet_defaults;
+        sandweave::cli::init_logging_early(quiet_defaults);
+        try {
+            return sandweave::audit::writer_main(
+                sandweave::audit::parse_writer_argv(std::vector<std::string>(argv + 1, argv + argc)));
+        } catch (const std::exception& e) {
+            std::fprintf(stderr, "sandweave audit writer: %s\n", e.what());
+            return 1;
+        }
+    }
     sandweave::cli::GlobalOptions defaults;
     // Logging is configured from the raw arguments so it works during parsing too.
     for (int i = 1; i < argc; ++i) {

@@ -1,6 +1,7 @@
 #include <signal.h>
 
 #include "cmd/common.hpp"
+#include "lib/audit_glue.hpp"
 #include "lib/error.hpp"
 #include "lib/log.hpp"
 #include "lib/units.hpp"
@@ -57,12 +58,30 @@ int one_shot(Session& s, const RunFlags& f, RunRequest req) {
     CreateRequest creq = to_create_request(f.create);
     SandboxRecord r = create_sandbox(s.ctx(), creq);
     req.id = r.id;
+    if (!f.audit_log.empty() && !r.spec.runtime.audit) {
+        remove_sandbox(s.ctx(), r.id);
+        throw Error(ErrorCode::usage, "run: --audit-log needs audit (add --audit or use a template with audit: true)");
+    }
     int status = 125;
     std::optional<Error> failure;
     try {
         status = run_in_sandbox(s.ctx(), req);
     } catch (const Error& e) {
         failure = e;
+    }
+    if (!f.audit_log.empty()) {
+        // terminate's final barrier first, so the export covers the whole run.
+        try {
+            terminate_sandbox(s.ctx(), r.id);
+            auto st = export_audit(s.ctx(), r.id, f.audit_log);
+            log().info("audit: " + f.audit_log + " complete=" + (st.complete ? "true" : "false") +
+                       " events=" + std::to_string(st.events) + " dropped=" + std::to_string(st.dropped) +
+                       (st.reasons.empty() ? "" : " reasons=" + nlohmann::json(st.reasons).dump()));
+            if (!st.complete) log().warn("the audit log " + f.audit_log + " is incomplete (see its .status.json)");
+        } catch (const Error& e) {
+            log().error("audit export to " + f.audit_log + " failed: " + e.what());
+            if (!failure) failure = e;
+        }
     }
     try {
         remove_sandbox(s.ctx(), r.id);
@@ -89,6 +108,8 @@ void register_run(CLI::App& app, GlobalOptions& g, Outcome& out, std::vector<std
     sub->add_option("-e,--env", f->env, "Environment KEY=VALUE (repeatable)")->allow_extra_args(false);
     sub->add_option("--timeout", f->timeout, "Kill the command after this long (exit 124), e.g. 30s");
     sub->add_option("-c", f->shell, "Run this string with /bin/sh -c");
+    sub->add_option("--audit-log", f->audit_log,
+                    "One-shot with audit: export the log here (and PATH.status.json) before removal");
     sub->callback([&g, &out, &command, f, sub] {
         out.docker_exit_codes = true;
         RunRequest req = to_run_request(*f, command);
@@ -99,6 +120,8 @@ void register_run(CLI::App& app, GlobalOptions& g, Outcome& out, std::vector<std
             throw Error(ErrorCode::usage, "run: missing sandbox ID (or --template T for a one-shot sandbox)");
         bool create_flags_used = sub->count("--hidepid") || sub->count("--audit") || sub->count("--no-audit") ||
                                  sub->count("--name") || sub->count("--label") || sub->count("--from-snapshot");
+        if (!f->audit_log.empty() && !one_shot_mode)
+            throw Error(ErrorCode::usage, "run: --audit-log applies to one-shot runs (--template); use `sandweave audit export` for a sandbox");
         if (!one_shot_mode && create_flags_used)
             throw Error(ErrorCode::usage, "run: create options (--hidepid, --audit, ...) only apply with --template");
         Session s(g);

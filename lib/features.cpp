@@ -92,23 +92,73 @@ HidepidVerdict probe_hidepid(Context& ctx, const fs::path& runsc_path) {
 
 }  // namespace
 
-HidepidVerdict hidepid_support(Context& ctx, const fs::path& runsc) {
-    fs::path cache = ctx.store.root() / "runtime" / (runtime_key(runsc) + ".json");
+namespace {
+
+fs::path cache_file(Context& ctx, const fs::path& runsc) {
+    return ctx.store.root() / "runtime" / (runtime_key(runsc) + ".json");
+}
+
+json load_cache(const fs::path& file) {
     try {
-        json j = json::parse(read_file(cache, 1 << 16));
-        return HidepidVerdict{j.at("hidepid").get<bool>(), j.value("detail", std::string()), true};
+        json j = json::parse(read_file(file, 1 << 16));
+        if (j.is_object()) return j;
     } catch (const std::exception&) {
-        // Not checked yet (or unreadable): check now.
+        // Not recorded yet, or unreadable: treated as empty.
     }
-    log().info("checking that " + runsc.string() + " enforces hidepid (once per runtime)");
+    return json::object();
+}
+
+void store_cache(Context& ctx, const fs::path& file, json j) {
     make_dirs(ctx.store.root() / "runtime", 0700);
-    HidepidVerdict v = probe_hidepid(ctx, runsc);
-    write_file_atomic(cache,
-                      json{{"runsc", runsc.string()}, {"hidepid", v.supported}, {"detail", v.detail},
-                           {"checked_at", now_rfc3339()}}
-                              .dump(2),
-                      0600);
+    write_file_atomic(file, j.dump(2), 0600);
+}
+
+}  // namespace
+
+std::string runtime_version(Context& ctx, const fs::path& runsc) {
+    fs::path file = cache_file(ctx, runsc);
+    json j = load_cache(file);
+    if (j.contains("version")) return j["version"].get<std::string>();
+    std::string v = Runsc(ctx.runner, runsc, {}).version();
+    j["runsc"] = runsc.string();
+    j["version"] = v;
+    store_cache(ctx, file, j);
     return v;
+}
+
+HidepidVerdict hidepid_support(Context& ctx, const fs::path& runsc) {
+    fs::path file = cache_file(ctx, runsc);
+    json j = load_cache(file);
+    if (j.contains("hidepid") && j["hidepid"].is_object())
+        return HidepidVerdict{j["hidepid"].value("supported", false), j["hidepid"].value("detail", std::string()), true};
+    log().info("checking that " + runsc.string() + " enforces hidepid (once per runtime)");
+    HidepidVerdict v = probe_hidepid(ctx, runsc);
+    j = load_cache(file);
+    j["runsc"] = runsc.string();
+    j["hidepid"] = {{"supported", v.supported}, {"detail", v.detail}, {"checked_at", now_rfc3339()}};
+    store_cache(ctx, file, j);
+    return v;
+}
+
+audit::TraceMetadata trace_metadata(Context& ctx, const fs::path& runsc) {
+    fs::path file = cache_file(ctx, runsc);
+    json j = load_cache(file);
+    if (!j.contains("trace_metadata")) {
+        auto r = Runsc(ctx.runner, runsc, {}).raw({"trace", "metadata"});
+        if (!r.ok())
+            throw Error(ErrorCode::runtime, "audit refused: runtime " + runsc.string() +
+                                                " cannot list its trace points (runsc trace metadata: " +
+                                                r.describe() + ")");
+        j = load_cache(file);
+        j["runsc"] = runsc.string();
+        j["trace_metadata"] = r.out;
+        store_cache(ctx, file, j);
+    }
+    try {
+        return audit::parse_trace_metadata(j["trace_metadata"].get<std::string>());
+    } catch (const Error& e) {
+        throw Error(ErrorCode::runtime, "audit refused: runtime " + runsc.string() + ": " + e.what());
+    }
 }
 
 void require_runtime_features(Context& ctx, const SandboxSpec& spec, const fs::path& runsc) {
@@ -120,8 +170,7 @@ void require_runtime_features(Context& ctx, const SandboxSpec& spec, const fs::p
                             " does not enforce hidepid in the guest's /proc (" + v.detail +
                             "); use sandweave's patched runsc (runtime/build-runsc.sh)");
     }
-    if (spec.runtime.audit)
-        throw Error(ErrorCode::runtime, "audit is not available yet in this build of sandweave");
+    if (spec.runtime.audit) trace_metadata(ctx, runsc);
 }
 
 }  // namespace sandweave

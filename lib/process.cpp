@@ -5,10 +5,12 @@
 #include <signal.h>
 #include <spawn.h>
 #include <sys/signalfd.h>
+#include <sys/syscall.h>
 #include <sys/wait.h>
 #include <unistd.h>
 
 #include <cerrno>
+#include <algorithm>
 #include <cstring>
 
 #include "lib/error.hpp"
@@ -168,54 +170,55 @@ void set_status(CommandResult& r, int status) {
     }
 }
 
-// Polls until the child exits: reads capture pipes, enforces the timeout. The
-// child's exit is detected with waitpid(WNOHANG) after the pipes close, or on a
-// short tick (a child may close its stdout and keep running, or leak it to a
-// grandchild that outlives it).
+// A descriptor that becomes readable when `pid` exits (pidfd_open), so one
+// poll() waits for output and exit together, with no sleeping tick.
+Fd open_pidfd(pid_t pid) {
+    int fd = static_cast<int>(::syscall(SYS_pidfd_open, pid, 0));
+    if (fd < 0) throw_errno("pidfd_open");
+    ::fcntl(fd, F_SETFD, FD_CLOEXEC);
+    return Fd(fd);
+}
+
+int remaining_ms(const std::optional<Clock::time_point>& deadline) {
+    if (!deadline) return -1;
+    auto ms = std::chrono::duration_cast<std::chrono::milliseconds>(*deadline - Clock::now()).count();
+    return static_cast<int>(std::clamp<long long>(ms + 1, 0, 60000));
+}
+
+// Waits for the child: reads capture pipes as data arrives, enforces the
+// timeout, reaps exactly `pid`. A child that exits while a grandchild still
+// holds its pipes open is not waited for beyond what is already buffered.
 CommandResult wait_capturing(pid_t pid, ChildStdio& stdio, const Command& cmd) {
     CommandResult r;
     std::string out_pending, err_pending;
     auto deadline = cmd.timeout ? std::optional(Clock::now() + *cmd.timeout) : std::nullopt;
+    Fd pidfd = open_pidfd(pid);
     bool exited = false;
-    int status = 0;
-    bool pipes_open = stdio.out_read.get() >= 0 || stdio.err_read.get() >= 0;
     for (;;) {
-        if (!exited) {
-            pid_t w = ::waitpid(pid, &status, WNOHANG);
-            if (w == pid) exited = true;
-            else if (w < 0 && errno != EINTR) throw_errno("waitpid");
-        }
-        pipes_open = stdio.out_read.get() >= 0 || stdio.err_read.get() >= 0;
-        if (exited && !pipes_open) break;
-        if (deadline && Clock::now() >= *deadline && !r.timed_out) {
-            r.timed_out = true;
-            ::kill(pid, SIGKILL);
-        }
-        pollfd fds[2];
+        pollfd fds[3];
         nfds_t n = 0;
+        if (!exited) fds[n++] = {pidfd.get(), POLLIN, 0};
         if (stdio.out_read.get() >= 0) fds[n++] = {stdio.out_read.get(), POLLIN, 0};
         if (stdio.err_read.get() >= 0) fds[n++] = {stdio.err_read.get(), POLLIN, 0};
-        int wait_ms = exited ? 200 : 20;
-        if (n == 0) {
-            // Nothing to read: block in waitpid, bounded by the deadline.
-            if (!deadline) {
-                while (::waitpid(pid, &status, 0) < 0) {
-                    if (errno != EINTR) throw_errno("waitpid");
-                }
-                exited = true;
-                continue;
-            }
-            ::poll(nullptr, 0, wait_ms);
-            continue;
+        if (n == 0) break;
+        int timeout_ms = exited ? 0 : remaining_ms(r.timed_out ? std::nullopt : deadline);
+        int rc = ::poll(fds, n, timeout_ms);
+        if (rc < 0) {
+            if (errno == EINTR) continue;
+            throw_errno("poll");
         }
-        int rc = ::poll(fds, n, wait_ms);
-        if (rc < 0 && errno != EINTR) throw_errno("poll");
-        if (exited && rc == 0) {
-            // The child is gone but something else holds the pipe open; stop waiting.
-            break;
+        if (rc == 0) {
+            if (exited) break;  // only leftover holders of the pipes remain
+            r.timed_out = true;
+            ::kill(pid, SIGKILL);
+            continue;
         }
         for (nfds_t i = 0; i < n; ++i) {
             if (!(fds[i].revents & (POLLIN | POLLHUP | POLLERR))) continue;
+            if (fds[i].fd == pidfd.get()) {
+                exited = true;
+                continue;
+            }
             bool is_out = fds[i].fd == stdio.out_read.get();
             char buf[65536];
             ssize_t got = ::read(fds[i].fd, buf, sizeof buf);
@@ -225,14 +228,18 @@ CommandResult wait_capturing(pid_t pid, ChildStdio& stdio, const Command& cmd) {
                 continue;
             }
             std::string& sink = is_out ? r.out : r.err;
-            std::string& pend = is_out ? out_pending : err_pending;
             sink.append(buf, static_cast<std::size_t>(got));
             const auto& cb = is_out ? cmd.on_out_line : cmd.on_err_line;
             if (cb) {
+                std::string& pend = is_out ? out_pending : err_pending;
                 pend.append(buf, static_cast<std::size_t>(got));
                 emit_lines(pend, cb, false);
             }
         }
+    }
+    int status = 0;
+    while (::waitpid(pid, &status, 0) < 0) {
+        if (errno != EINTR) throw_errno("waitpid");
     }
     emit_lines(out_pending, cmd.on_out_line, true);
     emit_lines(err_pending, cmd.on_err_line, true);
@@ -271,7 +278,7 @@ CommandResult LocalRunner::run_attached(const Command& cmd_in, const AttachOptio
 
     sigset_t forward, old;
     sigemptyset(&forward);
-    for (int s : {SIGINT, SIGTERM, SIGHUP, SIGQUIT, SIGCHLD}) sigaddset(&forward, s);
+    for (int s : {SIGINT, SIGTERM, SIGHUP, SIGQUIT}) sigaddset(&forward, s);
     if (::sigprocmask(SIG_BLOCK, &forward, &old) != 0) throw_errno("sigprocmask");
     struct Restore {
         sigset_t* old;
@@ -286,14 +293,8 @@ CommandResult LocalRunner::run_attached(const Command& cmd_in, const AttachOptio
     CommandResult r;
     auto deadline = opts.timeout ? std::optional(Clock::now() + *opts.timeout) : std::nullopt;
     std::optional<Clock::time_point> kill_at;
+    Fd pidfd = open_pidfd(pid);
     for (;;) {
-        int status = 0;
-        pid_t w = ::waitpid(pid, &status, WNOHANG);
-        if (w == pid) {
-            set_status(r, status);
-            break;
-        }
-        if (w < 0 && errno != EINTR) throw_errno("waitpid");
         auto now = Clock::now();
         if (deadline && now >= *deadline && !r.timed_out) {
             r.timed_out = true;
@@ -304,27 +305,26 @@ CommandResult LocalRunner::run_attached(const Command& cmd_in, const AttachOptio
             ::kill(pid, SIGKILL);
             kill_at.reset();
         }
-        int wait_ms = 1000;
-        auto next = kill_at ? kill_at : (r.timed_out ? std::nullopt : deadline);
-        if (next) {
-            auto ms = std::chrono::duration_cast<std::chrono::milliseconds>(*next - Clock::now())
-                          .count();
-            wait_ms = static_cast<int>(std::clamp<long long>(ms + 1, 0, 1000));
-        }
-        pollfd pfd{sfd.get(), POLLIN, 0};
-        int rc = ::poll(&pfd, 1, wait_ms);
+        int wait_ms = remaining_ms(kill_at ? kill_at : (r.timed_out ? std::nullopt : deadline));
+        pollfd pfds[2] = {{pidfd.get(), POLLIN, 0}, {sfd.get(), POLLIN, 0}};
+        int rc = ::poll(pfds, 2, wait_ms);
         if (rc < 0 && errno != EINTR) throw_errno("poll");
+        if (rc > 0 && (pfds[0].revents & POLLIN)) break;
         signalfd_siginfo si;
         while (::read(sfd.get(), &si, sizeof si) == static_cast<ssize_t>(sizeof si)) {
             int sig = static_cast<int>(si.ssi_signo);
-            if (sig == SIGCHLD) continue;
-            // A terminal's Ctrl-C (sent by the kernel) already reached the child in
-            // our process group; only forward what another process sent to us.
+            // A terminal's Ctrl-C (sent by the kernel) already reached a child in
+            // our process group; only forward what it did not get.
             if (si.ssi_code == SI_KERNEL && !cmd.own_process_group) continue;
             if (opts.forward_signal) opts.forward_signal(sig);
             else ::kill(pid, sig);
         }
     }
+    int status = 0;
+    while (::waitpid(pid, &status, 0) < 0) {
+        if (errno != EINTR) throw_errno("waitpid");
+    }
+    set_status(r, status);
     return r;
 }
 

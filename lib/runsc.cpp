@@ -1,5 +1,6 @@
 #include "lib/runsc.hpp"
 
+#include <fcntl.h>
 #include <signal.h>
 #include <sys/mman.h>
 #include <unistd.h>
@@ -142,6 +143,8 @@ void Runsc::run_detached(const std::string& id, const fs::path& bundle, const fs
 
 Runsc::ExecResult Runsc::exec_attached(const std::string& id, const ExecRequest& req,
                                        const fs::path& scratch_dir, const AttachOptions& attach_in) {
+    // The process spec is a private scratch file read once by runsc exec; it
+    // needs no durability, so it is written without fsync.
     std::string tag = random_hex(8);
     fs::path process_file = scratch_dir / ("exec-" + tag + ".json");
     fs::path pid_file = scratch_dir / ("exec-" + tag + ".pid");
@@ -154,7 +157,15 @@ Runsc::ExecResult Runsc::exec_attached(const std::string& id, const ExecRequest&
         {"capabilities", capabilities_for(req.user)},
         {"noNewPrivileges", req.user.uid != 0},
     };
-    write_file_atomic(process_file, process.dump(), 0600);
+    {
+        std::string text = process.dump();
+        int fd = ::open(process_file.c_str(), O_WRONLY | O_CREAT | O_EXCL | O_CLOEXEC, 0600);
+        if (fd < 0) throw_errno("create " + process_file.string());
+        ssize_t n = ::write(fd, text.data(), text.size());
+        int err = errno;
+        ::close(fd);
+        if (n != static_cast<ssize_t>(text.size())) throw_errno("write " + process_file.string(), err);
+    }
     struct Cleanup {
         fs::path a, b;
         ~Cleanup() {

@@ -8,6 +8,7 @@
 #include <cerrno>
 #include <fstream>
 
+#include "lib/audit_glue.hpp"
 #include "lib/bundle.hpp"
 #include "lib/error.hpp"
 #include "lib/features.hpp"
@@ -105,8 +106,7 @@ SandboxRecord create_sandbox(Context& ctx, const CreateRequest& req) {
     SandboxSpec spec = resolve_spec(tmpl, nullptr, "", req.flags);
 
     fs::path runsc_path = find_runsc(ctx.runsc_flag);
-    Runsc probe(ctx.runner, runsc_path, {});
-    std::string runtime_version = probe.version();
+    std::string version = runtime_version(ctx, runsc_path);
     require_runtime_features(ctx, spec, runsc_path);
 
     fs::path init = find_guest_init();
@@ -119,7 +119,7 @@ SandboxRecord create_sandbox(Context& ctx, const CreateRequest& req) {
     r.created_at = now_rfc3339();
     r.spec = spec;
     r.runsc = runsc_path.string();
-    r.runtime_version = runtime_version;
+    r.runtime_version = version;
     fs::path dir = ctx.store.sandbox_dir(r.id);
     r.runsc_flags = Runsc::flags_for(ctx.store.runsc_root(), spec.runtime.platform, spec.runtime.network, std::nullopt);
 
@@ -131,6 +131,13 @@ SandboxRecord create_sandbox(Context& ctx, const CreateRequest& req) {
             ::chmod((dir / "upper").c_str(), 0755);
             mount_overlay(lower, dir / "upper", dir / "work", dir / "rootfs");
 
+            if (spec.runtime.audit) {
+                // The writer listens before runsc exists: no guest event predates it.
+                fs::path pod_init = start_audit(ctx, r);
+                r.runsc_flags = Runsc::flags_for(ctx.store.runsc_root(), spec.runtime.platform,
+                                                 spec.runtime.network, pod_init);
+                ctx.store.save(r);
+            }
             BundleInput in{spec, dir / "rootfs", init, "sandweave"};
             write_file_atomic(dir / "bundle/config.json", build_oci_config(in).dump(2), 0600);
 
@@ -143,6 +150,7 @@ SandboxRecord create_sandbox(Context& ctx, const CreateRequest& req) {
     } catch (...) {
         try {
             stop_runtime(ctx, r);
+            if (spec.runtime.audit && fs::exists(audit_dir(ctx.store, r.id))) audit::finish(audit_dir(ctx.store, r.id), std::nullopt);
             ctx.store.release_name(r.name, r.id);
             remove_tree(dir);
         } catch (const std::exception& e) {
@@ -155,11 +163,8 @@ SandboxRecord create_sandbox(Context& ctx, const CreateRequest& req) {
 int run_in_sandbox(Context& ctx, const RunRequest& req) {
     std::string id = ctx.store.resolve_id(req.id);
     SandboxRecord r = ctx.store.load(id);
-    auto runtime = Runsc(ctx.runner, r.runsc, r.runsc_flags).state(id);
-    if (r.state != SandboxState::running || !runtime || runtime->status != "running") {
-        std::string st = r.state == SandboxState::running ? "failed (its runtime is gone)" : to_string(r.state);
-        throw Error(ErrorCode::general, "sandbox " + id + " is not running (" + st + ")");
-    }
+    if (r.state != SandboxState::running)
+        throw Error(ErrorCode::general, "sandbox " + id + " is not running (" + to_string(r.state) + ")");
     ExecRequest ex;
     ex.argv = req.argv;
     ex.user = req.user.value_or(r.spec.user);
@@ -175,6 +180,14 @@ int run_in_sandbox(Context& ctx, const RunRequest& req) {
         log().error("command timed out after " + std::to_string(req.timeout->count()) + " ms and was killed");
         return 124;
     }
+    if (res.runtime_error && res.status == 125) {
+        // runsc could not exec at all: say why in the sandbox's terms when its
+        // runtime is gone (checked only now, off the fast path).
+        auto st = runsc.state(id);
+        if (!st || st->status != "running")
+            throw Error(ErrorCode::general, "sandbox " + id + " is not running (failed: its runtime is " +
+                                                (st ? st->status : std::string("gone")) + ")");
+    }
     if (res.runtime_error) {
         if (res.status == 127) log().error("command not found in sandbox " + id + ": " + req.argv[0]);
         else if (res.status == 126) log().error("command not executable in sandbox " + id + ": " + req.argv[0]);
@@ -188,7 +201,18 @@ SandboxRecord terminate_sandbox(Context& ctx, const std::string& ref) {
     auto lock = ctx.store.lock(id);
     SandboxRecord r = ctx.store.load(id);
     if (r.state == SandboxState::stopped) return r;
-    with_context("terminating sandbox " + id, [&] { stop_runtime(ctx, r); });
+    with_context("terminating sandbox " + id, [&] {
+        if (r.spec.runtime.audit) {
+            // The final barrier comes before the stop, so an export after
+            // terminate covers everything the guest did.
+            auto st = Runsc(ctx.runner, r.runsc, r.runsc_flags).state(id);
+            auto status = finish_audit(ctx, r, st && st->status == "running");
+            if (!status.complete)
+                log().warn("audit log of " + id + " is incomplete at terminate: " +
+                           nlohmann::json(status.reasons).dump());
+        }
+        stop_runtime(ctx, r);
+    });
     r.state = SandboxState::stopped;
     r.stopped_at = now_rfc3339();
     ctx.store.save(r);
@@ -201,6 +225,8 @@ void remove_sandbox(Context& ctx, const std::string& ref) {
     SandboxRecord r = ctx.store.load(id);
     with_context("removing sandbox " + id, [&] {
         stop_runtime(ctx, r);
+        // Stop the writer (a no-op after terminate) before its directory goes.
+        if (r.spec.runtime.audit && fs::exists(audit_dir(ctx.store, id))) audit::finish(audit_dir(ctx.store, id), std::nullopt);
         fs::path dir = ctx.store.sandbox_dir(id);
         // The record goes first: from here on the sandbox no longer exists for
         // other sandweave processes, even if removing the files is interrupted.

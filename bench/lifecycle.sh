@@ -1,0 +1,79 @@
+#!/usr/bin/env bash
+# Sandbox lifecycle latency, as medians over repeated runs and as ratios against
+# the raw runtime measured in the same run:
+#   create-to-first-command:  `sandweave create` + `sandweave run ID -- true`
+#                             vs `runsc run` of /bin/true on an equivalent bundle
+#   run:                      `sandweave run ID -- true` vs `runsc exec ID true`
+#                             on the same running sandbox
+# Usage: bench/lifecycle.sh [REPS]   (default 20; needs root and a built tree)
+set -euo pipefail
+reps="${1:-20}"
+top="$(cd "$(dirname "${BASH_SOURCE[0]}")/.." && pwd)"
+sw="${SANDWEAVE:-$top/build/sandweave}"
+state="$(mktemp -d /tmp/sw-bench.XXXXXX)"
+export SANDWEAVE_STATE_DIR="$state"
+runsc="$("$sw" doctor --json | python3 -c 'import json,sys; d=json.load(sys.stdin); print([c for c in d["checks"] if c["name"]=="runsc"][0]["detail"].split(":")[0])')"
+rawroot="$state/raw-runsc"
+flags=(--root="$rawroot" --platform=ptrace --network=none)
+cleanup() {
+  "$sw" ls --ids 2>/dev/null | xargs -r "$sw" rm >/dev/null 2>&1 || true
+  "$runsc" --root="$rawroot" list -q 2>/dev/null | xargs -r -n1 "$runsc" --root="$rawroot" delete --force >/dev/null 2>&1 || true
+  rm -rf "$state"
+}
+trap cleanup EXIT
+
+now_ns() { date +%s%N; }
+median() { sort -n | awk '{a[NR]=$1} END {if (NR%2) print a[(NR+1)/2]; else print (a[NR/2]+a[NR/2+1])/2}'; }
+ms() { awk -v ns="$1" 'BEGIN {printf "%.1f", ns/1e6}'; }
+ratio() { awk -v a="$1" -v b="$2" 'BEGIN {printf "%.2f", a/b}'; }
+
+"$sw" image build base >/dev/null 2>&1
+# The raw bundle: the same base image (read-only, no overlay) running /bin/true.
+bundle="$state/raw-bundle"
+mkdir -p "$bundle"
+(cd "$bundle" && "$runsc" spec -- /bin/true)
+python3 - "$bundle/config.json" "$state/images/base/rootfs" <<'PY'
+import json, sys
+path, rootfs = sys.argv[1], sys.argv[2]
+c = json.load(open(path))
+c["root"] = {"path": rootfs, "readonly": True}
+c["process"]["terminal"] = False
+json.dump(c, open(path, "w"))
+PY
+
+echo "warming up..." >&2
+id=$("$sw" create); "$sw" run "$id" -- true; "$sw" rm "$id" >/dev/null
+"$runsc" "${flags[@]}" run --bundle "$bundle" warm </dev/null >/dev/null 2>&1 || true
+"$runsc" "${flags[@]}" delete --force warm >/dev/null 2>&1 || true
+
+raw_start=(); sw_start=()
+for i in $(seq "$reps"); do
+  t0=$(now_ns)
+  "$runsc" "${flags[@]}" run --bundle "$bundle" "raw$i" </dev/null >/dev/null 2>&1
+  t1=$(now_ns)
+  raw_start+=($((t1 - t0)))
+  "$runsc" "${flags[@]}" delete --force "raw$i" >/dev/null 2>&1 || true
+
+  t0=$(now_ns)
+  id=$("$sw" create)
+  "$sw" run "$id" -- true
+  t1=$(now_ns)
+  sw_start+=($((t1 - t0)))
+  "$sw" rm "$id" >/dev/null
+done
+
+id=$("$sw" create)
+swflags=(--root="$state/runsc" --platform=ptrace --network=none)
+raw_exec=(); sw_run=()
+for i in $(seq "$reps"); do
+  t0=$(now_ns); "$runsc" "${swflags[@]}" exec "$id" /bin/true </dev/null; t1=$(now_ns)
+  raw_exec+=($((t1 - t0)))
+  t0=$(now_ns); "$sw" run "$id" -- /bin/true </dev/null; t1=$(now_ns)
+  sw_run+=($((t1 - t0)))
+done
+
+rs=$(printf '%s\n' "${raw_start[@]}" | median); ss=$(printf '%s\n' "${sw_start[@]}" | median)
+re=$(printf '%s\n' "${raw_exec[@]}" | median); sr=$(printf '%s\n' "${sw_run[@]}" | median)
+printf '%-28s %10s %10s %7s\n' "median over $reps runs" "runsc ms" "sandweave" "ratio"
+printf '%-28s %10s %10s %7s\n' "create-to-first-command" "$(ms "$rs")" "$(ms "$ss")" "$(ratio "$ss" "$rs")"
+printf '%-28s %10s %10s %7s\n' "run (vs runsc exec)" "$(ms "$re")" "$(ms "$sr")" "$(ratio "$sr" "$re")"
