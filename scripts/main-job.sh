@@ -1,9 +1,12 @@
 #!/usr/bin/env bash
-# The main job on a fresh machine: set up, build the base image, and run a
-# command as an unprivileged uid in a one-shot sandbox.
+# The main job on a fresh machine: set up (packages, patched runtime, build),
+# build the base image, then the seed's example: a one-shot sandbox whose /proc
+# hides other users' processes (hidepid 2), audited, running `id; ls /proc` as
+# uid 1001, with its audit log exported to ./episode.jsonl (+ .status.json).
 set -euo pipefail
 top="$(cd "$(dirname "${BASH_SOURCE[0]}")/.." && pwd)"
 "$top/scripts/setup.sh"
 sw="$top/build/sandweave"
 "$sw" image build base >/dev/null
-exec "$sw" run --template base --user 1001:1001 -c 'id; ls /proc'
+"$sw" run --template base --hidepid 2 --audit --audit-log episode.jsonl \
+  --user 1001:1001 -c 'id; ls /proc'
