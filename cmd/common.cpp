@@ -32,8 +32,7 @@ void add_global_options(CLI::App& app, GlobalOptions& g) {
 void add_create_flags(CLI::App& sub, CreateFlags& f, bool with_user) {
     sub.add_option("-t,--template", f.template_ref, "Template name, file, or inline JSON/YAML")
         ->capture_default_str();
-    sub.add_option("--hidepid", f.hidepid, "Guest /proc policy: 0, 1 or 2")
-        ->check(CLI::IsMember({0, 1, 2}));
+    sub.add_option("--hidepid", f.hidepid, "Guest /proc policy: 0, 1 or 2 (see sandweave-create(1))");
     auto* audit = sub.add_flag("--audit", f.audit, "Enable the protected runtime audit");
     auto* no_audit = sub.add_flag("--no-audit", f.no_audit, "Disable audit, whatever the template says");
     audit->excludes(no_audit);
@@ -47,7 +46,11 @@ CreateRequest to_create_request(const CreateFlags& f) {
     CreateRequest req;
     req.template_ref = f.template_ref;
     req.name = f.name;
-    req.flags.hidepid = f.hidepid;
+    if (!f.hidepid.empty()) {
+        if (f.hidepid != "0" && f.hidepid != "1" && f.hidepid != "2")
+            throw Error(ErrorCode::usage, "--hidepid '" + f.hidepid + "': expected 0, 1 or 2");
+        req.flags.hidepid = f.hidepid[0] - '0';
+    }
     if (f.audit) req.flags.audit = true;
     if (f.no_audit) req.flags.audit = false;
     if (!f.user.empty()) {

@@ -65,7 +65,7 @@ void register_audit(CLI::App& app, GlobalOptions& g, Outcome& out);
 // Shared by create and run: the create flags.
 struct CreateFlags {
     std::string template_ref = "base";
-    std::optional<int> hidepid;
+    std::string hidepid;
     bool audit = false;
     bool no_audit = false;
     std::string name;

@@ -60,12 +60,19 @@ std::string explain_extras(CLI::App& app, const std::vector<std::string>& args, 
         if (sub->get_name() == "run") {
             // A bare word after `run ID` is a command missing its `--`.
             std::string rest = fallback.substr(fallback.find(':') == std::string::npos ? 0 : fallback.find(':') + 1);
+            // CLI11 saw the arguments reversed; show them as typed.
             std::istringstream words(rest);
             std::string w;
+            std::vector<std::string> extras;
             bool bare = false;
-            while (words >> w) bare = bare || w[0] != '-';
+            while (words >> w) {
+                bare = bare || w[0] != '-';
+                extras.insert(extras.begin(), w);
+            }
+            std::string shown;
+            for (const auto& e : extras) shown += " " + e;
             if (bare)
-                return "run: unexpected arguments" + rest +
+                return "run: unexpected arguments" + shown +
                        ": put the command after `--` (sandweave run ID -- COMMAND...) or use -c 'shell string'";
         }
         bool seen_verb = false;

@@ -4,7 +4,11 @@
 #include <unistd.h>
 
 #include <fstream>
+#include <algorithm>
+#include <map>
+#include <optional>
 #include <regex>
+#include <sstream>
 
 #include "lib/error.hpp"
 #include "lib/fsutil.hpp"
@@ -36,22 +40,61 @@ void common_layout(const fs::path& rootfs) {
 }
 
 std::string debian_mirror() {
-    // The first Debian archive this host's apt already uses; no other network.
-    std::regex deb_line(R"(^\s*deb\s+(\[[^\]]*\]\s+)?(https?://\S+)\s+\S+\s+.*main)");
-    std::regex uris_line(R"(^\s*URIs:\s*(https?://\S+))");
+    // The first Debian archive serving bookworm that this host's apt already
+    // uses (only the files apt reads: sources.list, sources.list.d/*.list and
+    // *.sources, in apt's order); no other network.
     std::vector<fs::path> files{"/etc/apt/sources.list"};
+    std::vector<fs::path> parts;
     std::error_code ec;
-    for (const auto& e : fs::directory_iterator("/etc/apt/sources.list.d", ec)) files.push_back(e.path());
+    for (const auto& e : fs::directory_iterator("/etc/apt/sources.list.d", ec)) {
+        auto ext = e.path().extension().string();
+        if (ext == ".list" || ext == ".sources") parts.push_back(e.path());
+    }
+    std::sort(parts.begin(), parts.end());
+    files.insert(files.end(), parts.begin(), parts.end());
+    std::regex deb_line(R"(^\s*deb\s+(\[[^\]]*\]\s+)?(https?://\S+)\s+bookworm\s+.*\bmain\b)");
+    auto words = [](const std::string& v) {
+        std::vector<std::string> w;
+        std::istringstream in(v);
+        for (std::string x; in >> x;) w.push_back(x);
+        return w;
+    };
     for (const auto& f : files) {
         std::ifstream in(f);
         std::string line;
+        std::map<std::string, std::string> stanza;
+        auto check_stanza = [&]() -> std::optional<std::string> {
+            auto has = [&](const char* key, const std::string& want) {
+                auto w = words(stanza[key]);
+                return std::find(w.begin(), w.end(), want) != w.end();
+            };
+            std::optional<std::string> out;
+            if (has("Types", "deb") && has("Suites", "bookworm") && has("Components", "main") &&
+                stanza["Enabled"] != "no")
+                for (const auto& u : words(stanza["URIs"]))
+                    if (!out && (u.rfind("http://", 0) == 0 || u.rfind("https://", 0) == 0)) out = u;
+            stanza.clear();
+            return out;
+        };
+        bool deb822 = f.extension() == ".sources";
         while (std::getline(in, line)) {
-            std::smatch m;
-            if (std::regex_search(line, m, deb_line) && m[2].str().find("security") == std::string::npos)
-                return m[2];
-            if (std::regex_search(line, m, uris_line) && m[1].str().find("security") == std::string::npos)
-                return m[1];
+            if (!deb822) {
+                std::smatch m;
+                if (std::regex_search(line, m, deb_line)) return m[2];
+                continue;
+            }
+            if (line.find_first_not_of(" \t\r") == std::string::npos) {
+                if (auto u = check_stanza()) return *u;
+                continue;
+            }
+            if (line[0] == '#' || line[0] == ' ' || line[0] == '\t') continue;
+            auto colon = line.find(':');
+            if (colon == std::string::npos) continue;
+            std::string v = line.substr(colon + 1);
+            stanza[line.substr(0, colon)] = v;
         }
+        if (deb822)
+            if (auto u = check_stanza()) return *u;
     }
     return "http://deb.debian.org/debian";
 }

@@ -13,11 +13,14 @@ template <typename T, typename Get>
 void pick(T& field, const std::string& ptr, SandboxSpec& spec, const ResolvedTemplate& tmpl,
           const json* snap, const std::string& snap_label, const std::optional<T>& flag, Get get) {
     json::json_pointer jp(ptr);
+    // The snapshot layer is its saved runtime_options object.
+    const std::string rt_prefix = "/runtime_options";
+    json::json_pointer snap_jp(ptr.rfind(rt_prefix, 0) == 0 ? ptr.substr(rt_prefix.size()) : ptr);
     if (flag) {
         field = *flag;
         spec.origin[ptr] = "flag";
-    } else if (snap && snap->contains(jp)) {
-        field = get(snap->at(jp));
+    } else if (snap && snap->contains(snap_jp)) {
+        field = get(snap->at(snap_jp));
         spec.origin[ptr] = snap_label;
     } else if (tmpl.doc.contains(jp)) {
         field = get(tmpl.doc.at(jp));

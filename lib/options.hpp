@@ -55,7 +55,8 @@ struct FlagOverrides {
     std::map<std::string, std::string> labels;
 };
 
-// `snapshot_settings` is a filesystem snapshot's saved runtime_options, if any.
+// `snapshot_settings` is a filesystem snapshot's saved runtime_options object
+// ({"hidepid": 2, "audit": true, ...}), if any.
 SandboxSpec resolve_spec(const ResolvedTemplate& tmpl, const nlohmann::json* snapshot_settings,
                          const std::string& snapshot_name, const FlagOverrides& flags);
 

@@ -5,6 +5,7 @@
 #include <signal.h>
 #include <spawn.h>
 #include <sys/signalfd.h>
+#include <sys/stat.h>
 #include <sys/syscall.h>
 #include <sys/wait.h>
 #include <unistd.h>
@@ -247,7 +248,33 @@ CommandResult wait_capturing(pid_t pid, ChildStdio& stdio, const Command& cmd) {
     return r;
 }
 
+// Copies what is readable on `from` to `to`; closes `from` at EOF.
+void relay(Fd& from, int to, short revents) {
+    if (from.get() < 0 || !(revents & (POLLIN | POLLHUP | POLLERR))) return;
+    char buf[65536];
+    ssize_t n = ::read(from.get(), buf, sizeof buf);
+    if (n < 0 && errno == EINTR) return;
+    if (n <= 0) {
+        from.reset();
+        return;
+    }
+    std::size_t off = 0;
+    while (off < static_cast<std::size_t>(n)) {
+        ssize_t w = ::write(to, buf + off, static_cast<std::size_t>(n) - off);
+        if (w < 0 && errno == EINTR) continue;
+        if (w <= 0) return;  // our own output is gone: drop, keep draining
+        off += static_cast<std::size_t>(w);
+    }
+}
+
 }  // namespace
+
+bool relay_needed(int fd) {
+    struct stat st {};
+    if (::fstat(fd, &st) != 0 || !S_ISREG(st.st_mode)) return false;
+    int flags = ::fcntl(fd, F_GETFL);
+    return flags >= 0 && !(flags & O_APPEND);
+}
 
 std::string CommandResult::describe() const {
     std::string s;
@@ -273,8 +300,8 @@ CommandResult LocalRunner::run(const Command& cmd) {
 CommandResult LocalRunner::run_attached(const Command& cmd_in, const AttachOptions& opts) {
     Command cmd = cmd_in;
     cmd.in = Command::Stdio::inherit;
-    cmd.out = Command::Stdio::inherit;
-    cmd.err = Command::Stdio::inherit;
+    cmd.out = cmd.relay_out ? Command::Stdio::capture : Command::Stdio::inherit;
+    cmd.err = cmd.relay_err ? Command::Stdio::capture : Command::Stdio::inherit;
 
     sigset_t forward, old;
     sigemptyset(&forward);
@@ -306,9 +333,13 @@ CommandResult LocalRunner::run_attached(const Command& cmd_in, const AttachOptio
             kill_at.reset();
         }
         int wait_ms = remaining_ms(kill_at ? kill_at : (r.timed_out ? std::nullopt : deadline));
-        pollfd pfds[2] = {{pidfd.get(), POLLIN, 0}, {sfd.get(), POLLIN, 0}};
-        int rc = ::poll(pfds, 2, wait_ms);
+        pollfd pfds[4] = {{pidfd.get(), POLLIN, 0}, {sfd.get(), POLLIN, 0}, {-1, POLLIN, 0}, {-1, POLLIN, 0}};
+        pfds[2].fd = stdio.out_read.get();
+        pfds[3].fd = stdio.err_read.get();
+        int rc = ::poll(pfds, 4, wait_ms);
         if (rc < 0 && errno != EINTR) throw_errno("poll");
+        relay(stdio.out_read, 1, pfds[2].revents);
+        relay(stdio.err_read, 2, pfds[3].revents);
         if (rc > 0 && (pfds[0].revents & POLLIN)) break;
         signalfd_siginfo si;
         while (::read(sfd.get(), &si, sizeof si) == static_cast<ssize_t>(sizeof si)) {
@@ -318,6 +349,15 @@ CommandResult LocalRunner::run_attached(const Command& cmd_in, const AttachOptio
             if (si.ssi_code == SI_KERNEL && !cmd.own_process_group) continue;
             if (opts.forward_signal) opts.forward_signal(sig);
             else ::kill(pid, sig);
+        }
+    }
+    // Drain what the child wrote before it exited; a guest process it left
+    // behind may hold the pipe open, so stop as soon as nothing is pending.
+    for (Fd* f : {&stdio.out_read, &stdio.err_read}) {
+        while (f->get() >= 0) {
+            pollfd p{f->get(), POLLIN, 0};
+            if (::poll(&p, 1, 20) <= 0) break;
+            relay(*f, f == &stdio.out_read ? 1 : 2, p.revents);
         }
     }
     int status = 0;

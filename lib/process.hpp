@@ -35,6 +35,10 @@ struct Command {
     // Start the child in a process group of its own, so a terminal's signals
     // reach only us (run_attached forwards them deliberately).
     bool own_process_group = false;
+    // run_attached only: give the child a pipe for stdout/stderr and copy it to
+    // ours, instead of handing it our descriptor (see relay_needed()).
+    bool relay_out = false;
+    bool relay_err = false;
     // Descriptors handed to the child: {our fd, the child's fd number}.
     std::vector<std::pair<int, int>> pass_fds;
 };
@@ -92,6 +96,11 @@ public:
     CommandResult run(const Command& cmd) override;
     CommandResult run_attached(const Command& cmd, const AttachOptions& opts) override;
 };
+
+// True when handing `fd` to a child that writes at its own offset would clobber
+// it: a regular file opened without O_APPEND (`cmd > log` in a shell). gVisor
+// writes a donated file at offsets it tracks itself, from 0.
+bool relay_needed(int fd);
 
 // Spawns a detached child (new session, stdio as given) and returns its pid
 // without waiting; used for long-lived helpers such as the audit writer.

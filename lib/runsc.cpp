@@ -6,6 +6,7 @@
 #include <unistd.h>
 
 #include <cstdlib>
+#include <sstream>
 #include <nlohmann/json.hpp>
 
 #include "lib/error.hpp"
@@ -62,15 +63,15 @@ std::string read_fd_all(int fd) {
 // runsc writes {"msg": ..., "level": "error"} objects to --log-fd; take the last.
 std::optional<std::string> last_error_message(const std::string& log) {
     std::optional<std::string> msg;
-    std::size_t pos = 0;
-    while ((pos = log.find("{\"msg\"", pos)) != std::string::npos) {
-        auto end = log.find("}", pos);
-        if (end == std::string::npos) break;
+    std::istringstream in(log);
+    while (in >> std::ws && in.peek() != std::char_traits<char>::eof()) {
+        json j;
         try {
-            msg = json::parse(log.substr(pos, end - pos + 1)).value("msg", std::string());
+            in >> j;
         } catch (const json::exception&) {
+            break;  // not JSON: keep what was understood so far
         }
-        pos = end;
+        if (j.is_object() && j.contains("msg") && j["msg"].is_string()) msg = j["msg"].get<std::string>();
     }
     return msg;
 }
@@ -193,6 +194,8 @@ Runsc::ExecResult Runsc::exec_attached(const std::string& id, const ExecRequest&
         }
     };
     c.own_process_group = true;
+    c.relay_out = relay_needed(1);
+    c.relay_err = relay_needed(2);
     AttachOptions attach = attach_in;
     // runsc exec forwards signals only for a terminal; deliver them ourselves.
     attach.forward_signal = [&](int sig) {

@@ -111,7 +111,6 @@ SandboxRecord create_sandbox(Context& ctx, const CreateRequest& req) {
 
     fs::path init = find_guest_init();
     ImageStore images(ctx.store.images_dir(), ctx.runner);
-    fs::path lower = images.ensure(spec.image);
 
     SandboxRecord r;
     r.id = ctx.store.reserve(req.name);
@@ -127,6 +126,7 @@ SandboxRecord create_sandbox(Context& ctx, const CreateRequest& req) {
     try {
         return with_context("creating sandbox " + r.id, [&] {
             ctx.store.save(r);
+            fs::path lower = images.ensure(spec.image);
             for (const char* sub : {"rootfs", "upper", "work", "bundle", "logs", "tmp"}) make_dirs(dir / sub, 0700);
             ::chmod((dir / "upper").c_str(), 0755);
             mount_overlay(lower, dir / "upper", dir / "work", dir / "rootfs");

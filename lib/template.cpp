@@ -339,8 +339,16 @@ ResolvedTemplate TemplateResolver::resolve_loaded(Loaded loaded, std::vector<std
         doc.erase("extends");
         std::optional<fs::path> base_dir;
         if (loaded.file) base_dir = loaded.file->parent_path();
-        Loaded p = with_context(loaded.label + ": extends '" + parent + "'",
-                                [&] { return load_ref(parent, base_dir); });
+        Loaded p = with_context(loaded.label + ": extends '" + parent + "'", [&] {
+            try {
+                return load_ref(parent, base_dir);
+            } catch (const Error& e) {
+                // A missing parent makes this template bad (exit 2), unlike a
+                // missing template the user named directly (exit 4).
+                if (e.code() == ErrorCode::not_found) throw Error(ErrorCode::usage, e.what());
+                throw;
+            }
+        });
         // A cycle: the parent's identity is already on the chain.
         if (std::find(chain.begin(), chain.end(), p.name) != chain.end()) {
             auto cyc = chain;

@@ -65,7 +65,7 @@ std::optional<std::uint64_t> parse_size(std::string_view text) {
 std::optional<std::chrono::milliseconds> parse_duration(std::string_view text) {
     if (text.empty()) return std::nullopt;
     if (auto plain = parse_uint(text)) {
-        if (*plain > 1000ull * 1000 * 1000) return std::nullopt;
+        if (*plain == 0 || *plain > 1000ull * 1000 * 1000) return std::nullopt;
         return std::chrono::milliseconds(*plain * 1000);
     }
     long double total_ms = 0;
