@@ -114,12 +114,29 @@ TEST_CASE("audit decoder: raw syscall records name the sysno, keep pointer args 
     CHECK(d.json["sysno"] == 12);
     CHECK(d.json["exit"]["result"] == 6209536);
     CHECK(d.json["arg4"].get<std::uint64_t>() == 0xffffffffffffffffull);
-    CHECK_FALSE(d.json.contains("arg1"));  // proto3 default: absent means 0
+    // Zero values are absent on the wire (proto3) but always written here.
+    CHECK(d.json["arg1"] == 0);
+    for (const char* a : {"arg1", "arg2", "arg3", "arg5", "arg6"}) CHECK_MESSAGE(d.json[a] == 0, a);
+    CHECK(d.json["exit"] == nlohmann::json{{"result", 6209536}, {"errorno", 0}});
+    // Field order follows the schema: exit, sysno, arg1..arg6.
+    CHECK(d.line.find("\"exit\":{\"result\":6209536,\"errorno\":0},\"sysno\":12,\"arg1\":0,"
+                      "\"arg2\":0,\"arg3\":0,\"arg4\":18446744073709551615,\"arg5\":0,"
+                      "\"arg6\":0}") != std::string::npos);
+
+    w::RawSyscall zero;  // a zero result and a zero sysno (read on x86-64)
+    zero.mutable_exit();
+    d = decode(frame_message(6, zero.SerializeAsString()));
+    CHECK(d.json["point"] == "syscall/sysno/0/exit");
+    CHECK(d.json["sysno"] == 0);
+    CHECK(d.json["exit"] == nlohmann::json{{"result", 0}, {"errorno", 0}});
+    for (const char* a : {"arg1", "arg2", "arg3", "arg4", "arg5", "arg6"}) CHECK_MESSAGE(d.json[a] == 0, a);
 
     w::RawSyscall enter;
     enter.set_sysno(12);
     d = decode(frame_message(6, enter.SerializeAsString()));
     CHECK(d.json["point"] == "syscall/sysno/12/enter");
+    CHECK_FALSE(d.json.contains("exit"));  // an enter record has no exit to default
+    CHECK(d.json["arg1"] == 0);
 }
 
 TEST_CASE("audit decoder: schematized syscalls use the syscall's own name") {
@@ -143,7 +160,9 @@ TEST_CASE("audit decoder: schematized syscalls use the syscall's own name") {
     e.add_argv("/bin/id");
     d = decode(frame_message(11, e.SerializeAsString()));
     CHECK(d.json["point"] == "syscall/execve/exit");
-    CHECK(d.json["exit"] == nlohmann::json::object());
+    // A zero result is written, not an ambiguous "exit":{}.
+    CHECK(d.json["exit"] == nlohmann::json{{"result", 0}, {"errorno", 0}});
+    CHECK_FALSE(d.json.contains("fd"));  // other proto3 defaults stay absent
     CHECK(d.json["argv"] == nlohmann::json::array({"/bin/id"}));
 
     w::ReadCall r;  // sysno 0 (read on x86-64) is absent on the wire
@@ -153,6 +172,8 @@ TEST_CASE("audit decoder: schematized syscalls use the syscall's own name") {
     d = decode(frame_message(9, r.SerializeAsString()));
     CHECK(d.json["fd_path"] == "/etc/passwd");
     CHECK(d.json["point"] == "syscall/" + std::string(*syscall_name(0)) + "/exit");
+    CHECK(d.json["sysno"] == 0);  // always written for syscall records
+    CHECK(d.json["exit"] == nlohmann::json{{"result", 62}, {"errorno", 0}});
 
     w::TimerfdSetTimeCall t;  // three levels of nesting
     t.mutable_exit();
@@ -173,6 +194,7 @@ TEST_CASE("audit decoder: schematized syscalls use the syscall's own name") {
     d = decode(frame_message(10, c.SerializeAsString()));
     CHECK(d.json["address"] == "AQAveA==");
     CHECK(d.json["exit"]["errorno"] == 111);
+    CHECK(d.json["exit"]["result"] == 0);
 }
 
 TEST_CASE("audit decoder: every type 7-34 decodes an exit record") {

@@ -208,6 +208,16 @@ TEST_CASE("audit writer: stream, barrier, export, finish") {
     st = barrier(dir, std::nullopt, std::chrono::seconds(10));
     CHECK_FALSE(st.complete);
     CHECK(has(st.reasons, "runtime_unavailable"));
+    CHECK(st.barrier);
+
+    // A live status is no barrier: never complete, says so, invents no reason.
+    Status live = live_status(dir);
+    CHECK_FALSE(live.complete);
+    CHECK_FALSE(live.barrier);
+    CHECK(live.writer_running);
+    CHECK(live.reasons.empty());
+    CHECK(to_json(live)["barrier"] == false);
+    CHECK(to_json(ex)["barrier"] == true);
 
     // finish: final barrier, the writer exits, and stays exportable.
     ::close(fd);
@@ -224,6 +234,13 @@ TEST_CASE("audit writer: stream, barrier, export, finish") {
     CHECK(after.complete);
     CHECK(after.events == 3);
     CHECK_FALSE(after.writer_running);
+    // The saved final status is complete, but a live status never says so.
+    Status stopped = live_status(dir);
+    CHECK_FALSE(stopped.complete);
+    CHECK_FALSE(stopped.barrier);
+    CHECK(stopped.finished);
+    CHECK(stopped.reasons.empty());
+    CHECK(stopped.events == 3);
 }
 
 TEST_CASE("audit writer: runtime drops become gap records and make it incomplete") {
@@ -398,6 +415,37 @@ TEST_CASE("audit offline: a dead writer's log is exported with writer_died") {
     CHECK_FALSE(ex.complete);
     CHECK(fs::file_size(dest) == ex.bytes);
     CHECK(sandweave::read_file(dest).back() == '\n');
+
+    // The sentry reports 22 drops while the sandbox still runs (export,
+    // terminate's finish); after that it cannot be asked, and later exports
+    // must still report them: the merged state was persisted.
+    Status k = export_log(dir, t.path / "k1.jsonl", 22);
+    CHECK(k.dropped == 22);
+    Status fin = finish(dir, 22);
+    CHECK(fin.dropped == 22);
+    CHECK_FALSE(fin.complete);
+    CHECK(has(fin.reasons, "writer_died"));
+    auto saved = state_from_json(
+        nlohmann::json::parse(sandweave::read_file(dir / "writer-state.json")));
+    CHECK(saved.runtime_dropped == 22);
+    CHECK(saved.runtime_reported == std::optional<std::uint64_t>(22));
+    CHECK(saved.writer_died);
+    CHECK_FALSE(saved.finished);
+    CHECK(saved.bytes == st.bytes);  // the intact tail is part of the saved prefix
+    CHECK(saved.last_sequence == 4);
+    Status later = export_log(dir, t.path / "k2.jsonl", std::nullopt);
+    CHECK(later.dropped == 22);
+    CHECK(later.events == 3);
+    CHECK_FALSE(later.complete);
+    CHECK(has(later.reasons, "writer_died"));
+    CHECK(has(later.reasons, "queue_overflow"));
+    // A smaller (older) count never lowers it; a live status reports it too.
+    CHECK(barrier(dir, 5, std::chrono::seconds(1)).dropped == 22);
+    Status live = live_status(dir);
+    CHECK(live.dropped == 22);
+    CHECK_FALSE(live.complete);
+    CHECK(has(live.reasons, "writer_died"));
+    CHECK_FALSE(has(live.reasons, "runtime_unavailable"));
 
     // No state at all: a clear error.
     TempDir empty;
