@@ -248,8 +248,14 @@ std::vector<SandboxView> list_sandboxes(Context& ctx) {
     }
     std::vector<SandboxView> out;
     for (auto& r : records) {
-        SandboxState s = live_state(r, runtime, ctx.store);
-        out.push_back(SandboxView{std::move(r), s});
+        try {
+            SandboxState s = live_state(r, runtime, ctx.store);
+            out.push_back(SandboxView{std::move(r), s});
+        } catch (const Error&) {
+            // Removed by another sandweave process while we looked: not listed.
+            std::error_code ec;
+            if (fs::exists(ctx.store.sandbox_dir(r.id), ec)) throw;
+        }
     }
     return out;
 }
