@@ -64,8 +64,7 @@ CreateRequest to_create_request(const CreateFlags& f) {
             throw Error(ErrorCode::usage, "--label '" + l + "': expected key=value");
         req.flags.labels[l.substr(0, eq)] = l.substr(eq + 1);
     }
-    if (!f.from_snapshot.empty())
-        throw Error(ErrorCode::runtime, "--from-snapshot: snapshots are not available in this version");
+    req.from_snapshot = f.from_snapshot;
     return req;
 }
 

@@ -61,6 +61,8 @@ void register_template(CLI::App& app, GlobalOptions& g, Outcome& out);
 void register_image(CLI::App& app, GlobalOptions& g, Outcome& out);
 void register_doctor(CLI::App& app, GlobalOptions& g, Outcome& out);
 void register_audit(CLI::App& app, GlobalOptions& g, Outcome& out);
+void register_snapshot(CLI::App& app, GlobalOptions& g, Outcome& out);
+void register_pool(CLI::App& app, GlobalOptions& g, Outcome& out);
 
 // Shared by create and run: the create flags.
 struct CreateFlags {

@@ -14,6 +14,7 @@
 #include "lib/error.hpp"
 #include "lib/log.hpp"
 #include "lib/audit/audit.hpp"
+#include "lib/pool.hpp"
 #include "lib/shim.hpp"
 #include "lib/units.hpp"
 
@@ -132,6 +133,8 @@ int main_impl(int argc, char** argv) {
     register_image(app, g, out);
     register_doctor(app, g, out);
     register_audit(app, g, out);
+    register_snapshot(app, g, out);
+    register_pool(app, g, out);
 
     // An unknown verb gets a suggestion before CLI11's generic message.
     for (std::size_t i = 0; i < args.size(); ++i) {
@@ -188,6 +191,22 @@ int main(int argc, char** argv) {
     // Internal entry points started by sandweave itself, not part of the CLI.
     if (argc >= 2 && std::strcmp(argv[1], sandweave::shim_verb) == 0)
         return sandweave::shim_main(std::vector<std::string>(argv + 2, argv + argc));
+    if (argc >= 2 && std::strcmp(argv[1], sandweave::pool_refill_verb) == 0) {
+        // __pool-refill --state-dir DIR NAME [--runsc PATH]
+        std::vector<std::string> a(argv + 2, argv + argc);
+        if (a.size() < 3 || a[0] != "--state-dir") return 2;
+        sandweave::cli::GlobalOptions g;
+        sandweave::cli::init_logging_early(g);
+        g.state_dir = a[1];
+        if (a.size() >= 5 && a[3] == "--runsc") g.runsc = a[4];
+        try {
+            sandweave::cli::Session s(g);
+            return sandweave::pool_refill_main(s.ctx(), a[2]);
+        } catch (const std::exception& e) {
+            std::fprintf(stderr, "sandweave pool refill: %s\n", e.what());
+            return 1;
+        }
+    }
     if (argc >= 2 && std::strcmp(argv[1], "__audit-writer") == 0) {
         sandweave::cli::GlobalOptions quiet_defaults;
         sandweave::cli::init_logging_early(quiet_defaults);

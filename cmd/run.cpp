@@ -49,13 +49,14 @@ RunRequest to_run_request(const RunFlags& f, std::vector<std::string> command) {
 // One-shot: create, run, remove. Termination signals are held back (blocked)
 // for the whole call, so cleanup always runs; one that arrives while the command
 // runs is forwarded to it by the attached runner.
-int one_shot(Session& s, const RunFlags& f, RunRequest req) {
+int one_shot(Session& s, const RunFlags& f, RunRequest req, bool template_given) {
     sigset_t set;
     sigemptyset(&set);
     for (int sig : {SIGINT, SIGTERM, SIGHUP, SIGQUIT}) sigaddset(&set, sig);
     sigprocmask(SIG_BLOCK, &set, nullptr);
 
     CreateRequest creq = to_create_request(f.create);
+    creq.template_given = template_given;
     SandboxRecord r = create_sandbox(s.ctx(), creq);
     req.id = r.id;
     if (!f.audit_log.empty() && !r.spec.runtime.audit) {
@@ -113,20 +114,20 @@ void register_run(CLI::App& app, GlobalOptions& g, Outcome& out, std::vector<std
     sub->callback([&g, &out, &command, f, sub] {
         out.docker_exit_codes = true;
         RunRequest req = to_run_request(*f, command);
-        bool one_shot_mode = sub->count("--template") > 0;
+        bool one_shot_mode = sub->count("--template") > 0 || sub->count("--from-snapshot") > 0;
         if (!f->id.empty() && one_shot_mode)
-            throw Error(ErrorCode::usage, "run: give a sandbox ID or --template (one-shot), not both");
+            throw Error(ErrorCode::usage, "run: give a sandbox ID or --template/--from-snapshot (one-shot), not both");
         if (f->id.empty() && !one_shot_mode)
             throw Error(ErrorCode::usage, "run: missing sandbox ID (or --template T for a one-shot sandbox)");
         bool create_flags_used = sub->count("--hidepid") || sub->count("--audit") || sub->count("--no-audit") ||
-                                 sub->count("--name") || sub->count("--label") || sub->count("--from-snapshot");
+                                 sub->count("--name") || sub->count("--label");
         if (!f->audit_log.empty() && !one_shot_mode)
             throw Error(ErrorCode::usage, "run: --audit-log applies to one-shot runs (--template); use `sandweave audit export` for a sandbox");
         if (!one_shot_mode && create_flags_used)
             throw Error(ErrorCode::usage, "run: create options (--hidepid, --audit, ...) only apply with --template");
         Session s(g);
         if (one_shot_mode) {
-            out.exit_code = one_shot(s, *f, std::move(req));
+            out.exit_code = one_shot(s, *f, std::move(req), sub->count("--template") > 0);
         } else {
             req.id = f->id;
             out.exit_code = run_in_sandbox(s.ctx(), req);

@@ -1,6 +1,7 @@
 #include "lib/features.hpp"
 
 #include <sys/stat.h>
+#include <unistd.h>
 
 #include <nlohmann/json.hpp>
 #include <openssl/sha.h>
@@ -115,14 +116,23 @@ void store_cache(Context& ctx, const fs::path& file, json j) {
 
 }  // namespace
 
+// Adds fields to a runtime's cache entry; the lock keeps concurrent sandweave
+// processes from overwriting each other's findings.
+void update_cache(Context& ctx, const fs::path& file, const fs::path& runsc, const json& fields) {
+    make_dirs(ctx.store.root() / "runtime", 0700);
+    FileLock lock(fs::path(file.string() + ".lock"));
+    json j = load_cache(file);
+    j["runsc"] = runsc.string();
+    for (const auto& [k, v] : fields.items()) j[k] = v;
+    store_cache(ctx, file, j);
+}
+
 std::string runtime_version(Context& ctx, const fs::path& runsc) {
     fs::path file = cache_file(ctx, runsc);
     json j = load_cache(file);
     if (j.contains("version")) return j["version"].get<std::string>();
     std::string v = Runsc(ctx.runner, runsc, {}).version();
-    j["runsc"] = runsc.string();
-    j["version"] = v;
-    store_cache(ctx, file, j);
+    update_cache(ctx, file, runsc, {{"version", v}});
     return v;
 }
 
@@ -133,10 +143,8 @@ HidepidVerdict hidepid_support(Context& ctx, const fs::path& runsc) {
         return HidepidVerdict{j["hidepid"].value("supported", false), j["hidepid"].value("detail", std::string()), true};
     log().info("checking that " + runsc.string() + " enforces hidepid (once per runtime)");
     HidepidVerdict v = probe_hidepid(ctx, runsc);
-    j = load_cache(file);
-    j["runsc"] = runsc.string();
-    j["hidepid"] = {{"supported", v.supported}, {"detail", v.detail}, {"checked_at", now_rfc3339()}};
-    store_cache(ctx, file, j);
+    update_cache(ctx, file, runsc,
+                 {{"hidepid", {{"supported", v.supported}, {"detail", v.detail}, {"checked_at", now_rfc3339()}}}});
     return v;
 }
 
@@ -149,10 +157,8 @@ audit::TraceMetadata trace_metadata(Context& ctx, const fs::path& runsc) {
             throw Error(ErrorCode::runtime, "audit refused: runtime " + runsc.string() +
                                                 " cannot list its trace points (runsc trace metadata: " +
                                                 r.describe() + ")");
-        j = load_cache(file);
-        j["runsc"] = runsc.string();
+        update_cache(ctx, file, runsc, {{"trace_metadata", r.out}});
         j["trace_metadata"] = r.out;
-        store_cache(ctx, file, j);
     }
     try {
         return audit::parse_trace_metadata(j["trace_metadata"].get<std::string>());
@@ -162,6 +168,8 @@ audit::TraceMetadata trace_metadata(Context& ctx, const fs::path& runsc) {
 }
 
 void require_runtime_features(Context& ctx, const SandboxSpec& spec, const fs::path& runsc) {
+    if (spec.runtime.platform == "kvm" && ::access("/dev/kvm", R_OK | W_OK) != 0)
+        throw Error(ErrorCode::runtime, "platform kvm refused: /dev/kvm is not available on this host (use ptrace)");
     if (spec.runtime.hidepid != 0) {
         HidepidVerdict v = hidepid_support(ctx, runsc);
         if (!v.supported)

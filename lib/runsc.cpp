@@ -128,18 +128,33 @@ CommandResult Runsc::raw(std::vector<std::string> args) {
     return runner_.run(c);
 }
 
-void Runsc::run_detached(const std::string& id, const fs::path& bundle, const fs::path& console_log) {
-    Command c;
-    c.argv = argv({"run", "--detach", "--bundle", bundle.string(), id});
+namespace {
+
+void launch_or_throw(CommandRunner& runner, Command c, const fs::path& console_log, const std::string& what) {
     c.argv.insert(c.argv.begin() + 1, "--log-fd=3");
     c.timeout = std::chrono::seconds(60);
-    LaunchResult r = runner_.launch_detached(c, console_log);
+    LaunchResult r = runner.launch_detached(c, console_log);
     if (r.exit_status != 0) {
         auto msg = last_error_message(r.runtime_error);
         throw Error(ErrorCode::runtime,
-                    "runsc run: " + (msg ? *msg : r.runtime_error.empty() ? "exit status " + std::to_string(r.exit_status)
-                                                                           : r.runtime_error));
+                    what + ": " + (msg ? *msg : r.runtime_error.empty() ? "exit status " + std::to_string(r.exit_status)
+                                                                        : r.runtime_error));
     }
+}
+
+}  // namespace
+
+void Runsc::run_detached(const std::string& id, const fs::path& bundle, const fs::path& console_log) {
+    Command c;
+    c.argv = argv({"run", "--detach", "--bundle", bundle.string(), id});
+    launch_or_throw(runner_, std::move(c), console_log, "runsc run");
+}
+
+void Runsc::restore_detached(const std::string& id, const fs::path& bundle, const fs::path& image,
+                             const fs::path& console_log) {
+    Command c;
+    c.argv = argv({"restore", "--detach", "--image-path", image.string(), "--bundle", bundle.string(), id});
+    launch_or_throw(runner_, std::move(c), console_log, "runsc restore");
 }
 
 Runsc::ExecResult Runsc::exec_attached(const std::string& id, const ExecRequest& req,

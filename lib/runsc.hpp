@@ -52,6 +52,10 @@ public:
     void run_detached(const std::string& id, const std::filesystem::path& bundle,
                       const std::filesystem::path& console_log);
 
+    // `runsc restore --detach` of a checkpoint image into a new sandbox.
+    void restore_detached(const std::string& id, const std::filesystem::path& bundle,
+                          const std::filesystem::path& image, const std::filesystem::path& console_log);
+
     // Runs a process in the sandbox attached to our stdio; returns its status.
     // Exit 127/126 when the program is missing / not executable (runsc's own
     // failure, read from its error log fd, not guessed from the status).

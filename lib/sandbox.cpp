@@ -16,6 +16,7 @@
 #include "lib/image.hpp"
 #include "lib/log.hpp"
 #include "lib/runsc.hpp"
+#include "lib/snapshot.hpp"
 
 namespace sandweave {
 
@@ -101,11 +102,21 @@ fs::path find_guest_init() {
 }
 
 SandboxRecord create_sandbox(Context& ctx, const CreateRequest& req) {
-    auto resolver = TemplateResolver::with_default_paths(ctx.store.root());
-    ResolvedTemplate tmpl = resolver.resolve(req.template_ref);
-    SandboxSpec spec = resolve_spec(tmpl, nullptr, "", req.flags);
+    std::optional<SnapshotRecord> snap;
+    SandboxSpec spec;
+    if (!req.from_snapshot.empty()) {
+        if (req.template_given)
+            throw Error(ErrorCode::usage, "--template and --from-snapshot cannot be combined: a snapshot carries its settings");
+        snap = load_snapshot(ctx, req.from_snapshot);
+        spec = spec_for_restore(*snap, req.flags);
+    } else {
+        auto resolver = TemplateResolver::with_default_paths(ctx.store.root());
+        spec = resolve_spec(resolver.resolve(req.template_ref), nullptr, "", req.flags);
+    }
+    bool memory_restore = snap && snap->kind == SnapshotKind::memory;
 
-    fs::path runsc_path = find_runsc(ctx.runsc_flag);
+    // A memory image only restores into the runtime that wrote it.
+    fs::path runsc_path = memory_restore ? fs::path(snap->runsc) : find_runsc(ctx.runsc_flag);
     std::string version = runtime_version(ctx, runsc_path);
     require_runtime_features(ctx, spec, runsc_path);
 
@@ -119,6 +130,12 @@ SandboxRecord create_sandbox(Context& ctx, const CreateRequest& req) {
     r.spec = spec;
     r.runsc = runsc_path.string();
     r.runtime_version = version;
+    if (snap) r.from_snapshot = snap->id;
+    if (!req.pool.empty()) {
+        r.pool = req.pool;
+        r.pool_state = req.pool_acquired ? "acquired" : "idle";
+        if (req.pool_acquired) r.acquired_at = now_rfc3339();
+    }
     fs::path dir = ctx.store.sandbox_dir(r.id);
     r.runsc_flags = Runsc::flags_for(ctx.store.runsc_root(), spec.runtime.platform, spec.runtime.network, std::nullopt);
 
@@ -129,10 +146,18 @@ SandboxRecord create_sandbox(Context& ctx, const CreateRequest& req) {
             fs::path lower = images.ensure(spec.image);
             for (const char* sub : {"rootfs", "upper", "work", "bundle", "logs", "tmp"}) make_dirs(dir / sub, 0700);
             ::chmod((dir / "upper").c_str(), 0755);
+            if (snap) {
+                Command cp;
+                cp.argv = {"cp", "-a", "--reflink=auto", "--", (snapshot_dir(ctx, snap->id) / "layer/.").string(),
+                           (dir / "upper").string()};
+                auto res = ctx.runner.run(cp);
+                if (!res.ok()) throw Error(ErrorCode::general, "restoring the snapshot's layer: " + res.describe());
+            }
             mount_overlay(lower, dir / "upper", dir / "work", dir / "rootfs");
 
             if (spec.runtime.audit) {
-                // The writer listens before runsc exists: no guest event predates it.
+                // The writer listens before runsc exists: no guest event predates
+                // it, and a restored sandbox starts a new stream at seq 1.
                 fs::path pod_init = start_audit(ctx, r);
                 r.runsc_flags = Runsc::flags_for(ctx.store.runsc_root(), spec.runtime.platform,
                                                  spec.runtime.network, pod_init);
@@ -142,7 +167,11 @@ SandboxRecord create_sandbox(Context& ctx, const CreateRequest& req) {
             write_file_atomic(dir / "bundle/config.json", build_oci_config(in).dump(2), 0600);
 
             Runsc runsc(ctx.runner, runsc_path, r.runsc_flags);
-            runsc.run_detached(r.id, dir / "bundle", dir / "logs/console.log");
+            if (memory_restore)
+                runsc.restore_detached(r.id, dir / "bundle", snapshot_dir(ctx, snap->id) / "checkpoint",
+                                       dir / "logs/console.log");
+            else
+                runsc.run_detached(r.id, dir / "bundle", dir / "logs/console.log");
             r.state = SandboxState::running;
             ctx.store.save(r);
             return r;

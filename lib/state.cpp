@@ -71,6 +71,12 @@ json to_json(const SandboxRecord& r) {
     if (r.stopped_at) j["stopped_at"] = *r.stopped_at;
     if (r.error) j["error"] = *r.error;
     if (r.from_snapshot) j["from_snapshot"] = *r.from_snapshot;
+    if (!r.pool.empty()) {
+        json p{{"name", r.pool}, {"state", r.pool_state}};
+        if (r.acquired_at) p["acquired_at"] = *r.acquired_at;
+        if (r.acquired_audit_seq) p["acquired_audit_seq"] = *r.acquired_audit_seq;
+        j["pool"] = p;
+    }
     return j;
 }
 
@@ -87,6 +93,13 @@ SandboxRecord record_from_json(const json& j) {
     if (j.contains("stopped_at")) r.stopped_at = j["stopped_at"].get<std::string>();
     if (j.contains("error")) r.error = j["error"].get<std::string>();
     if (j.contains("from_snapshot")) r.from_snapshot = j["from_snapshot"].get<std::string>();
+    if (j.contains("pool")) {
+        const json& p = j["pool"];
+        r.pool = p.value("name", std::string());
+        r.pool_state = p.value("state", std::string());
+        if (p.contains("acquired_at")) r.acquired_at = p["acquired_at"].get<std::string>();
+        if (p.contains("acquired_audit_seq")) r.acquired_audit_seq = p["acquired_audit_seq"].get<std::uint64_t>();
+    }
     return r;
 }
 

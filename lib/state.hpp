@@ -44,6 +44,13 @@ struct SandboxRecord {
     std::string runtime_version;             // its `runsc --version` first line
     std::vector<std::string> runsc_flags;    // global flags, identical on every call
     std::optional<std::string> from_snapshot;
+    // Pool membership: "idle" members wait warm; "acquired" ones belong to the
+    // caller who acquired them, with the audit position at that moment so an
+    // episode can be cut from the warm-up.
+    std::string pool;
+    std::string pool_state;
+    std::optional<std::string> acquired_at;
+    std::optional<std::uint64_t> acquired_audit_seq;
 };
 
 nlohmann::json to_json(const SandboxRecord& r);

@@ -1,0 +1,69 @@
+#include <cstdio>
+
+#include "cmd/common.hpp"
+#include "lib/snapshot.hpp"
+
+namespace sandweave::cli {
+
+void register_snapshot(CLI::App& app, GlobalOptions& g, Outcome& out) {
+    auto* snap = app.add_subcommand("snapshot", "Filesystem and memory snapshots of running sandboxes");
+    snap->require_subcommand(1);
+
+    auto* create = snap->add_subcommand(
+        "create", "Snapshot a running sandbox; prints the snapshot id (restore: create --from-snapshot)");
+    auto req = std::make_shared<SnapshotRequest>();
+    create->add_option("id", req->sandbox, "Sandbox id or name")->required();
+    create->add_option("--kind", req->kind, "fs, memory, or auto (fs when audit is on, else memory)")
+        ->capture_default_str();
+    create->add_option("--name", req->name, "A unique name for the snapshot");
+    create->callback([&g, &out, req] {
+        Session s(g);
+        auto r = create_snapshot(s.ctx(), *req);
+        if (g.json) {
+            print_json(to_json(r));
+        } else {
+            print_line(r.id);
+            std::fprintf(stderr, "%s snapshot of %s (%s)\n", to_string(r.kind).c_str(), r.source.c_str(),
+                         req->kind == "auto" ? (r.kind == SnapshotKind::fs ? "auto: audit is on" : "auto: audit is off")
+                                             : "as asked");
+        }
+        out.exit_code = 0;
+    });
+
+    auto* ls = snap->add_subcommand("ls", "List snapshots");
+    ls->callback([&g, &out] {
+        Session s(g);
+        auto list = list_snapshots(s.ctx());
+        if (g.json) {
+            nlohmann::json arr = nlohmann::json::array();
+            for (const auto& r : list) arr.push_back(to_json(r));
+            print_json(arr);
+        } else {
+            std::printf("%-18s %-12s %-7s %-16s %-9s %-8s %-6s %s\n", "ID", "NAME", "KIND", "SOURCE", "SIZE", "HIDEPID",
+                        "AUDIT", "CREATED");
+            for (const auto& r : list)
+                std::printf("%-18s %-12s %-7s %-16s %-9s %-8d %-6s %s\n", r.id.c_str(), r.name.empty() ? "-" : r.name.c_str(),
+                            to_string(r.kind).c_str(), r.source.c_str(), (std::to_string(r.bytes / 1024) + "KiB").c_str(),
+                            r.spec.runtime.hidepid, r.spec.runtime.audit ? "yes" : "no", r.created_at.c_str());
+        }
+        out.exit_code = 0;
+    });
+
+    auto* rm = snap->add_subcommand("rm", "Remove snapshots");
+    auto ids = std::make_shared<std::vector<std::string>>();
+    rm->add_option("ids", *ids, "Snapshot ids or names")->required();
+    rm->callback([&g, &out, ids] {
+        Session s(g);
+        nlohmann::json removed = nlohmann::json::array();
+        for (const auto& id : *ids) {
+            auto r = load_snapshot(s.ctx(), id);
+            remove_snapshot(s.ctx(), r.id);
+            removed.push_back(r.id);
+            if (!g.json) print_line(r.id);
+        }
+        if (g.json) print_json({{"removed", removed}});
+        out.exit_code = 0;
+    });
+}
+
+}  // namespace sandweave::cli
