@@ -39,7 +39,7 @@ void add_create_flags(CLI::App& sub, CreateFlags& f, bool with_user) {
     sub.add_option("--name", f.name, "A unique name for the sandbox");
     if (with_user) sub.add_option("--user", f.user, "Default UID[:GID] for commands");
     sub.add_option("--label", f.labels, "Label key=value (repeatable)")->allow_extra_args(false);
-    sub.add_option("--from-snapshot", f.from_snapshot, "Start from a filesystem snapshot");
+    sub.add_option("--from-snapshot", f.from_snapshot, "Start from a snapshot (fs or memory; see sandweave-snapshot(1))");
 }
 
 CreateRequest to_create_request(const CreateFlags& f) {

@@ -245,6 +245,7 @@ PoolInfo pool_info(Context& ctx, const std::string& name) {
 PoolInfo resize_pool(Context& ctx, const std::string& name, int size) {
     if (size < 0 || size > 1000) throw Error(ErrorCode::usage, "size " + std::to_string(size) + ": expected 0 to 1000");
     std::vector<std::string> excess;
+    require_pool(ctx, name);
     {
         FileLock lock(pool_dir(ctx, name) / "lock");
         json j = require_pool(ctx, name);
@@ -270,6 +271,7 @@ PoolInfo resize_pool(Context& ctx, const std::string& name, int size) {
 
 void remove_pool(Context& ctx, const std::string& name) {
     fs::path dir = pool_dir(ctx, name);
+    require_pool(ctx, name);
     {
         FileLock lock(dir / "lock");
         require_pool(ctx, name);

@@ -288,6 +288,12 @@ SandboxSpec spec_for_restore(const SnapshotRecord& snap, const FlagOverrides& fl
     json settings{{"hidepid", snap.spec.runtime.hidepid}, {"audit", snap.spec.runtime.audit}};
     SandboxSpec spec = resolve_spec(t, &settings, snap.name.empty() ? snap.id : snap.name, flags);
     spec.template_name = snap.spec.template_name;
+    // Values from the saved settings keep the origin they had in the source.
+    for (auto& [ptr, origin] : spec.origin) {
+        if (origin.rfind("template ", 0) != 0) continue;
+        auto it = snap.spec.origin.find(ptr);
+        if (it != snap.spec.origin.end()) origin = it->second;
+    }
     return spec;
 }
 
