@@ -1,14 +1,24 @@
 #!/usr/bin/env bash
-# Sets up, builds, and runs every test: unit and integration tests against the
-# real runsc (ctest), then the unit tests again under AddressSanitizer and
-# UndefinedBehaviorSanitizer. Exits non-zero on any failure.
+# Sets up, builds, and runs every test. Exits non-zero on any failure.
+#   1. unit tests under AddressSanitizer + UndefinedBehaviorSanitizer
+#   2. the audit message decoder under libFuzzer for 60 s (clang), seeded with a
+#      corpus recorded from a real runsc session
+#   3. every unit and integration test against the real runsc (ctest)
 set -euo pipefail
 top="$(cd "$(dirname "${BASH_SOURCE[0]}")/.." && pwd)"
 "$top/scripts/setup.sh" --test-deps
 
-echo "== unit and integration tests" >&2
-(cd "$top/build" && ctest --output-on-failure --timeout 900)
-
 echo "== unit tests under ASan+UBSan" >&2
 "$top/scripts/setup.sh" --build-dir "$top/build-asan" -- -DSANDWEAVE_SANITIZE=ON -DCMAKE_BUILD_TYPE=Debug
 (cd "$top/build-asan" && ASAN_OPTIONS=detect_leaks=1 ctest --output-on-failure -L unit)
+
+echo "== fuzzing the audit decoder (60 s)" >&2
+CC=clang CXX=clang++ cmake -S "$top" -B "$top/build-fuzz" -DSANDWEAVE_FUZZ=ON -DCMAKE_BUILD_TYPE=RelWithDebInfo >&2
+cmake --build "$top/build-fuzz" -j"$(nproc)" --target fuzz_audit_decoder >&2
+mkdir -p "$top/build-fuzz/corpus"
+"$top/build-fuzz/tests/fuzz/fuzz_audit_decoder" -max_total_time=60 -print_final_stats=1 \
+  "$top/build-fuzz/corpus" "$top/tests/data/audit/corpus" 2>&1 | tail -n 15 >&2
+
+echo "== unit and integration tests" >&2
+cd "$top/build"
+ctest --output-on-failure --timeout 900 -LE fuzz
