@@ -6,6 +6,7 @@
 #include <fstream>
 
 #include "lib/error.hpp"
+#include "lib/features.hpp"
 #include "lib/fsutil.hpp"
 #include "lib/runsc.hpp"
 
@@ -54,11 +55,13 @@ std::vector<DoctorCheck> run_doctor(Context& ctx) {
     std::vector<DoctorCheck> out;
 
     DoctorCheck runsc{"runsc", false, true, ""};
+    std::optional<fs::path> runsc_path;
     try {
-        fs::path p = find_runsc(ctx.runsc_flag);
-        runsc.detail = p.string() + ": " + Runsc(ctx.runner, p, {}).version();
+        runsc_path = find_runsc(ctx.runsc_flag);
+        runsc.detail = runsc_path->string() + ": " + Runsc(ctx.runner, *runsc_path, {}).version();
         runsc.ok = true;
     } catch (const Error& e) {
+        runsc_path.reset();
         runsc.detail = e.what();
     }
     out.push_back(runsc);
@@ -90,6 +93,24 @@ std::vector<DoctorCheck> run_doctor(Context& ctx) {
         init.detail = e.what();
     }
     out.push_back(init);
+
+    // Checked only when everything a guest needs is there (the probe boots one).
+    DoctorCheck hidepid{"hidepid", false, false, ""};
+    bool can_boot = runsc_path && ::geteuid() == 0 && out[out.size() - 1].ok;
+    for (const auto& c : out) can_boot = can_boot && (c.ok || !c.required);
+    if (!can_boot) {
+        hidepid.detail = "not checked: sandboxes cannot run here";
+    } else {
+        try {
+            HidepidVerdict v = hidepid_support(ctx, *runsc_path);
+            hidepid.ok = v.supported;
+            hidepid.detail = (v.supported ? "enforced by " : "NOT enforced by ") + runsc_path->string() + ": " +
+                             v.detail + (v.supported ? "" : " (--hidepid 1/2 will be refused)");
+        } catch (const Error& e) {
+            hidepid.detail = std::string("could not check: ") + e.what();
+        }
+    }
+    out.push_back(hidepid);
 
     DoctorCheck busybox{"busybox-static", fs::exists("/bin/busybox"), false, ""};
     busybox.detail = busybox.ok ? "/bin/busybox (image base)" : "missing: image base cannot be built (apt-get install busybox-static)";
