@@ -1,5 +1,6 @@
 #!/usr/bin/env bash
-# Build sandweave's patched gVisor runsc (procfs hidepid=) from Debian packages.
+# Build sandweave's patched gVisor runsc (procfs hidepid=, runtime audit fixes)
+# from Debian packages.
 #
 # Usage: build-runsc.sh [--test] [--force]
 #   --test   also run `go vet` and the Go unit tests of the patched packages
@@ -14,15 +15,21 @@ set -euo pipefail
 
 readonly SCRIPT_DIR="$(cd "$(dirname "${BASH_SOURCE[0]}")" && pwd)"
 readonly SCRIPT="$SCRIPT_DIR/$(basename "${BASH_SOURCE[0]}")"
-readonly PATCH="$SCRIPT_DIR/hidepid.patch"
+# Applied in this order; every one is part of the cache key.
+readonly PATCHES=(
+  "$SCRIPT_DIR/hidepid.patch"
+  "$SCRIPT_DIR/audit.patch"
+)
 readonly CACHE_ROOT="${SANDWEAVE_RUNTIME_CACHE:-/var/cache/sandweave/runtime}"
 readonly INSTALL_DIR="${SANDWEAVE_RUNTIME_DIR:-/usr/local/lib/sandweave}"
 readonly GVISOR_SRC=/usr/share/gocode/src/gvisor.dev/gvisor
 readonly DEBIAN_RUNSC=/usr/bin/runsc
-# Go packages touched by the patch (unit tests and vet run on these).
+# Go packages touched by the patches (vet runs on these, unit tests on the
+# first one: the others' tests need helpers Debian does not package).
 readonly PATCHED_PKGS=(
   gvisor.dev/gvisor/pkg/sentry/fsimpl/proc
   gvisor.dev/gvisor/pkg/sentry/kernel
+  gvisor.dev/gvisor/pkg/sentry/seccheck/sinks/remote
   gvisor.dev/gvisor/runsc/boot
 )
 
@@ -35,12 +42,14 @@ for arg in "$@"; do
   case "$arg" in
     --test) run_tests=1 ;;
     --force) force=1 ;;
-    -h|--help) sed -n '2,12p' "$SCRIPT" | sed 's/^# \{0,1\}//'; exit 0 ;;
+    -h|--help) sed -n '2,13p' "$SCRIPT" | sed 's/^# \{0,1\}//'; exit 0 ;;
     *) die "unknown argument: $arg (see --help)" ;;
   esac
 done
 
-[[ -r "$PATCH" ]] || die "patch not found: $PATCH"
+for p in "${PATCHES[@]}"; do
+  [[ -r "$p" ]] || die "patch not found: $p"
+done
 
 tmp=""
 cleanup() { if [[ -n "$tmp" ]]; then rm -rf "$tmp"; fi; }
@@ -50,7 +59,7 @@ trap 'exit 130' INT TERM
 # --- Debian packages ---------------------------------------------------------
 # golang-gvisor-gvisor-dev: gVisor source (+ its Go dependencies);
 # golang-go: toolchain; runsc: donor of the real vdso.so; python3: ELF parsing;
-# patch: applies hidepid.patch.
+# patch: applies the patches.
 pkg_installed() {
   [[ "$(dpkg-query -W -f='${db:Status-Status}' "$1" 2>/dev/null || true)" == installed ]]
 }
@@ -78,7 +87,10 @@ version="${gvisor_ver}+sandweave"
 # --- Cache key -----------------------------------------------------------------
 key="$(
   {
-    sha256sum <"$PATCH"
+    for p in "${PATCHES[@]}"; do
+      printf '%s ' "$(basename "$p")"
+      sha256sum <"$p"
+    done
     sha256sum <"$SCRIPT"
     printf 'golang-gvisor-gvisor-dev=%s\ngolang-go=%s\nrunsc=%s\n' "$gvisor_ver" "$go_ver" "$runsc_ver"
   } | sha256sum | cut -d' ' -f1
@@ -90,7 +102,7 @@ mkdir -p "$CACHE_ROOT" || die "cannot create cache directory $CACHE_ROOT"
 export GOCACHE="${GOCACHE:-$CACHE_ROOT/go-build}"
 
 # --- Patched source overlay ----------------------------------------------------
-# A full copy of Debian's gVisor tree (~17 MB) with the patch applied; it is
+# A full copy of Debian's gVisor tree (~17 MB) with the patches applied; it is
 # the first GOPATH entry, so every gvisor.dev/gvisor package resolves to it and
 # all other dependencies resolve to /usr/share/gocode.
 prepare_overlay() {
@@ -98,8 +110,12 @@ prepare_overlay() {
   local src="$tmp/gopath/src/gvisor.dev/gvisor"
   mkdir -p "$(dirname "$src")"
   cp -a "$GVISOR_SRC" "$src"
-  log "applying $(basename "$PATCH")"
-  patch -d "$src" -p1 --batch --forward --quiet <"$PATCH" >&2 || die "patch does not apply to $GVISOR_SRC ($gvisor_ver)"
+  local p
+  for p in "${PATCHES[@]}"; do
+    log "applying $(basename "$p")"
+    patch -d "$src" -p1 --batch --forward --quiet <"$p" >&2 ||
+      die "$(basename "$p") does not apply to $GVISOR_SRC ($gvisor_ver)"
+  done
   log "extracting vdso from $DEBIAN_RUNSC"
   python3 - "$DEBIAN_RUNSC" "$src/pkg/sentry/loader/vdsodata/vdso.so" <<'PY' || die "vdso extraction failed"
 import struct, sys
@@ -186,7 +202,11 @@ else
   mkdir -p "$out_dir"
   (cd "$tmp" && gobuild_env go build -trimpath -buildvcs=false \
     -ldflags "-X main.version=$version" -o "$tmp/runsc" gvisor.dev/gvisor/runsc) >&2 || die "go build failed"
-  "$tmp/runsc" --version | grep -qF "runsc version $version" || die "built runsc does not report version $version"
+  # Not `runsc --version | grep -q`: with pipefail, grep exiting at the first
+  # line can fail the pipeline with SIGPIPE in runsc.
+  built_version="$("$tmp/runsc" --version 2>&1)" || die "built runsc --version failed: $built_version"
+  grep -qF "runsc version $version" <<<"$built_version" ||
+    die "built runsc does not report version $version: $built_version"
   # Publish atomically so a concurrent or interrupted build never leaves a
   # partial binary behind the cache key.
   install -m 0755 "$tmp/runsc" "$out_dir/.runsc.$$"

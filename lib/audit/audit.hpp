@@ -97,6 +97,9 @@ struct Status {
     std::vector<TracePoint> points;
     std::optional<std::string> error;
 
+    // False for a live view (live_status): no flush barrier was run, so
+    // `complete` is always false and the figures may trail what was received.
+    bool barrier = true;
     bool writer_running = false;  // the daemon answered this request
     bool connected = false;       // a sentry stream is currently open
     bool finished = false;        // the writer stopped cleanly (finish/SIGTERM)
@@ -115,7 +118,9 @@ Status status_from_json(const nlohmann::json&);
 // decoded, written and fsynced and returns the status of that durable prefix.
 // When the writer is gone or does not answer within `timeout`, returns the last
 // persisted state instead (complete false with writer_died/writer_unresponsive
-// unless it finished cleanly).
+// unless it finished cleanly). When the writer is dead, the state merged with
+// the sentry's count and the log's intact tail is persisted to
+// writer-state.json, so later exports never report less loss.
 Status barrier(const std::filesystem::path& dir, std::optional<std::uint64_t> sentry_dropped,
                std::chrono::milliseconds timeout = std::chrono::seconds(30));
 
@@ -128,6 +133,9 @@ Status export_log(const std::filesystem::path& dir, const std::filesystem::path&
 
 // The writer's current status without a barrier (bytes etc. are the last
 // durable prefix; `counters.written_*` show what is written but not yet synced).
+// Not a barrier: `complete` is always false and `barrier` false; `reasons`
+// list only losses actually recorded (no runtime_unavailable, since the
+// runtime was not asked), plus writer_died/writer_unresponsive.
 Status live_status(const std::filesystem::path& dir);
 
 // Final barrier, then stop the writer and wait for it to exit. Idempotent: on

@@ -10,6 +10,7 @@
 #include <fcntl.h>
 #include <poll.h>
 #include <signal.h>
+#include <sys/file.h>
 #include <sys/mman.h>
 #include <sys/socket.h>
 #include <sys/stat.h>
@@ -19,6 +20,7 @@
 
 #include <openssl/evp.h>
 
+#include <algorithm>
 #include <cerrno>
 #include <charconv>
 #include <cstring>
@@ -219,29 +221,66 @@ void extend_with_tail(const fs::path& dir, WriterState& s) {
     ::fsync(fd);
 }
 
-WriterState offline_state(const fs::path& dir, std::optional<std::uint64_t> sentry_dropped) {
-    std::string text;
+std::string read_state_text(const fs::path& dir) {
     try {
-        text = read_file(state_path(dir));
+        return read_file(state_path(dir));
     } catch (const Error& e) {
         throw e.wrap("reading the audit writer's state");
     }
-    WriterState s;
+}
+
+WriterState parse_state(const fs::path& dir, const std::string& text) {
     try {
-        s = state_from_json(nlohmann::json::parse(text));
+        return state_from_json(nlohmann::json::parse(text));
     } catch (const std::exception& e) {
         throw Error(ErrorCode::general,
                     "audit writer state " + state_path(dir).string() + " is corrupt: " + e.what());
     }
-    if (sentry_dropped)
-        s.runtime_dropped =
-            unwrap_advance(s.runtime_dropped, static_cast<std::uint32_t>(*sentry_dropped));
+}
+
+// The persisted state, extended by the log's intact tail and merged with the
+// sentry's count (unless the writer finished cleanly: then it is final).
+WriterState offline_state(const fs::path& dir, const WriterState& saved,
+                          std::optional<std::uint64_t> sentry_dropped) {
+    WriterState s = saved;
     if (!s.finished) {
+        // The tail first: its runtime gap records are part of the sentry's
+        // cumulative count, which is merged afterwards (never added twice).
         extend_with_tail(dir, s);
         s.runtime_reported = sentry_dropped;
         s.connected = false;
     }
+    if (sentry_dropped)
+        s.runtime_dropped =
+            unwrap_advance(s.runtime_dropped, static_cast<std::uint32_t>(*sentry_dropped));
     return s;
+}
+
+// An exclusive lock on the writer directory for the read-merge-write of a dead
+// writer's state by concurrent CLI processes. Released on destruction.
+struct DirLock {
+    int fd = -1;
+    explicit DirLock(const fs::path& dir) {
+        fd = ::open(dir.c_str(), O_RDONLY | O_DIRECTORY | O_CLOEXEC);
+        if (fd >= 0) {
+            while (::flock(fd, LOCK_EX) != 0 && errno == EINTR) {
+            }
+        }
+    }
+    ~DirLock() {
+        if (fd >= 0) ::close(fd);
+    }
+    DirLock(const DirLock&) = delete;
+    DirLock& operator=(const DirLock&) = delete;
+};
+
+// Reasons that exist only because this request was a barrier; a live view
+// does not ask the runtime, so it must not report that it could not.
+void make_live_view(Status& st, const WriterState& s) {
+    st.barrier = false;
+    st.complete = false;
+    if (!s.finished)  // a finished state's reasons are those of its final barrier
+        std::erase(st.reasons, std::string("runtime_unavailable"));
 }
 
 Status make_status(const fs::path& dir, const WriterState& s, bool running,
@@ -252,7 +291,9 @@ Status make_status(const fs::path& dir, const WriterState& s, bool running,
     st.bytes = s.bytes;
     st.dropped = s.dropped();
     st.reasons = state_reasons(s);
-    for (auto& r : extra_reasons) st.reasons.push_back(std::move(r));
+    for (auto& r : extra_reasons)
+        if (std::find(st.reasons.begin(), st.reasons.end(), r) == st.reasons.end())
+            st.reasons.push_back(std::move(r));
     st.complete = st.reasons.empty() && st.dropped == 0;
     st.sandbox_id = s.sandbox_id;
     st.runtime_version = s.runtime_version;
@@ -285,14 +326,40 @@ Status make_status(const fs::path& dir, const WriterState& s, bool running,
 }
 
 // The status when the writer cannot answer: why, from the persisted state.
+// With `persist` and a dead writer (not one that finished cleanly), the merged
+// state is saved back to writer-state.json: the sentry's count is known only
+// while the sandbox runs, so a later export (after terminate) must find it
+// there and never report less loss for the same prefix.
 Status offline_status(const fs::path& dir, std::optional<std::uint64_t> sentry_dropped,
-                      const Reply& reply) {
-    WriterState s = offline_state(dir, sentry_dropped);
+                      const Reply& reply, bool persist, WriterState* merged = nullptr) {
+    std::optional<DirLock> lock;
+    if (persist) lock.emplace(dir);
+    const std::string text = read_state_text(dir);
+    const WriterState saved = parse_state(dir, text);
+    WriterState s = offline_state(dir, saved, sentry_dropped);
     std::vector<std::string> extra;
     bool alive = writer_alive(s);
     if (!s.finished) extra.push_back(alive ? "writer_unresponsive" : "writer_died");
+    std::string persist_error;
+    if (persist && !s.finished && !alive) {
+        WriterState p = s;
+        p.writer_died = true;
+        // Keep the last count the runtime gave when it cannot be asked now.
+        if (!sentry_dropped) p.runtime_reported = saved.runtime_reported;
+        p.updated_at = utc_now();
+        try {
+            // Only if nobody replaced the state meanwhile (e.g. a writer that
+            // finished cleanly just before it exited).
+            if (read_state_text(dir) == text)
+                write_file_atomic(state_path(dir), state_to_json(p).dump() + "\n", 0600);
+        } catch (const std::exception& e) {
+            persist_error = e.what();
+        }
+    }
+    if (merged) *merged = s;
     Status st = make_status(dir, s, false, extra);
     if (!s.finished && !reply.error.empty()) st.counters["writer_error"] = reply.error;
+    if (!persist_error.empty()) st.counters["state_persist_error"] = persist_error;
     return st;
 }
 
@@ -578,13 +645,21 @@ Status barrier(const fs::path& dir, std::optional<std::uint64_t> sentry_dropped,
                           {"timeout_ms", timeout.count()}};
     Reply r = control_request(dir, req, timeout + 5s);
     if (r.kind == Reply::ok) return make_status(dir, state_from_json(r.state), true, {});
-    return offline_status(dir, sentry_dropped, r);
+    return offline_status(dir, sentry_dropped, r, true);
 }
 
 Status live_status(const fs::path& dir) {
     Reply r = control_request(dir, {{"op", "status"}}, 10s);
-    if (r.kind == Reply::ok) return make_status(dir, state_from_json(r.state), true, {});
-    return offline_status(dir, std::nullopt, r);
+    WriterState s;
+    Status st;
+    if (r.kind == Reply::ok) {
+        s = state_from_json(r.state);
+        st = make_status(dir, s, true, {});
+    } else {
+        st = offline_status(dir, std::nullopt, r, false, &s);
+    }
+    make_live_view(st, s);
+    return st;
 }
 
 Status finish(const fs::path& dir, std::optional<std::uint64_t> sentry_dropped) {
@@ -612,7 +687,7 @@ Status finish(const fs::path& dir, std::optional<std::uint64_t> sentry_dropped) 
         } catch (const std::exception&) {
         }
     }
-    return offline_status(dir, sentry_dropped, r);
+    return offline_status(dir, sentry_dropped, r, true);
 }
 
 // ------------------------------------------------------------ export ------

@@ -38,8 +38,32 @@ RecordFormatter::RecordFormatter() {
         if (d == nullptr)
             throw std::logic_error(std::string("audit schema lacks ") + info->message);
         type_schema_[t] = build(d);
+        if (t < kSyscallRaw) continue;
+        // Syscall records: zero values that tell what happened are written.
+        int schema = type_schema_[t];
+        mark_always(schema, "sysno");
+        for (const Field& f : schemas_[static_cast<std::size_t>(schema)].fields) {
+            if (f.key != "\"exit\":" || f.kind != Kind::message) continue;
+            mark_always(f.message, "result");
+            mark_always(f.message, "errorno");
+        }
+        if (t == kSyscallRaw)
+            for (const char* a : {"arg1", "arg2", "arg3", "arg4", "arg5", "arg6"})
+                mark_always(schema, a);
     }
     for (auto& o : occ_) o.reserve(64);
+}
+
+void RecordFormatter::mark_always(int schema, std::string_view field_name) {
+    std::string key = "\"" + std::string(field_name) + "\":";
+    for (Field& f : schemas_[static_cast<std::size_t>(schema)].fields) {
+        if (f.key != key) continue;
+        if (f.repeated || f.kind == Kind::message || f.kind == Kind::string || f.kind == Kind::bytes)
+            throw std::logic_error("audit schema: " + key + " is not a singular scalar");
+        f.always = true;
+        return;
+    }
+    throw std::logic_error("audit schema lacks field " + key);
 }
 
 int RecordFormatter::build(const void* descriptor) {
@@ -222,7 +246,13 @@ bool RecordFormatter::emit(const Schema& s, std::string_view data, int depth, Js
             std::size_t last = nocc;
             for (std::size_t i = 0; i < nocc; ++i)
                 if (occ_[depth][i].field == fi) last = i;
-            if (last == nocc) continue;
+            if (last == nocc) {
+                if (!f.always) continue;
+                sep();
+                out.raw(f.key);
+                out.raw(f.kind == Kind::boolean ? "false" : "0");
+                continue;
+            }
             sep();
             out.raw(f.key);
             Occ o = occ_[depth][last];

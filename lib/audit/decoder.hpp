@@ -6,7 +6,11 @@
 // truth; the walk over the wire bytes is our own: it allocates nothing once
 // warm, bounds nesting by the schema, and rolls a half-written record back
 // when the bytes turn out malformed. Field order in a record follows the
-// schema; proto3 defaults (0, "", false) are absent, as in protobuf's JSON.
+// schema; proto3 defaults (0, "", false) are absent, as in protobuf's JSON,
+// except where a missing zero would hide what happened: syscall records always
+// carry `sysno` (read is 0 on x86-64), `exit` (when present) always carries
+// `result` and `errorno`, and raw `syscall/sysno/N` records always carry
+// `arg1`..`arg6`.
 // 64-bit integers are JSON numbers (exact in Python/Go; JS loses > 2^53).
 //
 // Record shapes (one line each, all with seq, point, dropped):
@@ -57,6 +61,7 @@ class RecordFormatter {
         bool repeated;
         int message;      // index into schemas_ for Kind::message
         std::string key;  // "\"name\":"
+        bool always = false;  // scalar written as 0/false when absent
     };
     struct Schema {
         std::vector<Field> fields;   // ascending field number
@@ -70,6 +75,7 @@ class RecordFormatter {
     static constexpr int kMaxDepth = 6;
 
     int build(const void* descriptor);  // google::protobuf::Descriptor*
+    void mark_always(int schema, std::string_view field_name);
     bool parse(const Schema&, std::string_view data, int depth);
     bool emit(const Schema&, std::string_view data, int depth, JsonOut& out, bool& lossy,
               bool top_level);

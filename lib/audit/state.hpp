@@ -42,6 +42,9 @@ struct WriterState {
     std::optional<std::uint64_t> runtime_reported;
     // Lifecycle.
     bool finished = false;  // the writer stopped cleanly after a final flush
+    // Set by a CLI process that found the writer dead and persisted this state
+    // on its behalf (finished stays false: the stream never ended cleanly).
+    bool writer_died = false;
     pid_t pid = 0;
     std::uint64_t pid_start_time = 0;  // /proc/<pid>/stat starttime, guards against pid reuse
     std::string updated_at;

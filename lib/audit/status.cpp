@@ -31,6 +31,7 @@ nlohmann::json state_to_json(const WriterState& s) {
         {"disk_error", s.disk_error},
         {"runtime_reported", s.runtime_reported ? nlohmann::json(*s.runtime_reported) : nullptr},
         {"finished", s.finished},
+        {"writer_died", s.writer_died},
         {"pid", s.pid},
         {"pid_start_time", s.pid_start_time},
         {"updated_at", s.updated_at},
@@ -78,6 +79,7 @@ WriterState state_from_json(const nlohmann::json& j) {
     if (auto it = j.find("runtime_reported"); it != j.end() && it->is_number_unsigned())
         s.runtime_reported = it->get<std::uint64_t>();
     b("finished", s.finished);
+    b("writer_died", s.writer_died);
     if (auto it = j.find("pid"); it != j.end() && it->is_number_integer()) s.pid = it->get<pid_t>();
     u("pid_start_time", s.pid_start_time);
     str("updated_at", s.updated_at);
@@ -158,6 +160,7 @@ nlohmann::json to_json(const Status& s) {
         {"sandbox_id", s.sandbox_id},
         {"runtime_version", s.runtime_version},
         {"sha256", s.sha256},
+        {"barrier", s.barrier},
         {"writer_running", s.writer_running},
         {"connected", s.connected},
         {"finished", s.finished},
@@ -184,6 +187,7 @@ Status status_from_json(const nlohmann::json& j) {
     s.sandbox_id = j.value("sandbox_id", "");
     s.runtime_version = j.value("runtime_version", "");
     s.sha256 = j.value("sha256", "");
+    s.barrier = j.value("barrier", true);
     s.writer_running = j.value("writer_running", false);
     s.connected = j.value("connected", false);
     s.finished = j.value("finished", false);

@@ -1,0 +1,139 @@
+#!/usr/bin/env bash
+# Audit overhead on syscall-heavy guest workloads (SPEC 10): the same
+# `sandweave run` in an audited and in a non-audited sandbox, REPS times each
+# (interleaved), medians and the ratio audit/no-audit. A figure is only valid
+# when the audited runs lost nothing: the dropped count of the export (and the
+# sentry's own count per rep, from `runsc trace list`) must be 0.
+#
+# Workloads:
+#   dd    /bin/dd if=/dev/zero of=/dev/null bs=1 count=$DD_COUNT   (2 syscalls per byte)
+#   walk  /usr/bin/find / -xdev, $WALK_LOOPS times in one shell      (file-tree walk)
+#
+# Usage: bench/audit_overhead.sh [REPS]   (default 5; needs root and a built tree)
+# Env:   SANDWEAVE (binary), DD_COUNT (default 100000), WALK_LOOPS (default 10)
+set -uo pipefail
+
+reps=${1:-5}
+dd_count=${DD_COUNT:-100000}
+walk_loops=${WALK_LOOPS:-10}
+top=$(cd "$(dirname "${BASH_SOURCE[0]}")/.." && pwd)
+sw=${SANDWEAVE:-/work/build-audit-cli/sandweave}
+[ -x "$sw" ] || sw=$top/build/sandweave
+if [ "$(id -u)" != 0 ] || [ ! -x "$sw" ] || ! command -v jq >/dev/null; then
+    echo "audit_overhead: needs root, jq and a built sandweave (SANDWEAVE=$sw)" >&2
+    exit 1
+fi
+
+# Short: the writer's sink socket path must stay under 100 bytes.
+state=$(mktemp -d /tmp/swb.XXXXXX)
+export SANDWEAVE_STATE_DIR=$state
+unset SANDWEAVE_HOST
+out=$(mktemp -d /tmp/swbo.XXXXXX)
+cleanup() {
+    local d
+    for d in "$state"/sandboxes/*/; do
+        [ -d "$d" ] && "$sw" rm "$(basename "$d")" >/dev/null 2>&1
+    done
+    rm -rf "$state" "$out"
+}
+trap cleanup EXIT
+trap 'exit 130' INT TERM
+
+now_ns() { date +%s%N; }
+median() { sort -n | awk '{a[NR]=$1} END {if (!NR) print 0; else if (NR%2) print a[(NR+1)/2]; else print (a[NR/2]+a[NR/2+1])/2}'; }
+ms() { awk -v ns="$1" 'BEGIN {printf "%.0f", ns/1e6}'; }
+ratio() { awk -v a="$1" -v b="$2" 'BEGIN {if (b > 0) printf "%.2f", a/b; else print "n/a"}'; }
+sentry_dropped() { # id -> the sentry's cumulative dropped count for the sink
+    local r
+    r=$(jq -r .runsc "$state/sandboxes/$1/sandbox.json")
+    "$r" --root "$state/runsc" trace list "$1" 2>/dev/null | sed -n 's/.*Sink: "remote", dropped: \([0-9]*\).*/\1/p'
+}
+# The guest does not wait for audit disk writes: before the next timed run,
+# let the writer catch up so it does not steal CPU from it.
+settle() { # id
+    local prev=-1 cur i
+    for i in $(seq 1 200); do
+        cur=$("$sw" audit status "$1" 2>/dev/null | jq -r '.counters.written_sequence // 0')
+        [ "$cur" = "$prev" ] && return
+        prev=$cur
+        sleep 0.2
+    done
+}
+workload() { # name -> argv
+    case $1 in
+        dd) echo /bin/dd if=/dev/zero of=/dev/null bs=1 "count=$dd_count" ;;
+        walk) echo /bin/sh -c "i=0; while [ \$i -lt $walk_loops ]; do /usr/bin/find / -xdev >/dev/null; i=\$((i+1)); done" ;;
+    esac
+}
+run_timed() { # id workload -> ns on stdout
+    local t0 t1 rc
+    t0=$(now_ns)
+    case $2 in
+        dd) "$sw" run "$1" -- /bin/dd if=/dev/zero of=/dev/null bs=1 "count=$dd_count" >/dev/null 2>&1 ;;
+        walk) "$sw" run "$1" -c "i=0; while [ \$i -lt $walk_loops ]; do /usr/bin/find / -xdev >/dev/null; i=\$((i+1)); done" >/dev/null 2>&1 ;;
+    esac
+    rc=$?
+    t1=$(now_ns)
+    if [ $rc != 0 ]; then
+        echo "audit_overhead: workload $2 failed in $1 (exit $rc)" >&2
+        exit 1
+    fi
+    echo $((t1 - t0))
+}
+
+echo "audit_overhead: $reps reps; dd count=$dd_count, walk = find / -xdev x $walk_loops; $(nproc) CPUs, load $(cut -d' ' -f1-3 /proc/loadavg)" >&2
+"$sw" image build base >/dev/null 2>&1
+plain=$("$sw" create --template base --no-audit) || exit 1
+declare -A aud
+for w in dd walk; do
+    aud[$w]=$("$sw" create --template base --audit) || exit 1
+done
+# Warm-up (page cache, first exec) in every sandbox, not timed.
+for id in "$plain" "${aud[dd]}" "${aud[walk]}"; do "$sw" run "$id" -- /usr/bin/find / -xdev >/dev/null 2>&1; done
+for w in dd walk; do settle "${aud[$w]}"; done
+
+declare -A t_off t_on drops_rep
+for w in dd walk; do t_off[$w]=""; t_on[$w]=""; drops_rep[$w]=0; done
+for i in $(seq 1 "$reps"); do
+    for w in dd walk; do
+        a=${aud[$w]}
+        d0=$(sentry_dropped "$a")
+        # Alternate the order so drift (load, caches) does not favour one side.
+        if [ $((i % 2)) = 1 ]; then
+            off=$(run_timed "$plain" $w) || exit 1
+            on=$(run_timed "$a" $w) || exit 1
+        else
+            on=$(run_timed "$a" $w) || exit 1
+            off=$(run_timed "$plain" $w) || exit 1
+        fi
+        d1=$(sentry_dropped "$a")
+        settle "$a"
+        t_off[$w]+="$off "
+        t_on[$w]+="$on "
+        lost=$(( ${d1:-0} - ${d0:-0} ))
+        drops_rep[$w]=$(( ${drops_rep[$w]} + lost ))
+        echo "rep $i $w: no-audit $(ms "$off") ms, audit $(ms "$on") ms, sentry drops $lost" >&2
+    done
+done
+
+printf '\n%-6s %4s %14s %12s %7s %12s %10s %8s %9s  %s\n' \
+    workload reps "no-audit(ms)" "audit(ms)" ratio "events/rep" "MiB/rep" dropped complete valid
+for w in dd walk; do
+    a=${aud[$w]}
+    st=$out/$w.status
+    "$sw" audit export "$a" "$out/$w.jsonl" >"$st" 2>/dev/null
+    rm -f "$out/$w.jsonl"
+    m_off=$(echo "${t_off[$w]}" | tr ' ' '\n' | grep . | median)
+    m_on=$(echo "${t_on[$w]}" | tr ' ' '\n' | grep . | median)
+    events=$(jq -r .events "$st")
+    bytes=$(jq -r .bytes "$st")
+    dropped=$(jq -r .dropped "$st")
+    complete=$(jq -r .complete "$st")
+    valid=yes
+    [ "$dropped" = 0 ] && [ "${drops_rep[$w]}" = 0 ] || valid="NO (dropped $dropped)"
+    printf '%-6s %4s %14s %12s %7s %12s %10s %8s %9s  %s\n' "$w" "$reps" "$(ms "$m_off")" "$(ms "$m_on")" \
+        "$(ratio "$m_on" "$m_off")" "$((events / (reps + 1)))" \
+        "$(awk -v b="$bytes" -v r="$((reps + 1))" 'BEGIN {printf "%.1f", b/r/1048576}')" \
+        "$dropped" "$complete" "$valid"
+done
+echo "(events and MiB per rep include the warm-up run; ratio = median audit / median no-audit)"
