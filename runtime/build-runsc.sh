@@ -19,6 +19,7 @@ readonly SCRIPT="$SCRIPT_DIR/$(basename "${BASH_SOURCE[0]}")"
 readonly PATCHES=(
   "$SCRIPT_DIR/hidepid.patch"
   "$SCRIPT_DIR/audit.patch"
+  "$SCRIPT_DIR/compat.patch"
 )
 readonly CACHE_ROOT="${SANDWEAVE_RUNTIME_CACHE:-/var/cache/sandweave/runtime}"
 readonly INSTALL_DIR="${SANDWEAVE_RUNTIME_DIR:-/usr/local/lib/sandweave}"
