@@ -56,10 +56,9 @@ void register_snapshot(CLI::App& app, GlobalOptions& g, Outcome& out) {
         Session s(g);
         nlohmann::json removed = nlohmann::json::array();
         for (const auto& id : *ids) {
-            auto r = load_snapshot(s.ctx(), id);
-            remove_snapshot(s.ctx(), r.id);
-            removed.push_back(r.id);
-            if (!g.json) print_line(r.id);
+            std::string removed_id = remove_snapshot(s.ctx(), id);
+            removed.push_back(removed_id);
+            if (!g.json) print_line(removed_id);
         }
         if (g.json) print_json({{"removed", removed}});
         out.exit_code = 0;

@@ -101,7 +101,8 @@ fs::path cache_file(Context& ctx, const fs::path& runsc) {
 
 json load_cache(const fs::path& file) {
     try {
-        json j = json::parse(read_file(file, 1 << 16));
+        // trace metadata alone is ~175 KB.
+        json j = json::parse(read_file(file, 16u << 20));
         if (j.is_object()) return j;
     } catch (const std::exception&) {
         // Not recorded yet, or unreadable: treated as empty.

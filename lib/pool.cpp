@@ -79,6 +79,17 @@ std::vector<SandboxRecord> members(Context& ctx, const std::string& name) {
     return out;
 }
 
+// A member still "creating" whose creator no longer holds its lock was
+// abandoned (a refill killed mid-create): it will never become warm.
+bool abandoned(Context& ctx, const SandboxRecord& r) {
+    if (r.state != SandboxState::creating) return false;
+    try {
+        return FileLock::try_lock(ctx.store.sandbox_dir(r.id) / "lock").locked();
+    } catch (const Error&) {
+        return true;
+    }
+}
+
 PoolInfo info_from(const std::string& name, const json& j, const std::vector<SandboxRecord>& m) {
     PoolInfo p;
     p.name = name;
@@ -299,6 +310,17 @@ int pool_refill_main(Context& ctx, const std::string& name) {
         auto j = read_pool(ctx, name);
         if (!j) return 0;
         auto m = members(ctx, name);
+        // Clear what an earlier, killed refill left half-made, so it neither
+        // counts as starting nor leaks.
+        for (const auto& r : m) {
+            if (r.pool_state == "acquired" || (!abandoned(ctx, r) && r.state != SandboxState::failed)) continue;
+            try {
+                remove_sandbox(ctx, r.id);
+            } catch (const Error& e) {
+                log().warn("pool " + name + ": removing abandoned member " + r.id + ": " + e.what());
+            }
+        }
+        m = members(ctx, name);
         PoolInfo info = info_from(name, *j, m);
         if (info.warm + info.starting >= info.size) return 0;
         CreateRequest req = request_from_json((*j)["request"], name);

@@ -5,6 +5,7 @@
 #include <sys/stat.h>
 #include <unistd.h>
 
+#include <algorithm>
 #include <cerrno>
 #include <fstream>
 
@@ -60,6 +61,29 @@ Runsc runsc_for(Context& ctx, const SandboxRecord& r) {
     return Runsc(ctx.runner, r.runsc, r.runsc_flags);
 }
 
+// Kills every process whose arguments name this sandbox's bundle: what a
+// launch that failed half-way (a timed-out runsc run) leaves behind where
+// `runsc delete` cannot see it.
+void kill_leftover_processes(const fs::path& bundle) {
+    const std::string needle = bundle.string();
+    std::error_code ec;
+    for (const auto& e : fs::directory_iterator("/proc", ec)) {
+        std::string pid_text = e.path().filename().string();
+        if (pid_text.empty() || !std::all_of(pid_text.begin(), pid_text.end(), ::isdigit)) continue;
+        pid_t pid = static_cast<pid_t>(std::stol(pid_text));
+        if (pid == ::getpid()) continue;
+        std::string cmdline;
+        try {
+            cmdline = read_file(e.path() / "cmdline", 1 << 16);
+        } catch (const Error&) {
+            continue;
+        }
+        if (cmdline.find(needle) == std::string::npos) continue;
+        log().debug("killing leftover process " + pid_text + " of " + needle);
+        ::kill(pid, SIGKILL);
+    }
+}
+
 // Deletes runsc's container (if any), then the mount. Tolerates partial state.
 void stop_runtime(Context& ctx, const SandboxRecord& r) {
     if (!r.runsc.empty()) {
@@ -73,6 +97,7 @@ void stop_runtime(Context& ctx, const SandboxRecord& r) {
             }
         }
     }
+    kill_leftover_processes(ctx.store.sandbox_dir(r.id) / "bundle");
     unmount_if_mounted(ctx.store.sandbox_dir(r.id) / "rootfs");
 }
 

@@ -52,27 +52,43 @@ SnapshotRecord record_from_json(const json& j) {
 // Everything a restore needs must be there and parse.
 SnapshotRecord read_and_verify(const fs::path& dir) {
     SnapshotRecord s;
+    std::string name = dir.filename().string();
     try {
         s = record_from_json(json::parse(read_file(dir / "snapshot.json", 4u << 20)));
     } catch (const json::exception& e) {
-        throw Error(ErrorCode::general, "snapshot " + dir.filename().string() + " is corrupt: " + e.what());
+        throw Error(ErrorCode::general, "snapshot " + name + " is corrupt: " + e.what());
+    } catch (const Error& e) {
+        throw Error(ErrorCode::general, "snapshot " + name + " is corrupt: " + e.what());
     }
     std::error_code ec;
     if (!fs::is_directory(dir / "layer", ec))
         throw Error(ErrorCode::general, "snapshot " + s.id + " is corrupt: its layer is missing");
-    if (s.kind == SnapshotKind::memory && fs::file_size(dir / "checkpoint/checkpoint.img", ec) == 0)
-        throw Error(ErrorCode::general, "snapshot " + s.id + " is corrupt: its checkpoint image is missing");
+    if (s.kind == SnapshotKind::memory) {
+        auto size = fs::file_size(dir / "checkpoint/checkpoint.img", ec);
+        if (ec || size == 0)
+            throw Error(ErrorCode::general, "snapshot " + s.id + " is corrupt: its checkpoint image is missing");
+    }
     return s;
 }
 
-// Removes temporary snapshot directories whose builder is gone.
-void sweep_abandoned(const fs::path& root) {
+// Removes temporary snapshot directories whose builder is gone, resuming a
+// source sandbox that the builder had paused.
+void sweep_abandoned(Context& ctx, const fs::path& root) {
     std::error_code ec;
     for (const auto& e : fs::directory_iterator(root, ec)) {
         std::string n = e.path().filename().string();
         if (n.rfind(".tmp-", 0) != 0 && n.rfind(".rm-", 0) != 0) continue;
         auto lock = FileLock::try_lock(root / (n + ".lock"));
         if (!lock.locked()) continue;
+        try {
+            std::string paused = read_file(e.path() / "paused-source", 256);
+            if (auto r = ctx.store.try_load(paused)) {
+                Runsc(ctx.runner, r->runsc, r->runsc_flags).raw({"resume", r->id});
+                log().warn("resumed sandbox " + r->id + ", left paused by an interrupted snapshot");
+            }
+        } catch (const Error&) {
+            // No paused source recorded.
+        }
         remove_tree(e.path());
         std::error_code ec2;
         fs::remove(root / (n + ".lock"), ec2);
@@ -131,7 +147,7 @@ SnapshotRecord create_snapshot(Context& ctx, const SnapshotRequest& req) {
                                           "across a live restore is not supported); use --kind fs");
 
     fs::path root = snapshots_root(ctx);
-    sweep_abandoned(root);
+    sweep_abandoned(ctx, root);
     SnapshotRecord s;
     s.id = "snap-" + random_hex(12);
     s.name = req.name;
@@ -154,6 +170,9 @@ SnapshotRecord create_snapshot(Context& ctx, const SnapshotRequest& req) {
             // guest still while the layer is copied.
             auto sync = runsc.raw({"exec", "--user", "0:0", id, "/bin/sync"});
             if (!sync.ok()) log().warn("guest sync before snapshot failed: " + sync.describe());
+            // Recorded first: if we die while it is paused, the next snapshot
+            // command (sweep_abandoned) resumes it.
+            write_file_atomic(tmp / "paused-source", id, 0600);
             auto pause = runsc.raw({"pause", id});
             if (!pause.ok()) throw Error(ErrorCode::runtime, "runsc pause: " + pause.describe());
             try {
@@ -164,6 +183,7 @@ SnapshotRecord create_snapshot(Context& ctx, const SnapshotRequest& req) {
             }
             auto resume = runsc.raw({"resume", id});
             if (!resume.ok()) throw Error(ErrorCode::runtime, "runsc resume: " + resume.describe());
+            fs::remove(tmp / "paused-source");
         } else {
             // checkpoint stops the sandbox; the layer is copied at that instant,
             // then the source is restored in place and keeps running.
@@ -214,6 +234,7 @@ SnapshotRecord create_snapshot(Context& ctx, const SnapshotRequest& req) {
 std::vector<SnapshotRecord> list_snapshots(Context& ctx) {
     std::vector<SnapshotRecord> out;
     std::error_code ec;
+    sweep_abandoned(ctx, snapshots_root(ctx));
     for (const auto& e : fs::directory_iterator(snapshots_root(ctx), ec)) {
         std::string n = e.path().filename().string();
         if (n.empty() || n[0] == '.' || !e.is_directory()) continue;
@@ -252,12 +273,20 @@ SnapshotRecord load_snapshot(Context& ctx, const std::string& ref) {
     throw Error(ErrorCode::not_found, "no such snapshot: " + ref);
 }
 
-void remove_snapshot(Context& ctx, const std::string& ref) {
-    SnapshotRecord s = load_snapshot(ctx, ref);
+std::string remove_snapshot(Context& ctx, const std::string& ref) {
     fs::path root = snapshots_root(ctx);
-    fs::path grave = root / (".rm-" + s.id);
-    fs::rename(root / s.id, grave);
+    std::string id;
+    std::error_code ec;
+    // A corrupt snapshot must still be removable: an exact id needs no reading.
+    if (!ref.empty() && ref.find('/') == std::string::npos && ref[0] != '.' && fs::is_directory(root / ref, ec)) {
+        id = ref;
+    } else {
+        id = load_snapshot(ctx, ref).id;
+    }
+    fs::path grave = root / (".rm-" + id);
+    fs::rename(root / id, grave);
     remove_tree(grave);
+    return id;
 }
 
 SandboxSpec spec_for_restore(const SnapshotRecord& snap, const FlagOverrides& flags) {

@@ -60,7 +60,8 @@ std::vector<SnapshotRecord> list_snapshots(Context& ctx);
 // By id, name or unique id prefix; throws not_found (exit 4) or a clear error
 // for a corrupt snapshot.
 SnapshotRecord load_snapshot(Context& ctx, const std::string& ref);
-void remove_snapshot(Context& ctx, const std::string& ref);
+// Removes a snapshot, also a corrupt one (by exact id); returns its id.
+std::string remove_snapshot(Context& ctx, const std::string& ref);
 
 std::filesystem::path snapshot_dir(Context& ctx, const std::string& id);
 

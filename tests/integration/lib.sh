@@ -25,10 +25,12 @@ LAST_OUT="" LAST_ERR="" LAST_RC=0
 pass() { _passed=$((_passed + 1)); printf 'PASS %s\n' "$1"; }
 fail() {
     _failed=$((_failed + 1))
-    printf 'FAIL %s\n' "$1"
+    # A failure inside $(...) runs in a subshell: record it where finish() sees it.
+    if [[ "$BASHPID" != "$$" && -n "$SCRATCH" ]]; then echo "$1" >>"$SCRATCH/subshell-failures"; fi
+    printf 'FAIL %s\n' "$1" >&2
     shift
     local line
-    for line in "$@"; do printf '     %s\n' "$line"; done
+    for line in "$@"; do printf '     %s\n' "$line" >&2; done
 }
 
 # Shows a value on one line, with control characters visible.
@@ -210,6 +212,9 @@ sw_setup() {
 # Prints the summary and exits non-zero on any failure.
 finish() {
     _finished=1
+    if [[ -s "$SCRATCH/subshell-failures" ]]; then
+        _failed=$((_failed + $(wc -l <"$SCRATCH/subshell-failures")))
+    fi
     printf '%s: %d passed, %d failed\n' "$TEST_NAME" "$_passed" "$_failed"
     ((_failed == 0))
     exit $?
