@@ -35,13 +35,13 @@ struct Outcome {
 
 // The library objects for one invocation (local connection).
 class Session {
-public:
+  public:
     explicit Session(const GlobalOptions& g);
     StateStore& store() { return *store_; }
     CommandRunner& runner() { return runner_; }
     Context& ctx() { return *ctx_; }
 
-private:
+  private:
     LocalRunner runner_;
     std::unique_ptr<StateStore> store_;
     std::unique_ptr<Context> ctx_;
@@ -56,7 +56,8 @@ void add_global_options(CLI::App& app, GlobalOptions& g);
 // Registration, one per verb (cmd/<verb>.cpp).
 void register_create(CLI::App& app, GlobalOptions& g, Outcome& out);
 void register_run(CLI::App& app, GlobalOptions& g, Outcome& out, std::vector<std::string>& command);
-void register_sandbox_verbs(CLI::App& app, GlobalOptions& g, Outcome& out);  // ls inspect terminate rm prune
+void register_sandbox_verbs(CLI::App& app, GlobalOptions& g,
+                            Outcome& out);  // ls inspect terminate rm prune
 void register_template(CLI::App& app, GlobalOptions& g, Outcome& out);
 void register_image(CLI::App& app, GlobalOptions& g, Outcome& out);
 void register_doctor(CLI::App& app, GlobalOptions& g, Outcome& out);

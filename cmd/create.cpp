@@ -11,8 +11,10 @@ void register_create(CLI::App& app, GlobalOptions& g, Outcome& out) {
         CreateRequest req = to_create_request(*flags);
         req.template_given = sub->count("--template") > 0;
         SandboxRecord r = create_sandbox(s.ctx(), req);
-        if (g.json) print_json(to_json(r));
-        else print_line(r.id);
+        if (g.json)
+            print_json(to_json(r));
+        else
+            print_line(r.id);
         out.exit_code = 0;
     });
 }

@@ -9,7 +9,8 @@ void register_image(CLI::App& app, GlobalOptions& g, Outcome& out) {
     auto* image = app.add_subcommand("image", "Build, list and remove root filesystem images");
     image->require_subcommand(1);
 
-    auto* build = image->add_subcommand("build", "Build an image (base: busybox; coding: Debian with Python and git)");
+    auto* build = image->add_subcommand(
+        "build", "Build an image (base: busybox; coding: Debian with Python and git)");
     auto name = std::make_shared<std::string>();
     auto force = std::make_shared<bool>(false);
     build->add_option("name", *name, "Image name: base or coding")->required();
@@ -18,8 +19,13 @@ void register_image(CLI::App& app, GlobalOptions& g, Outcome& out) {
         Session s(g);
         ImageStore images(s.store().images_dir(), s.runner());
         auto info = images.build(*name, *force);
-        if (g.json) print_json({{"name", info.name}, {"rootfs", info.rootfs}, {"bytes", info.bytes}, {"built_at", info.built_at}});
-        else print_line(info.name);
+        if (g.json)
+            print_json({{"name", info.name},
+                        {"rootfs", info.rootfs},
+                        {"bytes", info.bytes},
+                        {"built_at", info.built_at}});
+        else
+            print_line(info.name);
         out.exit_code = 0;
     });
 
@@ -30,12 +36,14 @@ void register_image(CLI::App& app, GlobalOptions& g, Outcome& out) {
         auto list = images.list();
         if (g.json) {
             nlohmann::json arr = nlohmann::json::array();
-            for (const auto& i : list) arr.push_back({{"name", i.name}, {"bytes", i.bytes}, {"built_at", i.built_at}});
+            for (const auto& i : list)
+                arr.push_back({{"name", i.name}, {"bytes", i.bytes}, {"built_at", i.built_at}});
             print_json(arr);
         } else {
             std::printf("%-12s %-10s %s\n", "NAME", "SIZE", "BUILT");
             for (const auto& i : list)
-                std::printf("%-12s %-10s %s\n", i.name.c_str(), (std::to_string(i.bytes >> 20) + "MiB").c_str(), i.built_at.c_str());
+                std::printf("%-12s %-10s %s\n", i.name.c_str(),
+                            (std::to_string(i.bytes >> 20) + "MiB").c_str(), i.built_at.c_str());
         }
         out.exit_code = 0;
     });
@@ -46,8 +54,10 @@ void register_image(CLI::App& app, GlobalOptions& g, Outcome& out) {
     rm->callback([&g, &out, rm_name] {
         Session s(g);
         ImageStore(s.store().images_dir(), s.runner()).remove(*rm_name);
-        if (g.json) print_json({{"removed", *rm_name}});
-        else print_line(*rm_name);
+        if (g.json)
+            print_json({{"removed", *rm_name}});
+        else
+            print_line(*rm_name);
         out.exit_code = 0;
     });
 }

@@ -2,18 +2,18 @@
 // main() builds the command line from each verb's registration function, runs it,
 // and is the one place where errors become exit codes and messages.
 
-#include <CLI/CLI.hpp>
 #include <spdlog/sinks/stdout_sinks.h>
 #include <spdlog/spdlog.h>
+#include <CLI/CLI.hpp>
 
 #include <cstring>
 #include <iostream>
 #include <sstream>
 
 #include "cmd/common.hpp"
+#include "lib/audit/audit.hpp"
 #include "lib/error.hpp"
 #include "lib/log.hpp"
-#include "lib/audit/audit.hpp"
 #include "lib/pool.hpp"
 #include "lib/shim.hpp"
 #include "lib/units.hpp"
@@ -22,28 +22,32 @@ namespace sandweave::cli {
 namespace {
 
 class SpdLogger final : public Logger {
-public:
+  public:
     explicit SpdLogger(std::shared_ptr<spdlog::logger> l) : l_(std::move(l)) {}
     void debug(const std::string& m) override { l_->debug("sandweave: " + m); }
     void info(const std::string& m) override { l_->info(m); }
     void warn(const std::string& m) override { l_->warn("sandweave: warning: " + m); }
     void error(const std::string& m) override { l_->error("sandweave: " + m); }
 
-private:
+  private:
     std::shared_ptr<spdlog::logger> l_;
 };
 
 void setup_logging(const GlobalOptions& g) {
     auto logger = spdlog::stderr_logger_st("sandweave");
     logger->set_pattern("%v");
-    if (g.quiet) logger->set_level(spdlog::level::err);
-    else if (g.verbosity > 0) logger->set_level(spdlog::level::debug);
-    else logger->set_level(spdlog::level::info);
+    if (g.quiet)
+        logger->set_level(spdlog::level::err);
+    else if (g.verbosity > 0)
+        logger->set_level(spdlog::level::debug);
+    else
+        logger->set_level(spdlog::level::info);
     set_logger(std::make_shared<SpdLogger>(logger));
 }
 
-const std::vector<std::string> verbs = {"create", "run",    "ls",     "inspect",  "terminate", "rm",  "prune",
-                                        "template", "image", "doctor", "audit", "snapshot", "pool"};
+const std::vector<std::string> verbs = {"create", "run",      "ls",       "inspect", "terminate",
+                                        "rm",     "prune",    "template", "image",   "doctor",
+                                        "audit",  "snapshot", "pool"};
 
 int report_error(const GlobalOptions& g, const std::string& msg, int code) {
     std::cerr << "sandweave: " << msg << std::endl;
@@ -53,14 +57,16 @@ int report_error(const GlobalOptions& g, const std::string& msg, int code) {
 
 // CLI11 says "The following arguments were not expected"; say which verb, the
 // closest option, or that a command belongs after `--`.
-std::string explain_extras(CLI::App& app, const std::vector<std::string>& args, std::string fallback) {
+std::string explain_extras(CLI::App& app, const std::vector<std::string>& args,
+                           std::string fallback) {
     for (const auto* sub : app.get_subcommands()) {
         std::vector<std::string> names;
         for (const auto* opt : sub->get_options())
             for (const auto& l : opt->get_lnames()) names.push_back("--" + l);
         if (sub->get_name() == "run") {
             // A bare word after `run ID` is a command missing its `--`.
-            std::string rest = fallback.substr(fallback.find(':') == std::string::npos ? 0 : fallback.find(':') + 1);
+            std::string rest = fallback.substr(
+                fallback.find(':') == std::string::npos ? 0 : fallback.find(':') + 1);
             // CLI11 saw the arguments reversed; show them as typed.
             std::istringstream words(rest);
             std::string w;
@@ -74,7 +80,8 @@ std::string explain_extras(CLI::App& app, const std::vector<std::string>& args, 
             for (const auto& e : extras) shown += " " + e;
             if (bare)
                 return "run: unexpected arguments" + shown +
-                       ": put the command after `--` (sandweave run ID -- COMMAND...) or use -c 'shell string'";
+                       ": put the command after `--` (sandweave run ID -- COMMAND...) or use -c "
+                       "'shell string'";
         }
         bool seen_verb = false;
         for (const auto& a : args) {
@@ -88,7 +95,8 @@ std::string explain_extras(CLI::App& app, const std::vector<std::string>& args, 
                 for (const auto* opt : sub->get_options()) known = known || opt->check_name(word);
                 for (const auto* opt : app.get_options()) known = known || opt->check_name(word);
                 if (!known)
-                    return "unknown option " + word + " for '" + sub->get_name() + "'" + did_you_mean(word, names);
+                    return "unknown option " + word + " for '" + sub->get_name() + "'" +
+                           did_you_mean(word, names);
             }
         }
 
@@ -116,15 +124,17 @@ int main_impl(int argc, char** argv) {
 
     GlobalOptions g;
     Outcome out;
-    CLI::App app{"sandweave: run untrusted code in gVisor sandboxes, with /proc hidepid and a "
-                 "protected runtime audit log",
-                 "sandweave"};
+    CLI::App app{
+        "sandweave: run untrusted code in gVisor sandboxes, with /proc hidepid and a "
+        "protected runtime audit log",
+        "sandweave"};
     app.set_version_flag("--version", std::string("sandweave ") + SANDWEAVE_VERSION_STRING);
     app.require_subcommand(1);
     app.fallthrough();
     add_global_options(app, g);
-    app.footer("Exit status: 0 ok, 1 error, 2 usage, 3 audit export incomplete, 4 not found, 5 runtime "
-               "missing or lacks a feature.\nSee sandweave(1) and sandweave-VERB(1).");
+    app.footer(
+        "Exit status: 0 ok, 1 error, 2 usage, 3 audit export incomplete, 4 not found, 5 runtime "
+        "missing or lacks a feature.\nSee sandweave(1) and sandweave-VERB(1).");
 
     register_create(app, g, out);
     register_run(app, g, out, command);
@@ -147,9 +157,10 @@ int main_impl(int argc, char** argv) {
         if (std::find(verbs.begin(), verbs.end(), a) == verbs.end()) {
             std::vector<std::string> known;
             for (const auto* s : app.get_subcommands({})) known.push_back(s->get_name());
-            return report_error(g, "unknown command '" + a + "'" + did_you_mean(a, known) +
-                                       "; see `sandweave --help`",
-                                2);
+            return report_error(
+                g,
+                "unknown command '" + a + "'" + did_you_mean(a, known) + "; see `sandweave --help`",
+                2);
         }
         break;
     }
@@ -178,12 +189,15 @@ int main_impl(int argc, char** argv) {
         if (out.docker_exit_codes && e.code() == ErrorCode::general) code = 125;
         return report_error(g, e.what(), code);
     } catch (const std::exception& e) {
-        return report_error(g, std::string("internal error: ") + e.what(), out.docker_exit_codes ? 125 : 1);
+        return report_error(g, std::string("internal error: ") + e.what(),
+                            out.docker_exit_codes ? 125 : 1);
     }
     return out.exit_code;
 }
 
-void init_logging_early(const GlobalOptions& g) { setup_logging(g); }
+void init_logging_early(const GlobalOptions& g) {
+    setup_logging(g);
+}
 
 }  // namespace sandweave::cli
 
@@ -211,8 +225,8 @@ int main(int argc, char** argv) {
         sandweave::cli::GlobalOptions quiet_defaults;
         sandweave::cli::init_logging_early(quiet_defaults);
         try {
-            return sandweave::audit::writer_main(
-                sandweave::audit::parse_writer_argv(std::vector<std::string>(argv + 1, argv + argc)));
+            return sandweave::audit::writer_main(sandweave::audit::parse_writer_argv(
+                std::vector<std::string>(argv + 1, argv + argc)));
         } catch (const std::exception& e) {
             std::fprintf(stderr, "sandweave audit writer: %s\n", e.what());
             return 1;

@@ -10,7 +10,8 @@ void register_pool(CLI::App& app, GlobalOptions& g, Outcome& out) {
     auto* pool = app.add_subcommand("pool", "Warm pools of identical sandboxes");
     pool->require_subcommand(1);
 
-    auto* create = pool->add_subcommand("create", "Start a pool of N sandboxes with the given create options");
+    auto* create =
+        pool->add_subcommand("create", "Start a pool of N sandboxes with the given create options");
     auto name = std::make_shared<std::string>();
     auto size = std::make_shared<int>(0);
     auto flags = std::make_shared<CreateFlags>();
@@ -18,24 +19,30 @@ void register_pool(CLI::App& app, GlobalOptions& g, Outcome& out) {
     create->add_option("--size", *size, "Number of warm sandboxes")->required();
     add_create_flags(*create, *flags);
     create->callback([&g, &out, name, size, flags, create] {
-        if (!flags->name.empty()) throw Error(ErrorCode::usage, "pool create: --name does not apply to pool members");
+        if (!flags->name.empty())
+            throw Error(ErrorCode::usage, "pool create: --name does not apply to pool members");
         Session s(g);
         CreateRequest req = to_create_request(*flags);
         req.template_given = create->count("--template") > 0;
         auto info = create_pool(s.ctx(), *name, *size, req);
-        if (g.json) print_json(to_json(info));
-        else print_line(info.name);
+        if (g.json)
+            print_json(to_json(info));
+        else
+            print_line(info.name);
         out.exit_code = 0;
     });
 
-    auto* acquire = pool->add_subcommand("acquire", "Hand out one sandbox of the pool (prints its id); the pool refills");
+    auto* acquire = pool->add_subcommand(
+        "acquire", "Hand out one sandbox of the pool (prints its id); the pool refills");
     auto aname = std::make_shared<std::string>();
     acquire->add_option("name", *aname, "Pool name")->required();
     acquire->callback([&g, &out, aname] {
         Session s(g);
         auto r = acquire_from_pool(s.ctx(), *aname);
-        if (g.json) print_json(to_json(r));
-        else print_line(r.id);
+        if (g.json)
+            print_json(to_json(r));
+        else
+            print_line(r.id);
         out.exit_code = 0;
     });
 
@@ -51,7 +58,8 @@ void register_pool(CLI::App& app, GlobalOptions& g, Outcome& out) {
             std::printf("%-16s %-5s %-5s %-7s %s\n", "NAME", "SIZE", "WARM", "IN_USE", "OPTIONS");
             for (const auto& p : list)
                 std::printf("%-16s %-5d %-5d %-7d %s%s\n", p.name.c_str(), p.size, p.warm, p.in_use,
-                            p.request.dump().c_str(), p.last_error ? ("  error: " + *p.last_error).c_str() : "");
+                            p.request.dump().c_str(),
+                            p.last_error ? ("  error: " + *p.last_error).c_str() : "");
         }
         out.exit_code = 0;
     });
@@ -64,12 +72,15 @@ void register_pool(CLI::App& app, GlobalOptions& g, Outcome& out) {
     resize->callback([&g, &out, rname, rsize] {
         Session s(g);
         auto info = resize_pool(s.ctx(), *rname, *rsize);
-        if (g.json) print_json(to_json(info));
-        else print_line(info.name);
+        if (g.json)
+            print_json(to_json(info));
+        else
+            print_line(info.name);
         out.exit_code = 0;
     });
 
-    auto* rm = pool->add_subcommand("rm", "Remove a pool and every idle sandbox (and audit writer) it owns");
+    auto* rm = pool->add_subcommand(
+        "rm", "Remove a pool and every idle sandbox (and audit writer) it owns");
     auto names = std::make_shared<std::vector<std::string>>();
     rm->add_option("names", *names, "Pool names")->required();
     rm->callback([&g, &out, names] {

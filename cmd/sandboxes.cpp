@@ -14,12 +14,16 @@ std::string labels_text(const std::map<std::string, std::string>& labels) {
 }
 
 void print_table(const std::vector<SandboxView>& views) {
-    std::printf("%-16s %-16s %-10s %-9s %-21s %s\n", "ID", "NAME", "TEMPLATE", "STATE", "CREATED", "LABELS");
+    std::printf("%-16s %-16s %-10s %-9s %-21s %s\n", "ID", "NAME", "TEMPLATE", "STATE", "CREATED",
+                "LABELS");
     for (const auto& v : views) {
         const auto& r = v.record;
-        std::string tmpl = r.spec.template_name.size() > 10 ? r.spec.template_name.substr(0, 9) + "~" : r.spec.template_name;
-        std::printf("%-16s %-16s %-10s %-9s %-21s %s\n", r.id.c_str(), r.name.empty() ? "-" : r.name.c_str(),
-                    tmpl.c_str(), to_string(v.live).c_str(), r.created_at.c_str(), labels_text(r.spec.labels).c_str());
+        std::string tmpl = r.spec.template_name.size() > 10
+                               ? r.spec.template_name.substr(0, 9) + "~"
+                               : r.spec.template_name;
+        std::printf("%-16s %-16s %-10s %-9s %-21s %s\n", r.id.c_str(),
+                    r.name.empty() ? "-" : r.name.c_str(), tmpl.c_str(), to_string(v.live).c_str(),
+                    r.created_at.c_str(), labels_text(r.spec.labels).c_str());
     }
 }
 
@@ -45,7 +49,8 @@ void register_sandbox_verbs(CLI::App& app, GlobalOptions& g, Outcome& out) {
         out.exit_code = 0;
     });
 
-    auto* inspect = app.add_subcommand("inspect", "Show a sandbox's record and resolved spec (JSON)");
+    auto* inspect =
+        app.add_subcommand("inspect", "Show a sandbox's record and resolved spec (JSON)");
     auto inspect_id = std::make_shared<std::string>();
     inspect->add_option("id", *inspect_id, "Sandbox id or name")->required();
     inspect->callback([&g, &out, inspect_id] {
@@ -54,7 +59,8 @@ void register_sandbox_verbs(CLI::App& app, GlobalOptions& g, Outcome& out) {
         out.exit_code = 0;
     });
 
-    auto* term = app.add_subcommand("terminate", "Stop a sandbox (its files and audit log stay until rm)");
+    auto* term =
+        app.add_subcommand("terminate", "Stop a sandbox (its files and audit log stay until rm)");
     auto term_ids = std::make_shared<std::vector<std::string>>();
     term->add_option("ids", *term_ids, "Sandbox ids or names")->required();
     term->callback([&g, &out, term_ids] {
@@ -62,14 +68,17 @@ void register_sandbox_verbs(CLI::App& app, GlobalOptions& g, Outcome& out) {
         nlohmann::json arr = nlohmann::json::array();
         for (const auto& id : *term_ids) {
             auto r = terminate_sandbox(s.ctx(), id);
-            if (g.json) arr.push_back(to_json(r));
-            else print_line(r.id);
+            if (g.json)
+                arr.push_back(to_json(r));
+            else
+                print_line(r.id);
         }
         if (g.json) print_json(arr);
         out.exit_code = 0;
     });
 
-    auto* rm = app.add_subcommand("rm", "Remove sandboxes and everything of them, audit log included");
+    auto* rm =
+        app.add_subcommand("rm", "Remove sandboxes and everything of them, audit log included");
     auto rm_ids = std::make_shared<std::vector<std::string>>();
     rm->add_option("ids", *rm_ids, "Sandbox ids or names")->required();
     rm->callback([&g, &out, rm_ids] {
@@ -78,8 +87,10 @@ void register_sandbox_verbs(CLI::App& app, GlobalOptions& g, Outcome& out) {
         for (const auto& ref : *rm_ids) {
             std::string id = s.store().resolve_id(ref);
             remove_sandbox(s.ctx(), id);
-            if (g.json) arr.push_back(id);
-            else print_line(id);
+            if (g.json)
+                arr.push_back(id);
+            else
+                print_line(id);
         }
         if (g.json) print_json({{"removed", arr}});
         out.exit_code = 0;
@@ -89,8 +100,10 @@ void register_sandbox_verbs(CLI::App& app, GlobalOptions& g, Outcome& out) {
     prune->callback([&g, &out] {
         Session s(g);
         auto removed = prune_sandboxes(s.ctx());
-        if (g.json) print_json({{"removed", removed}});
-        else for (const auto& id : removed) print_line(id);
+        if (g.json)
+            print_json({{"removed", removed}});
+        else
+            for (const auto& id : removed) print_line(id);
         out.exit_code = 0;
     });
 }

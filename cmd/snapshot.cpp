@@ -6,14 +6,17 @@
 namespace sandweave::cli {
 
 void register_snapshot(CLI::App& app, GlobalOptions& g, Outcome& out) {
-    auto* snap = app.add_subcommand("snapshot", "Filesystem and memory snapshots of running sandboxes");
+    auto* snap =
+        app.add_subcommand("snapshot", "Filesystem and memory snapshots of running sandboxes");
     snap->require_subcommand(1);
 
     auto* create = snap->add_subcommand(
-        "create", "Snapshot a running sandbox; prints the snapshot id (restore: create --from-snapshot)");
+        "create",
+        "Snapshot a running sandbox; prints the snapshot id (restore: create --from-snapshot)");
     auto req = std::make_shared<SnapshotRequest>();
     create->add_option("id", req->sandbox, "Sandbox id or name")->required();
-    create->add_option("--kind", req->kind, "fs, memory, or auto (fs when audit is on, else memory)")
+    create
+        ->add_option("--kind", req->kind, "fs, memory, or auto (fs when audit is on, else memory)")
         ->capture_default_str();
     create->add_option("--name", req->name, "A unique name for the snapshot");
     create->callback([&g, &out, req] {
@@ -23,9 +26,11 @@ void register_snapshot(CLI::App& app, GlobalOptions& g, Outcome& out) {
             print_json(to_json(r));
         } else {
             print_line(r.id);
-            std::fprintf(stderr, "%s snapshot of %s (%s)\n", to_string(r.kind).c_str(), r.source.c_str(),
-                         req->kind == "auto" ? (r.kind == SnapshotKind::fs ? "auto: audit is on" : "auto: audit is off")
-                                             : "as asked");
+            std::fprintf(
+                stderr, "%s snapshot of %s (%s)\n", to_string(r.kind).c_str(), r.source.c_str(),
+                req->kind == "auto"
+                    ? (r.kind == SnapshotKind::fs ? "auto: audit is on" : "auto: audit is off")
+                    : "as asked");
         }
         out.exit_code = 0;
     });
@@ -39,12 +44,14 @@ void register_snapshot(CLI::App& app, GlobalOptions& g, Outcome& out) {
             for (const auto& r : list) arr.push_back(to_json(r));
             print_json(arr);
         } else {
-            std::printf("%-18s %-12s %-7s %-16s %-9s %-8s %-6s %s\n", "ID", "NAME", "KIND", "SOURCE", "SIZE", "HIDEPID",
-                        "AUDIT", "CREATED");
+            std::printf("%-18s %-12s %-7s %-16s %-9s %-8s %-6s %s\n", "ID", "NAME", "KIND",
+                        "SOURCE", "SIZE", "HIDEPID", "AUDIT", "CREATED");
             for (const auto& r : list)
-                std::printf("%-18s %-12s %-7s %-16s %-9s %-8d %-6s %s\n", r.id.c_str(), r.name.empty() ? "-" : r.name.c_str(),
-                            to_string(r.kind).c_str(), r.source.c_str(), (std::to_string(r.bytes / 1024) + "KiB").c_str(),
-                            r.spec.runtime.hidepid, r.spec.runtime.audit ? "yes" : "no", r.created_at.c_str());
+                std::printf("%-18s %-12s %-7s %-16s %-9s %-8d %-6s %s\n", r.id.c_str(),
+                            r.name.empty() ? "-" : r.name.c_str(), to_string(r.kind).c_str(),
+                            r.source.c_str(), (std::to_string(r.bytes / 1024) + "KiB").c_str(),
+                            r.spec.runtime.hidepid, r.spec.runtime.audit ? "yes" : "no",
+                            r.created_at.c_str());
         }
         out.exit_code = 0;
     });

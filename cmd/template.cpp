@@ -7,7 +7,8 @@ namespace sandweave::cli {
 namespace {
 
 // The resolved document, one leaf per line with where it came from.
-void print_with_origins(const nlohmann::json& j, const std::string& ptr, const ResolvedTemplate& t, int indent) {
+void print_with_origins(const nlohmann::json& j, const std::string& ptr, const ResolvedTemplate& t,
+                        int indent) {
     for (const auto& [k, v] : j.items()) {
         std::string p = ptr + "/" + k;
         std::string pad(static_cast<std::size_t>(indent) * 2, ' ');
@@ -35,24 +36,30 @@ void register_template(CLI::App& app, GlobalOptions& g, Outcome& out) {
         if (g.json) {
             nlohmann::json arr = nlohmann::json::array();
             for (const auto& t : list)
-                arr.push_back({{"name", t.name}, {"file", t.file}, {"description", t.description}, {"builtin", t.builtin}});
+                arr.push_back({{"name", t.name},
+                               {"file", t.file},
+                               {"description", t.description},
+                               {"builtin", t.builtin}});
             print_json(arr);
         } else {
             std::printf("%-16s %-8s %s\n", "NAME", "SOURCE", "DESCRIPTION");
             for (const auto& t : list)
-                std::printf("%-16s %-8s %s\n", t.name.c_str(), t.builtin ? "builtin" : "user", t.description.c_str());
+                std::printf("%-16s %-8s %s\n", t.name.c_str(), t.builtin ? "builtin" : "user",
+                            t.description.c_str());
         }
         out.exit_code = 0;
     });
 
-    auto* show = tmpl->add_subcommand("show", "Print a template fully resolved, with where each value came from");
+    auto* show = tmpl->add_subcommand(
+        "show", "Print a template fully resolved, with where each value came from");
     auto show_ref = std::make_shared<std::string>();
     show->add_option("template", *show_ref, "Name, file or inline JSON/YAML")->required();
     show->callback([&g, &out, show_ref] {
         Session s(g);
         auto t = TemplateResolver::with_default_paths(s.store().root()).resolve(*show_ref);
         if (g.json) {
-            print_json({{"name", t.name}, {"chain", t.chain}, {"resolved", t.doc}, {"origin", t.origin}});
+            print_json(
+                {{"name", t.name}, {"chain", t.chain}, {"resolved", t.doc}, {"origin", t.origin}});
         } else {
             std::string chain;
             for (const auto& c : t.chain) chain += (chain.empty() ? "" : " -> ") + c;
@@ -62,14 +69,17 @@ void register_template(CLI::App& app, GlobalOptions& g, Outcome& out) {
         out.exit_code = 0;
     });
 
-    auto* validate = tmpl->add_subcommand("validate", "Check a template file and its extends chain");
+    auto* validate =
+        tmpl->add_subcommand("validate", "Check a template file and its extends chain");
     auto file = std::make_shared<std::string>();
     validate->add_option("file", *file, "Template file")->required();
     validate->callback([&g, &out, file] {
         Session s(g);
         auto t = TemplateResolver::with_default_paths(s.store().root()).validate_file(*file);
-        if (g.json) print_json({{"valid", true}, {"file", *file}, {"chain", t.chain}});
-        else print_line(*file + ": ok");
+        if (g.json)
+            print_json({{"valid", true}, {"file", *file}, {"chain", t.chain}});
+        else
+            print_line(*file + ": ok");
         out.exit_code = 0;
     });
 }

@@ -49,7 +49,9 @@ static int probe_hidepid(void) {
         int visible = stat("/proc/1", &st) == 0;
         int self_ok = stat("/proc/self/status", &st) == 0;
         printf("probe: as uid 1001 under hidepid=2, root's PID 1 %s\n",
-               listed || visible ? "is still visible" : self_ok ? "is hidden" : "is hidden but so is /proc/self");
+               listed || visible ? "is still visible"
+               : self_ok         ? "is hidden"
+                                 : "is hidden but so is /proc/self");
         fflush(stdout);
         _exit(!listed && !visible && self_ok ? 0 : 1);
     }

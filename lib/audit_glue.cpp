@@ -19,13 +19,16 @@ SandboxRecord audited_record(Context& ctx, const std::string& ref) {
     std::string id = ctx.store.resolve_id(ref);
     SandboxRecord r = ctx.store.load(id);
     if (!r.spec.runtime.audit)
-        throw Error(ErrorCode::usage, "sandbox " + id + " was created without audit (create it with --audit)");
+        throw Error(ErrorCode::usage,
+                    "sandbox " + id + " was created without audit (create it with --audit)");
     return r;
 }
 
 }  // namespace
 
-fs::path audit_dir(const StateStore& store, const std::string& id) { return store.sandbox_dir(id) / "audit"; }
+fs::path audit_dir(const StateStore& store, const std::string& id) {
+    return store.sandbox_dir(id) / "audit";
+}
 
 fs::path start_audit(Context& ctx, const SandboxRecord& r) {
     fs::path dir = audit_dir(ctx.store, r.id);
@@ -71,8 +74,9 @@ audit::Status export_audit(Context& ctx, const std::string& ref, const fs::path&
         Runsc runsc(ctx.runner, r.runsc, r.runsc_flags);
         dropped = sentry_dropped(runsc, r.id);
     }
-    return with_context("exporting the audit log of " + r.id,
-                        [&] { return audit::export_log(audit_dir(ctx.store, r.id), dest, dropped); });
+    return with_context("exporting the audit log of " + r.id, [&] {
+        return audit::export_log(audit_dir(ctx.store, r.id), dest, dropped);
+    });
 }
 
 audit::Status audit_status(Context& ctx, const std::string& ref) {

@@ -33,7 +33,8 @@ std::optional<std::uint64_t> sentry_dropped(Runsc& runsc, const std::string& id)
 audit::Status finish_audit(Context& ctx, const SandboxRecord& r, bool sandbox_running);
 
 // `audit export ID PATH`: flush barrier, atomic copy and sidecar.
-audit::Status export_audit(Context& ctx, const std::string& id_or_name, const std::filesystem::path& dest);
+audit::Status export_audit(Context& ctx, const std::string& id_or_name,
+                           const std::filesystem::path& dest);
 
 // `audit status ID`: the writer's live figures, no export.
 audit::Status audit_status(Context& ctx, const std::string& id_or_name);

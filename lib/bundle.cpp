@@ -22,22 +22,40 @@ std::vector<std::string> guest_env(const SandboxSpec& spec, const std::vector<st
 
 json build_oci_config(const BundleInput& in) {
     json proc_options = json::array();
-    if (in.spec.runtime.hidepid != 0) proc_options.push_back("hidepid=" + std::to_string(in.spec.runtime.hidepid));
+    if (in.spec.runtime.hidepid != 0)
+        proc_options.push_back("hidepid=" + std::to_string(in.spec.runtime.hidepid));
 
     json mounts = json::array({
         {{"destination", "/proc"}, {"type", "proc"}, {"source", "proc"}, {"options", proc_options}},
-        {{"destination", "/dev"}, {"type", "tmpfs"}, {"source", "tmpfs"}, {"options", {"nosuid", "strictatime", "mode=755", "size=65536k"}}},
-        {{"destination", "/dev/pts"}, {"type", "devpts"}, {"source", "devpts"}, {"options", {"nosuid", "noexec", "newinstance", "ptmxmode=0666", "mode=0620"}}},
-        {{"destination", "/dev/shm"}, {"type", "tmpfs"}, {"source", "shm"}, {"options", {"nosuid", "noexec", "nodev", "mode=1777", "size=65536k"}}},
-        {{"destination", "/sys"}, {"type", "sysfs"}, {"source", "sysfs"}, {"options", {"nosuid", "noexec", "nodev", "ro"}}},
-        {{"destination", guest_init_path}, {"type", "bind"}, {"source", in.init_binary.string()}, {"options", {"rbind", "ro"}}},
+        {{"destination", "/dev"},
+         {"type", "tmpfs"},
+         {"source", "tmpfs"},
+         {"options", {"nosuid", "strictatime", "mode=755", "size=65536k"}}},
+        {{"destination", "/dev/pts"},
+         {"type", "devpts"},
+         {"source", "devpts"},
+         {"options", {"nosuid", "noexec", "newinstance", "ptmxmode=0666", "mode=0620"}}},
+        {{"destination", "/dev/shm"},
+         {"type", "tmpfs"},
+         {"source", "shm"},
+         {"options", {"nosuid", "noexec", "nodev", "mode=1777", "size=65536k"}}},
+        {{"destination", "/sys"},
+         {"type", "sysfs"},
+         {"source", "sysfs"},
+         {"options", {"nosuid", "noexec", "nodev", "ro"}}},
+        {{"destination", guest_init_path},
+         {"type", "bind"},
+         {"source", in.init_binary.string()},
+         {"options", {"rbind", "ro"}}},
     });
 
     json resources = json::object();
     if (in.spec.resources.memory) resources["memory"] = {{"limit", *in.spec.resources.memory}};
     if (in.spec.resources.cpus) {
         const long period = 100000;
-        resources["cpu"] = {{"quota", static_cast<long>(std::lround(*in.spec.resources.cpus * period))}, {"period", period}};
+        resources["cpu"] = {
+            {"quota", static_cast<long>(std::lround(*in.spec.resources.cpus * period))},
+            {"period", period}};
     }
     if (in.spec.resources.pids) resources["pids"] = {{"limit", *in.spec.resources.pids}};
 
@@ -52,13 +70,18 @@ json build_oci_config(const BundleInput& in) {
           {"args", {guest_init_path}},
           {"env", guest_env(root_spec, {})},
           {"cwd", "/"},
-          {"capabilities", {{"bounding", init_caps}, {"effective", init_caps}, {"permitted", init_caps}}},
+          {"capabilities",
+           {{"bounding", init_caps}, {"effective", init_caps}, {"permitted", init_caps}}},
           {"noNewPrivileges", true}}},
         {"root", {{"path", in.rootfs.string()}, {"readonly", false}}},
         {"hostname", in.hostname},
         {"mounts", mounts},
         {"linux",
-         {{"namespaces", json::array({{{"type", "pid"}}, {{"type", "network"}}, {{"type", "ipc"}}, {{"type", "uts"}}, {{"type", "mount"}}})},
+         {{"namespaces", json::array({{{"type", "pid"}},
+                                      {{"type", "network"}},
+                                      {{"type", "ipc"}},
+                                      {{"type", "uts"}},
+                                      {{"type", "mount"}}})},
           {"resources", resources}}},
     };
 }

@@ -20,7 +20,9 @@ bool filesystem_known(const std::string& name) {
     std::ifstream in("/proc/filesystems");
     std::string line;
     while (std::getline(in, line))
-        if (line.size() >= name.size() && line.compare(line.size() - name.size(), name.size(), name) == 0) return true;
+        if (line.size() >= name.size() &&
+            line.compare(line.size() - name.size(), name.size(), name) == 0)
+            return true;
     return false;
 }
 
@@ -33,7 +35,8 @@ DoctorCheck overlay_check(const fs::path& state) {
     fs::path t = state / ("doctor-" + random_hex(6));
     try {
         for (const char* d : {"lower", "upper", "work", "merged"}) make_dirs(t / d, 0700);
-        std::string opts = "lowerdir=" + (t / "lower").string() + ",upperdir=" + (t / "upper").string() +
+        std::string opts = "lowerdir=" + (t / "lower").string() +
+                           ",upperdir=" + (t / "upper").string() +
                            ",workdir=" + (t / "work").string();
         if (::mount("overlay", (t / "merged").c_str(), "overlay", 0, opts.c_str()) == 0) {
             ::umount2((t / "merged").c_str(), MNT_DETACH);
@@ -68,20 +71,26 @@ std::vector<DoctorCheck> run_doctor(Context& ctx) {
 
     DoctorCheck patched{"patched runtime", ::access(patched_runsc_path, X_OK) == 0, false, ""};
     patched.detail = patched.ok ? std::string(patched_runsc_path)
-                                : std::string("not installed at ") + patched_runsc_path + " (runtime/build-runsc.sh)";
+                                : std::string("not installed at ") + patched_runsc_path +
+                                      " (runtime/build-runsc.sh)";
     out.push_back(patched);
 
-    DoctorCheck root{"root", ::geteuid() == 0, true, ::geteuid() == 0 ? "running as root" : "runsc and overlay mounts need root"};
+    DoctorCheck root{"root", ::geteuid() == 0, true,
+                     ::geteuid() == 0 ? "running as root" : "runsc and overlay mounts need root"};
     out.push_back(root);
 
-    DoctorCheck state{"state directory", ::access(ctx.store.root().c_str(), W_OK) == 0, true, ctx.store.root().string()};
+    DoctorCheck state{"state directory", ::access(ctx.store.root().c_str(), W_OK) == 0, true,
+                      ctx.store.root().string()};
     if (!state.ok) state.detail += ": not writable";
     out.push_back(state);
 
     out.push_back(overlay_check(ctx.store.root()));
 
     DoctorCheck cgroups{"cgroups", fs::exists("/sys/fs/cgroup"), false, ""};
-    cgroups.detail = fs::exists("/sys/fs/cgroup/cgroup.controllers") ? "cgroup v2" : fs::exists("/sys/fs/cgroup/memory") ? "cgroup v1" : "not mounted: resource limits unavailable";
+    cgroups.detail = fs::exists("/sys/fs/cgroup/cgroup.controllers") ? "cgroup v2"
+                     : fs::exists("/sys/fs/cgroup/memory")
+                         ? "cgroup v1"
+                         : "not mounted: resource limits unavailable";
     cgroups.ok = cgroups.ok && cgroups.detail.rfind("not", 0) != 0;
     out.push_back(cgroups);
 
@@ -104,8 +113,9 @@ std::vector<DoctorCheck> run_doctor(Context& ctx) {
         try {
             HidepidVerdict v = hidepid_support(ctx, *runsc_path);
             hidepid.ok = v.supported;
-            hidepid.detail = (v.supported ? "enforced by " : "NOT enforced by ") + runsc_path->string() + ": " +
-                             v.detail + (v.supported ? "" : " (--hidepid 1/2 will be refused)");
+            hidepid.detail = (v.supported ? "enforced by " : "NOT enforced by ") +
+                             runsc_path->string() + ": " + v.detail +
+                             (v.supported ? "" : " (--hidepid 1/2 will be refused)");
         } catch (const Error& e) {
             hidepid.detail = std::string("could not check: ") + e.what();
         }
@@ -113,11 +123,15 @@ std::vector<DoctorCheck> run_doctor(Context& ctx) {
     out.push_back(hidepid);
 
     DoctorCheck busybox{"busybox-static", fs::exists("/bin/busybox"), false, ""};
-    busybox.detail = busybox.ok ? "/bin/busybox (image base)" : "missing: image base cannot be built (apt-get install busybox-static)";
+    busybox.detail = busybox.ok
+                         ? "/bin/busybox (image base)"
+                         : "missing: image base cannot be built (apt-get install busybox-static)";
     out.push_back(busybox);
 
     DoctorCheck deboot{"debootstrap", ::access("/usr/sbin/debootstrap", X_OK) == 0, false, ""};
-    deboot.detail = deboot.ok ? "/usr/sbin/debootstrap (image coding)" : "missing: image coding cannot be built (apt-get install debootstrap)";
+    deboot.detail = deboot.ok
+                        ? "/usr/sbin/debootstrap (image coding)"
+                        : "missing: image coding cannot be built (apt-get install debootstrap)";
     out.push_back(deboot);
     return out;
 }

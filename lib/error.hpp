@@ -21,18 +21,16 @@ enum class ErrorCode {
 };
 
 class Error : public std::runtime_error {
-public:
+  public:
     Error(ErrorCode code, std::string message)
         : std::runtime_error(std::move(message)), code_(code) {}
 
     ErrorCode code() const { return code_; }
 
     // A copy of this error with `what_we_were_doing: ` in front of the message.
-    Error wrap(const std::string& context) const {
-        return Error(code_, context + ": " + what());
-    }
+    Error wrap(const std::string& context) const { return Error(code_, context + ": " + what()); }
 
-private:
+  private:
     ErrorCode code_;
 };
 

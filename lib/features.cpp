@@ -3,8 +3,8 @@
 #include <sys/stat.h>
 #include <unistd.h>
 
-#include <nlohmann/json.hpp>
 #include <openssl/sha.h>
+#include <nlohmann/json.hpp>
 
 #include "lib/bundle.hpp"
 #include "lib/error.hpp"
@@ -26,9 +26,9 @@ namespace {
 std::string runtime_key(const fs::path& runsc) {
     struct stat st {};
     if (::stat(runsc.c_str(), &st) != 0) throw_errno("stat " + runsc.string());
-    std::string id = runsc.string() + "|" + std::to_string(st.st_dev) + "|" + std::to_string(st.st_ino) + "|" +
-                     std::to_string(st.st_size) + "|" + std::to_string(st.st_mtim.tv_sec) + "." +
-                     std::to_string(st.st_mtim.tv_nsec);
+    std::string id = runsc.string() + "|" + std::to_string(st.st_dev) + "|" +
+                     std::to_string(st.st_ino) + "|" + std::to_string(st.st_size) + "|" +
+                     std::to_string(st.st_mtim.tv_sec) + "." + std::to_string(st.st_mtim.tv_nsec);
     unsigned char digest[SHA256_DIGEST_LENGTH];
     SHA256(reinterpret_cast<const unsigned char*>(id.data()), id.size(), digest);
     static const char hex[] = "0123456789abcdef";
@@ -59,10 +59,12 @@ HidepidVerdict probe_hidepid(Context& ctx, const fs::path& runsc_path) {
                                          {"permitted", {"CAP_SETUID", "CAP_SETGID"}}};
     write_file_atomic(dir / "bundle/config.json", config.dump(), 0600);
 
-    Runsc runsc(ctx.runner, runsc_path, Runsc::flags_for(dir / "runsc", "ptrace", "none", std::nullopt));
+    Runsc runsc(ctx.runner, runsc_path,
+                Runsc::flags_for(dir / "runsc", "ptrace", "none", std::nullopt));
     Command c;
     c.argv = {runsc_path.string()};
-    for (const auto& f : Runsc::flags_for(dir / "runsc", "ptrace", "none", std::nullopt)) c.argv.push_back(f);
+    for (const auto& f : Runsc::flags_for(dir / "runsc", "ptrace", "none", std::nullopt))
+        c.argv.push_back(f);
     for (const char* a : {"run", "--bundle"}) c.argv.push_back(a);
     c.argv.push_back((dir / "bundle").string());
     c.argv.push_back(id);
@@ -141,11 +143,14 @@ HidepidVerdict hidepid_support(Context& ctx, const fs::path& runsc) {
     fs::path file = cache_file(ctx, runsc);
     json j = load_cache(file);
     if (j.contains("hidepid") && j["hidepid"].is_object())
-        return HidepidVerdict{j["hidepid"].value("supported", false), j["hidepid"].value("detail", std::string()), true};
+        return HidepidVerdict{j["hidepid"].value("supported", false),
+                              j["hidepid"].value("detail", std::string()), true};
     log().info("checking that " + runsc.string() + " enforces hidepid (once per runtime)");
     HidepidVerdict v = probe_hidepid(ctx, runsc);
-    update_cache(ctx, file, runsc,
-                 {{"hidepid", {{"supported", v.supported}, {"detail", v.detail}, {"checked_at", now_rfc3339()}}}});
+    update_cache(
+        ctx, file, runsc,
+        {{"hidepid",
+          {{"supported", v.supported}, {"detail", v.detail}, {"checked_at", now_rfc3339()}}}});
     return v;
 }
 
@@ -155,29 +160,32 @@ audit::TraceMetadata trace_metadata(Context& ctx, const fs::path& runsc) {
     if (!j.contains("trace_metadata")) {
         auto r = Runsc(ctx.runner, runsc, {}).raw({"trace", "metadata"});
         if (!r.ok())
-            throw Error(ErrorCode::runtime, "audit refused: runtime " + runsc.string() +
-                                                " cannot list its trace points (runsc trace metadata: " +
-                                                r.describe() + ")");
+            throw Error(ErrorCode::runtime,
+                        "audit refused: runtime " + runsc.string() +
+                            " cannot list its trace points (runsc trace metadata: " + r.describe() +
+                            ")");
         update_cache(ctx, file, runsc, {{"trace_metadata", r.out}});
         j["trace_metadata"] = r.out;
     }
     try {
         return audit::parse_trace_metadata(j["trace_metadata"].get<std::string>());
     } catch (const Error& e) {
-        throw Error(ErrorCode::runtime, "audit refused: runtime " + runsc.string() + ": " + e.what());
+        throw Error(ErrorCode::runtime,
+                    "audit refused: runtime " + runsc.string() + ": " + e.what());
     }
 }
 
 void require_runtime_features(Context& ctx, const SandboxSpec& spec, const fs::path& runsc) {
     if (spec.runtime.platform == "kvm" && ::access("/dev/kvm", R_OK | W_OK) != 0)
-        throw Error(ErrorCode::runtime, "platform kvm refused: /dev/kvm is not available on this host (use ptrace)");
+        throw Error(ErrorCode::runtime,
+                    "platform kvm refused: /dev/kvm is not available on this host (use ptrace)");
     if (spec.runtime.hidepid != 0) {
         HidepidVerdict v = hidepid_support(ctx, runsc);
         if (!v.supported)
             throw Error(ErrorCode::runtime,
-                        "hidepid " + std::to_string(spec.runtime.hidepid) + " refused: runtime " + runsc.string() +
-                            " does not enforce hidepid in the guest's /proc (" + v.detail +
-                            "); use sandweave's patched runsc (runtime/build-runsc.sh)");
+                        "hidepid " + std::to_string(spec.runtime.hidepid) + " refused: runtime " +
+                            runsc.string() + " does not enforce hidepid in the guest's /proc (" +
+                            v.detail + "); use sandweave's patched runsc (runtime/build-runsc.sh)");
     }
     if (spec.runtime.audit) trace_metadata(ctx, runsc);
 }

@@ -32,6 +32,7 @@ std::string runtime_version(Context& ctx, const std::filesystem::path& runsc);
 // ErrorCode::runtime when the runtime has no runtime monitoring.
 audit::TraceMetadata trace_metadata(Context& ctx, const std::filesystem::path& runsc);
 
-void require_runtime_features(Context& ctx, const SandboxSpec& spec, const std::filesystem::path& runsc);
+void require_runtime_features(Context& ctx, const SandboxSpec& spec,
+                              const std::filesystem::path& runsc);
 
 }  // namespace sandweave

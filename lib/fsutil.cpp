@@ -93,7 +93,8 @@ void make_dirs(const fs::path& path, mode_t mode) {
     struct stat st {};
     if (::stat(path.c_str(), &st) == 0) {
         if (!S_ISDIR(st.st_mode))
-            throw Error(ErrorCode::general, "mkdir " + path.string() + ": exists and is not a directory");
+            throw Error(ErrorCode::general,
+                        "mkdir " + path.string() + ": exists and is not a directory");
         return;
     }
     if (path.has_parent_path() && path.parent_path() != path) make_dirs(path.parent_path(), mode);
@@ -132,7 +133,9 @@ FileLock FileLock::try_lock(const fs::path& lock_file, Mode mode) {
     return lock;
 }
 
-FileLock::FileLock(FileLock&& other) noexcept : fd_(other.fd_) { other.fd_ = -1; }
+FileLock::FileLock(FileLock&& other) noexcept : fd_(other.fd_) {
+    other.fd_ = -1;
+}
 
 FileLock::~FileLock() {
     if (fd_ >= 0) ::close(fd_);

@@ -34,7 +34,7 @@ void remove_tree(const fs::path& path);
 // An flock(2) on a lock file, released by the destructor (or by process exit, so
 // a crashed holder never wedges the next caller).
 class FileLock {
-public:
+  public:
     enum class Mode { shared, exclusive };
     FileLock(const fs::path& lock_file, Mode mode = Mode::exclusive);
     ~FileLock();
@@ -47,7 +47,7 @@ public:
     static FileLock try_lock(const fs::path& lock_file, Mode mode = Mode::exclusive);
     bool locked() const { return fd_ >= 0; }
 
-private:
+  private:
     FileLock() = default;
     int fd_ = -1;
 };

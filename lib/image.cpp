@@ -3,8 +3,8 @@
 #include <sys/stat.h>
 #include <unistd.h>
 
-#include <fstream>
 #include <algorithm>
+#include <fstream>
 #include <map>
 #include <optional>
 #include <regex>
@@ -29,8 +29,8 @@ void write_text(const fs::path& p, const std::string& text, mode_t mode = 0644) 
 
 // Directories and files every image has, whatever the recipe.
 void common_layout(const fs::path& rootfs) {
-    for (const char* d : {"bin", "sbin", "usr/bin", "usr/sbin", "etc", "proc", "sys", "dev", "tmp", "root",
-                          "home", "var/tmp", "run", ".sandweave"})
+    for (const char* d : {"bin", "sbin", "usr/bin", "usr/sbin", "etc", "proc", "sys", "dev", "tmp",
+                          "root", "home", "var/tmp", "run", ".sandweave"})
         make_dirs(rootfs / d, 0755);
     ::chmod((rootfs / "tmp").c_str(), 01777);
     ::chmod((rootfs / "var/tmp").c_str(), 01777);
@@ -72,7 +72,8 @@ std::string debian_mirror() {
             if (has("Types", "deb") && has("Suites", "bookworm") && has("Components", "main") &&
                 stanza["Enabled"] != "no")
                 for (const auto& u : words(stanza["URIs"]))
-                    if (!out && (u.rfind("http://", 0) == 0 || u.rfind("https://", 0) == 0)) out = u;
+                    if (!out && (u.rfind("http://", 0) == 0 || u.rfind("https://", 0) == 0))
+                        out = u;
             stanza.clear();
             return out;
         };
@@ -102,7 +103,8 @@ std::string debian_mirror() {
 std::uint64_t tree_bytes(const fs::path& p) {
     std::uint64_t total = 0;
     std::error_code ec;
-    for (auto it = fs::recursive_directory_iterator(p, fs::directory_options::skip_permission_denied, ec);
+    for (auto it =
+             fs::recursive_directory_iterator(p, fs::directory_options::skip_permission_denied, ec);
          it != fs::recursive_directory_iterator(); it.increment(ec)) {
         if (ec) break;
         if (it->is_regular_file(ec) && !it->is_symlink(ec)) total += it->file_size(ec);
@@ -112,9 +114,12 @@ std::uint64_t tree_bytes(const fs::path& p) {
 
 }  // namespace
 
-ImageStore::ImageStore(fs::path images_dir, CommandRunner& runner) : dir_(std::move(images_dir)), runner_(runner) {}
+ImageStore::ImageStore(fs::path images_dir, CommandRunner& runner)
+    : dir_(std::move(images_dir)), runner_(runner) {}
 
-std::vector<std::string> ImageStore::recipes() { return {"base", "coding"}; }
+std::vector<std::string> ImageStore::recipes() {
+    return {"base", "coding"};
+}
 
 std::optional<ImageInfo> ImageStore::find(const std::string& name) const {
     fs::path meta = dir_ / name / "image.json";
@@ -133,8 +138,8 @@ fs::path ImageStore::ensure(const std::string& name) {
 ImageInfo ImageStore::build(const std::string& name, bool force) {
     auto known = recipes();
     if (std::find(known.begin(), known.end(), name) == known.end())
-        throw Error(ErrorCode::not_found, "unknown image '" + name + "'" + did_you_mean(name, known) +
-                                              "; images: base, coding");
+        throw Error(ErrorCode::not_found, "unknown image '" + name + "'" +
+                                              did_you_mean(name, known) + "; images: base, coding");
     // One builder at a time per image; the others wait and then find it built.
     FileLock lock(dir_ / ("." + name + ".lock"));
     if (!force) {
@@ -144,12 +149,20 @@ ImageInfo ImageStore::build(const std::string& name, bool force) {
     make_dirs(tmp / "rootfs", 0755);
     try {
         log().info("building image '" + name + "'");
-        if (name == "base") build_base(tmp / "rootfs");
-        else build_coding(tmp / "rootfs");
+        if (name == "base")
+            build_base(tmp / "rootfs");
+        else
+            build_coding(tmp / "rootfs");
         common_layout(tmp / "rootfs");
-        ImageInfo info{name, name, now_rfc3339(), tree_bytes(tmp / "rootfs"), dir_ / name / "rootfs"};
+        ImageInfo info{name, name, now_rfc3339(), tree_bytes(tmp / "rootfs"),
+                       dir_ / name / "rootfs"};
         write_text(tmp / "image.json",
-                   json{{"name", name}, {"recipe", name}, {"built_at", info.built_at}, {"bytes", info.bytes}}.dump(2) + "\n",
+                   json{{"name", name},
+                        {"recipe", name},
+                        {"built_at", info.built_at},
+                        {"bytes", info.bytes}}
+                           .dump(2) +
+                       "\n",
                    0600);
         fs::path final_dir = dir_ / name;
         fs::path old = dir_ / (".old-" + name + "-" + random_hex(8));
@@ -172,7 +185,8 @@ void ImageStore::build_base(const fs::path& rootfs) {
     const fs::path busybox = "/bin/busybox";
     std::error_code ec;
     if (!fs::exists(busybox, ec))
-        throw Error(ErrorCode::runtime, "image base: /bin/busybox not found (apt-get install busybox-static)");
+        throw Error(ErrorCode::runtime,
+                    "image base: /bin/busybox not found (apt-get install busybox-static)");
     make_dirs(rootfs / "bin", 0755);
     fs::copy_file(busybox, rootfs / "bin/busybox", fs::copy_options::overwrite_existing);
     ::chmod((rootfs / "bin/busybox").c_str(), 0755);
@@ -193,8 +207,9 @@ void ImageStore::build_base(const fs::path& rootfs) {
         fs::create_symlink(target, link, ec);
     }
     make_dirs(rootfs / "etc", 0755);
-    write_text(rootfs / "etc/passwd",
-               "root:x:0:0:root:/root:/bin/sh\nnobody:x:65534:65534:nobody:/nonexistent:/bin/false\n");
+    write_text(
+        rootfs / "etc/passwd",
+        "root:x:0:0:root:/root:/bin/sh\nnobody:x:65534:65534:nobody:/nonexistent:/bin/false\n");
     write_text(rootfs / "etc/group", "root:x:0:\nnogroup:x:65534:\n");
     write_text(rootfs / "etc/hostname", "sandweave\n");
     write_text(rootfs / "etc/hosts", "127.0.0.1\tlocalhost\n::1\tlocalhost\n");
@@ -202,18 +217,25 @@ void ImageStore::build_base(const fs::path& rootfs) {
 
 void ImageStore::build_coding(const fs::path& rootfs) {
     if (::access("/usr/sbin/debootstrap", X_OK) != 0)
-        throw Error(ErrorCode::runtime, "image coding: debootstrap not found (apt-get install debootstrap)");
+        throw Error(ErrorCode::runtime,
+                    "image coding: debootstrap not found (apt-get install debootstrap)");
     std::string mirror = debian_mirror();
     log().info("debootstrap bookworm from " + mirror + " (a few minutes)");
     Command c;
-    c.argv = {"/usr/sbin/debootstrap", "--variant=minbase",
-              "--include=python3,git,procps,ca-certificates,less", "bookworm", rootfs.string(), mirror};
+    c.argv = {"/usr/sbin/debootstrap",
+              "--variant=minbase",
+              "--include=python3,git,procps,ca-certificates,less",
+              "bookworm",
+              rootfs.string(),
+              mirror};
     c.timeout = std::chrono::minutes(30);
     std::size_t lines = 0;
     auto progress = [&](const std::string& line) {
         ++lines;
-        if (line.rfind("I: ", 0) == 0) log().info("coding: " + line.substr(3));
-        else if (line.rfind("W: ", 0) == 0 || line.rfind("E: ", 0) == 0) log().warn("coding: " + line);
+        if (line.rfind("I: ", 0) == 0)
+            log().info("coding: " + line.substr(3));
+        else if (line.rfind("W: ", 0) == 0 || line.rfind("E: ", 0) == 0)
+            log().warn("coding: " + line);
     };
     c.on_out_line = progress;
     c.on_err_line = progress;

@@ -27,7 +27,7 @@ struct ImageInfo {
 };
 
 class ImageStore {
-public:
+  public:
     ImageStore(std::filesystem::path images_dir, CommandRunner& runner);
 
     static std::vector<std::string> recipes();
@@ -39,7 +39,7 @@ public:
     std::optional<ImageInfo> find(const std::string& name) const;
     void remove(const std::string& name);
 
-private:
+  private:
     void build_base(const std::filesystem::path& rootfs);
     void build_coding(const std::filesystem::path& rootfs);
 

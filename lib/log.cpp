@@ -6,7 +6,7 @@ namespace sandweave {
 namespace {
 
 class NullLogger final : public Logger {
-public:
+  public:
     void debug(const std::string&) override {}
     void info(const std::string&) override {}
     void warn(const std::string&) override {}
@@ -20,8 +20,12 @@ std::shared_ptr<Logger>& current() {
 
 }  // namespace
 
-Logger& log() { return *std::atomic_load(&current()); }
+Logger& log() {
+    return *std::atomic_load(&current());
+}
 
-void set_logger(std::shared_ptr<Logger> logger) { std::atomic_store(&current(), std::move(logger)); }
+void set_logger(std::shared_ptr<Logger> logger) {
+    std::atomic_store(&current(), std::move(logger));
+}
 
 }  // namespace sandweave

@@ -9,7 +9,7 @@
 namespace sandweave {
 
 class Logger {
-public:
+  public:
     virtual ~Logger() = default;
     virtual void debug(const std::string& msg) = 0;
     virtual void info(const std::string& msg) = 0;

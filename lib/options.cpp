@@ -47,12 +47,13 @@ SandboxSpec resolve_spec(const ResolvedTemplate& tmpl, const json* snapshot_sett
     s.origin["/image"] = tmpl_origin(tmpl, "/image");
 
     const json* rt_snap = snapshot_settings;
-    pick<int>(s.runtime.hidepid, "/runtime_options/hidepid", s, tmpl, rt_snap, snap_label, flags.hidepid,
-              [](const json& j) { return j.get<int>(); });
+    pick<int>(s.runtime.hidepid, "/runtime_options/hidepid", s, tmpl, rt_snap, snap_label,
+              flags.hidepid, [](const json& j) { return j.get<int>(); });
     pick<bool>(s.runtime.audit, "/runtime_options/audit", s, tmpl, rt_snap, snap_label, flags.audit,
                [](const json& j) { return j.get<bool>(); });
-    pick<std::uint64_t>(s.runtime.audit_max_bytes, "/runtime_options/audit_max_bytes", s, tmpl, rt_snap,
-                        snap_label, std::nullopt, [](const json& j) { return j.get<std::uint64_t>(); });
+    pick<std::uint64_t>(s.runtime.audit_max_bytes, "/runtime_options/audit_max_bytes", s, tmpl,
+                        rt_snap, snap_label, std::nullopt,
+                        [](const json& j) { return j.get<std::uint64_t>(); });
     pick<std::string>(s.runtime.platform, "/runtime_options/platform", s, tmpl, nullptr, snap_label,
                       std::nullopt, [](const json& j) { return j.get<std::string>(); });
     pick<std::string>(s.runtime.network, "/runtime_options/network", s, tmpl, nullptr, snap_label,
@@ -84,7 +85,8 @@ SandboxSpec resolve_spec(const ResolvedTemplate& tmpl, const json* snapshot_sett
         if (r.contains("cpus")) s.resources.cpus = r["cpus"].get<double>();
         if (r.contains("memory")) s.resources.memory = r["memory"].get<std::uint64_t>();
         if (r.contains("pids")) s.resources.pids = r["pids"].get<std::int64_t>();
-        for (const auto& [k, v] : r.items()) s.origin["/resources/" + k] = tmpl_origin(tmpl, "/resources/" + k);
+        for (const auto& [k, v] : r.items())
+            s.origin["/resources/" + k] = tmpl_origin(tmpl, "/resources/" + k);
     }
     return s;
 }

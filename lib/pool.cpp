@@ -33,7 +33,8 @@ fs::path pools_root(Context& ctx) {
 
 fs::path pool_dir(Context& ctx, const std::string& name) {
     if (!valid_pool_name(name))
-        throw Error(ErrorCode::usage, "invalid pool name '" + name + "': use letters, digits, '-', '_' or '.'");
+        throw Error(ErrorCode::usage,
+                    "invalid pool name '" + name + "': use letters, digits, '-', '_' or '.'");
     return pools_root(ctx) / name;
 }
 
@@ -98,9 +99,12 @@ PoolInfo info_from(const std::string& name, const json& j, const std::vector<San
     p.created_at = j.value("created_at", std::string());
     if (j.contains("last_error")) p.last_error = j["last_error"].get<std::string>();
     for (const auto& r : m) {
-        if (r.pool_state == "acquired") ++p.in_use;
-        else if (r.state == SandboxState::running) ++p.warm;
-        else if (r.state == SandboxState::creating) ++p.starting;
+        if (r.pool_state == "acquired")
+            ++p.in_use;
+        else if (r.state == SandboxState::running)
+            ++p.warm;
+        else if (r.state == SandboxState::creating)
+            ++p.starting;
     }
     return p;
 }
@@ -113,14 +117,17 @@ void set_last_error(Context& ctx, const std::string& name, const std::optional<s
     FileLock lock(pool_dir(ctx, name) / "lock");
     auto j = read_pool(ctx, name);
     if (!j) return;
-    if (err) (*j)["last_error"] = *err;
-    else j->erase("last_error");
+    if (err)
+        (*j)["last_error"] = *err;
+    else
+        j->erase("last_error");
     write_pool(ctx, name, *j);
 }
 
 void start_refill(Context& ctx, const std::string& name) {
     Command c;
-    c.argv = {self_exe().string(), pool_refill_verb, "--state-dir", ctx.store.root().string(), name};
+    c.argv = {self_exe().string(), pool_refill_verb, "--state-dir", ctx.store.root().string(),
+              name};
     if (ctx.runsc_flag) {
         c.argv.push_back("--runsc");
         c.argv.push_back(*ctx.runsc_flag);
@@ -139,7 +146,8 @@ std::optional<std::uint64_t> audit_position(Context& ctx, const SandboxRecord& r
         // The live status's durable prefix may lag what is already written;
         // the written position is the tighter cut between warm-up and episode.
         auto st = audit_status(ctx, r.id);
-        return std::max<std::uint64_t>(st.last_sequence, st.counters.value("written_sequence", std::uint64_t{0}));
+        return std::max<std::uint64_t>(st.last_sequence,
+                                       st.counters.value("written_sequence", std::uint64_t{0}));
     } catch (const Error& e) {
         log().warn("audit position of " + r.id + ": " + e.what());
         return std::nullopt;
@@ -149,20 +157,29 @@ std::optional<std::uint64_t> audit_position(Context& ctx, const SandboxRecord& r
 }  // namespace
 
 json to_json(const PoolInfo& p) {
-    json j{{"name", p.name},       {"size", p.size},         {"warm", p.warm},   {"in_use", p.in_use},
-           {"starting", p.starting}, {"options", p.request}, {"created_at", p.created_at}};
+    json j{{"name", p.name},
+           {"size", p.size},
+           {"warm", p.warm},
+           {"in_use", p.in_use},
+           {"starting", p.starting},
+           {"options", p.request},
+           {"created_at", p.created_at}};
     if (p.last_error) j["last_error"] = *p.last_error;
     return j;
 }
 
 PoolInfo create_pool(Context& ctx, const std::string& name, int size, const CreateRequest& req) {
-    if (size < 0 || size > 1000) throw Error(ErrorCode::usage, "--size " + std::to_string(size) + ": expected 0 to 1000");
+    if (size < 0 || size > 1000)
+        throw Error(ErrorCode::usage, "--size " + std::to_string(size) + ": expected 0 to 1000");
     fs::path dir = pool_dir(ctx, name);
     if (::mkdir(dir.c_str(), 0700) != 0) {
         if (errno == EEXIST) throw Error(ErrorCode::usage, "pool '" + name + "' already exists");
         throw_errno("create " + dir.string());
     }
-    json j{{"name", name}, {"size", size}, {"request", request_to_json(req)}, {"created_at", now_rfc3339()}};
+    json j{{"name", name},
+           {"size", size},
+           {"request", request_to_json(req)},
+           {"created_at", now_rfc3339()}};
     std::vector<std::string> made;
     try {
         write_pool(ctx, name, j);
@@ -170,7 +187,8 @@ PoolInfo create_pool(Context& ctx, const std::string& name, int size, const Crea
         member.template_given = req.template_given;
         for (int i = 0; i < size; ++i) {
             made.push_back(create_sandbox(ctx, member).id);
-            log().info("pool " + name + ": " + std::to_string(i + 1) + "/" + std::to_string(size) + " warm");
+            log().info("pool " + name + ": " + std::to_string(i + 1) + "/" + std::to_string(size) +
+                       " warm");
         }
     } catch (const Error& e) {
         // A pool whose sandboxes cannot start is reported, not left spinning.
@@ -195,7 +213,8 @@ SandboxRecord acquire_from_pool(Context& ctx, const std::string& name) {
             if (r.pool_state != "idle" || r.state != SandboxState::running) continue;
             auto sandbox_lock = ctx.store.lock(r.id);
             auto fresh = ctx.store.try_load(r.id);
-            if (!fresh || fresh->pool_state != "idle" || fresh->state != SandboxState::running) continue;
+            if (!fresh || fresh->pool_state != "idle" || fresh->state != SandboxState::running)
+                continue;
             fresh->pool_state = "acquired";
             fresh->acquired_at = now_rfc3339();
             ctx.store.save(*fresh);
@@ -254,7 +273,8 @@ PoolInfo pool_info(Context& ctx, const std::string& name) {
 }
 
 PoolInfo resize_pool(Context& ctx, const std::string& name, int size) {
-    if (size < 0 || size > 1000) throw Error(ErrorCode::usage, "size " + std::to_string(size) + ": expected 0 to 1000");
+    if (size < 0 || size > 1000)
+        throw Error(ErrorCode::usage, "size " + std::to_string(size) + ": expected 0 to 1000");
     std::vector<std::string> excess;
     require_pool(ctx, name);
     {
@@ -313,11 +333,14 @@ int pool_refill_main(Context& ctx, const std::string& name) {
         // Clear what an earlier, killed refill left half-made, so it neither
         // counts as starting nor leaks.
         for (const auto& r : m) {
-            if (r.pool_state == "acquired" || (!abandoned(ctx, r) && r.state != SandboxState::failed)) continue;
+            if (r.pool_state == "acquired" ||
+                (!abandoned(ctx, r) && r.state != SandboxState::failed))
+                continue;
             try {
                 remove_sandbox(ctx, r.id);
             } catch (const Error& e) {
-                log().warn("pool " + name + ": removing abandoned member " + r.id + ": " + e.what());
+                log().warn("pool " + name + ": removing abandoned member " + r.id + ": " +
+                           e.what());
             }
         }
         m = members(ctx, name);

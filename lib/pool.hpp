@@ -30,9 +30,9 @@ struct PoolInfo {
     nlohmann::json request;  // template, hidepid, audit, user, labels
     std::string created_at;
     std::optional<std::string> last_error;
-    int warm = 0;     // idle members that are running
-    int in_use = 0;   // acquired members that still exist
-    int starting = 0; // members being created
+    int warm = 0;      // idle members that are running
+    int in_use = 0;    // acquired members that still exist
+    int starting = 0;  // members being created
 };
 
 nlohmann::json to_json(const PoolInfo& p);

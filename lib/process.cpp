@@ -10,8 +10,8 @@
 #include <sys/wait.h>
 #include <unistd.h>
 
-#include <cerrno>
 #include <algorithm>
+#include <cerrno>
 #include <cstring>
 
 #include "lib/error.hpp"
@@ -24,7 +24,7 @@ namespace {
 using Clock = std::chrono::steady_clock;
 
 class Fd {
-public:
+  public:
     Fd() = default;
     explicit Fd(int fd) : fd_(fd) {}
     ~Fd() { reset(); }
@@ -47,7 +47,7 @@ public:
         fd_ = -1;
     }
 
-private:
+  private:
     int fd_ = -1;
 };
 
@@ -63,7 +63,7 @@ Pipe make_pipe() {
 
 // Everything a spawn needs that must outlive posix_spawn: the child's ends.
 struct ChildStdio {
-    Fd in, out, err;      // child's ends (dup2'ed onto 0/1/2)
+    Fd in, out, err;        // child's ends (dup2'ed onto 0/1/2)
     Fd out_read, err_read;  // our ends of capture pipes
 };
 
@@ -115,7 +115,8 @@ pid_t spawn(const Command& cmd, ChildStdio& stdio, bool new_session) {
     if (stdio.in.get() >= 0) posix_spawn_file_actions_adddup2(&fa, stdio.in.get(), 0);
     if (stdio.out.get() >= 0) posix_spawn_file_actions_adddup2(&fa, stdio.out.get(), 1);
     if (stdio.err.get() >= 0) posix_spawn_file_actions_adddup2(&fa, stdio.err.get(), 2);
-    for (const auto& [ours, theirs] : cmd.pass_fds) posix_spawn_file_actions_adddup2(&fa, ours, theirs);
+    for (const auto& [ours, theirs] : cmd.pass_fds)
+        posix_spawn_file_actions_adddup2(&fa, ours, theirs);
 
     // The child starts with default dispositions and an empty mask, whatever we
     // blocked for our signalfd.
@@ -182,7 +183,8 @@ Fd open_pidfd(pid_t pid) {
 
 int remaining_ms(const std::optional<Clock::time_point>& deadline) {
     if (!deadline) return -1;
-    auto ms = std::chrono::duration_cast<std::chrono::milliseconds>(*deadline - Clock::now()).count();
+    auto ms =
+        std::chrono::duration_cast<std::chrono::milliseconds>(*deadline - Clock::now()).count();
     return static_cast<int>(std::clamp<long long>(ms + 1, 0, 60000));
 }
 
@@ -278,9 +280,12 @@ bool relay_needed(int fd) {
 
 std::string CommandResult::describe() const {
     std::string s;
-    if (timed_out) s = "timed out";
-    else if (term_signal) s = std::string("killed by signal ") + strsignal(term_signal);
-    else s = "exit status " + std::to_string(exit_status);
+    if (timed_out)
+        s = "timed out";
+    else if (term_signal)
+        s = std::string("killed by signal ") + strsignal(term_signal);
+    else
+        s = "exit status " + std::to_string(exit_status);
     // The last non-empty line of stderr is usually the reason.
     std::string_view e = err;
     while (!e.empty() && (e.back() == '\n' || e.back() == ' ')) e.remove_suffix(1);
@@ -333,7 +338,8 @@ CommandResult LocalRunner::run_attached(const Command& cmd_in, const AttachOptio
             kill_at.reset();
         }
         int wait_ms = remaining_ms(kill_at ? kill_at : (r.timed_out ? std::nullopt : deadline));
-        pollfd pfds[4] = {{pidfd.get(), POLLIN, 0}, {sfd.get(), POLLIN, 0}, {-1, POLLIN, 0}, {-1, POLLIN, 0}};
+        pollfd pfds[4] = {
+            {pidfd.get(), POLLIN, 0}, {sfd.get(), POLLIN, 0}, {-1, POLLIN, 0}, {-1, POLLIN, 0}};
         pfds[2].fd = stdio.out_read.get();
         pfds[3].fd = stdio.err_read.get();
         int rc = ::poll(pfds, 4, wait_ms);
@@ -347,8 +353,10 @@ CommandResult LocalRunner::run_attached(const Command& cmd_in, const AttachOptio
             // A terminal's Ctrl-C (sent by the kernel) already reached a child in
             // our process group; only forward what it did not get.
             if (si.ssi_code == SI_KERNEL && !cmd.own_process_group) continue;
-            if (opts.forward_signal) opts.forward_signal(sig);
-            else ::kill(pid, sig);
+            if (opts.forward_signal)
+                opts.forward_signal(sig);
+            else
+                ::kill(pid, sig);
         }
     }
     // Drain what the child wrote before it exited; a guest process it left

@@ -76,13 +76,14 @@ struct LaunchResult {
 };
 
 class CommandRunner {
-public:
+  public:
     virtual ~CommandRunner() = default;
     // Runs a command that leaves long-lived processes behind (`runsc run
     // --detach`) under a supervisor that adopts and reaps them (lib/shim.hpp).
     // The command's fd 3 is an error log returned in the result; its stdout and
     // stderr (and those of what it leaves behind) go to console_log.
-    virtual LaunchResult launch_detached(const Command& cmd, const std::filesystem::path& console_log) = 0;
+    virtual LaunchResult launch_detached(const Command& cmd,
+                                         const std::filesystem::path& console_log) = 0;
     virtual CommandResult run(const Command& cmd) = 0;
     // Stdio inherited; SIGINT/SIGTERM/SIGHUP/SIGQUIT are forwarded to the child (or
     // to opts.forward_signal). With own_process_group unset, a terminal's Ctrl-C
@@ -91,8 +92,9 @@ public:
 };
 
 class LocalRunner final : public CommandRunner {
-public:
-    LaunchResult launch_detached(const Command& cmd, const std::filesystem::path& console_log) override;
+  public:
+    LaunchResult launch_detached(const Command& cmd,
+                                 const std::filesystem::path& console_log) override;
     CommandResult run(const Command& cmd) override;
     CommandResult run_attached(const Command& cmd, const AttachOptions& opts) override;
 };

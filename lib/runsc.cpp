@@ -6,8 +6,8 @@
 #include <unistd.h>
 
 #include <cstdlib>
-#include <sstream>
 #include <nlohmann/json.hpp>
+#include <sstream>
 
 #include "lib/error.hpp"
 #include "lib/fsutil.hpp"
@@ -19,7 +19,9 @@ using nlohmann::json;
 
 namespace {
 
-bool executable(const fs::path& p) { return ::access(p.c_str(), X_OK) == 0 && fs::is_regular_file(p); }
+bool executable(const fs::path& p) {
+    return ::access(p.c_str(), X_OK) == 0 && fs::is_regular_file(p);
+}
 
 std::optional<fs::path> on_path(const std::string& name) {
     const char* path = std::getenv("PATH");
@@ -42,12 +44,16 @@ std::optional<fs::path> on_path(const std::string& name) {
 json capabilities_for(const UserSpec& user) {
     std::vector<std::string> caps;
     if (user.uid == 0) {
-        caps = {"CAP_CHOWN",  "CAP_DAC_OVERRIDE", "CAP_FSETID",     "CAP_FOWNER",     "CAP_MKNOD",
-                "CAP_NET_RAW", "CAP_SETGID",      "CAP_SETUID",     "CAP_SETFCAP",    "CAP_SETPCAP",
-                "CAP_NET_BIND_SERVICE", "CAP_SYS_CHROOT", "CAP_KILL", "CAP_AUDIT_WRITE", "CAP_SYS_PTRACE"};
+        caps = {"CAP_CHOWN",   "CAP_DAC_OVERRIDE", "CAP_FSETID",           "CAP_FOWNER",
+                "CAP_MKNOD",   "CAP_NET_RAW",      "CAP_SETGID",           "CAP_SETUID",
+                "CAP_SETFCAP", "CAP_SETPCAP",      "CAP_NET_BIND_SERVICE", "CAP_SYS_CHROOT",
+                "CAP_KILL",    "CAP_AUDIT_WRITE",  "CAP_SYS_PTRACE"};
     }
-    return json{{"bounding", caps}, {"effective", caps}, {"inheritable", json::array()},
-                {"permitted", caps}, {"ambient", json::array()}};
+    return json{{"bounding", caps},
+                {"effective", caps},
+                {"inheritable", json::array()},
+                {"permitted", caps},
+                {"ambient", json::array()}};
 }
 
 std::string read_fd_all(int fd) {
@@ -71,7 +77,8 @@ std::optional<std::string> last_error_message(const std::string& log) {
         } catch (const json::exception&) {
             break;  // not JSON: keep what was understood so far
         }
-        if (j.is_object() && j.contains("msg") && j["msg"].is_string()) msg = j["msg"].get<std::string>();
+        if (j.is_object() && j.contains("msg") && j["msg"].is_string())
+            msg = j["msg"].get<std::string>();
     }
     return msg;
 }
@@ -81,11 +88,13 @@ std::optional<std::string> last_error_message(const std::string& log) {
 fs::path find_runsc(const std::optional<std::string>& flag) {
     auto check = [](const fs::path& p, const std::string& how) {
         if (!executable(p))
-            throw Error(ErrorCode::runtime, "runsc " + p.string() + " (from " + how + "): not an executable file");
+            throw Error(ErrorCode::runtime,
+                        "runsc " + p.string() + " (from " + how + "): not an executable file");
         return p;
     };
     if (flag && !flag->empty()) return check(*flag, "--runsc");
-    if (const char* env = std::getenv("SANDWEAVE_RUNSC"); env && *env) return check(env, "SANDWEAVE_RUNSC");
+    if (const char* env = std::getenv("SANDWEAVE_RUNSC"); env && *env)
+        return check(env, "SANDWEAVE_RUNSC");
     if (executable(patched_runsc_path)) return patched_runsc_path;
     if (auto p = on_path("runsc")) return *p;
     throw Error(ErrorCode::runtime,
@@ -97,9 +106,10 @@ Runsc::Runsc(CommandRunner& runner, fs::path binary, std::vector<std::string> gl
     : runner_(runner), binary_(std::move(binary)), flags_(std::move(global_flags)) {}
 
 std::vector<std::string> Runsc::flags_for(const fs::path& root, const std::string& platform,
-                                         const std::string& network,
-                                         const std::optional<fs::path>& pod_init_config) {
-    std::vector<std::string> f{"--root=" + root.string(), "--platform=" + platform, "--network=" + network};
+                                          const std::string& network,
+                                          const std::optional<fs::path>& pod_init_config) {
+    std::vector<std::string> f{"--root=" + root.string(), "--platform=" + platform,
+                               "--network=" + network};
     if (pod_init_config) f.push_back("--pod-init-config=" + pod_init_config->string());
     return f;
 }
@@ -107,7 +117,8 @@ std::vector<std::string> Runsc::flags_for(const fs::path& root, const std::strin
 std::vector<std::string> Runsc::argv(std::vector<std::string> args) const {
     std::vector<std::string> out{binary_.string()};
     out.insert(out.end(), flags_.begin(), flags_.end());
-    out.insert(out.end(), std::make_move_iterator(args.begin()), std::make_move_iterator(args.end()));
+    out.insert(out.end(), std::make_move_iterator(args.begin()),
+               std::make_move_iterator(args.end()));
     return out;
 }
 
@@ -130,21 +141,25 @@ CommandResult Runsc::raw(std::vector<std::string> args) {
 
 namespace {
 
-void launch_or_throw(CommandRunner& runner, Command c, const fs::path& console_log, const std::string& what) {
+void launch_or_throw(CommandRunner& runner, Command c, const fs::path& console_log,
+                     const std::string& what) {
     c.argv.insert(c.argv.begin() + 1, "--log-fd=3");
     c.timeout = std::chrono::seconds(60);
     LaunchResult r = runner.launch_detached(c, console_log);
     if (r.exit_status != 0) {
         auto msg = last_error_message(r.runtime_error);
         throw Error(ErrorCode::runtime,
-                    what + ": " + (msg ? *msg : r.runtime_error.empty() ? "exit status " + std::to_string(r.exit_status)
-                                                                        : r.runtime_error));
+                    what + ": " +
+                        (msg                       ? *msg
+                         : r.runtime_error.empty() ? "exit status " + std::to_string(r.exit_status)
+                                                   : r.runtime_error));
     }
 }
 
 }  // namespace
 
-void Runsc::run_detached(const std::string& id, const fs::path& bundle, const fs::path& console_log) {
+void Runsc::run_detached(const std::string& id, const fs::path& bundle,
+                         const fs::path& console_log) {
     Command c;
     c.argv = argv({"run", "--detach", "--bundle", bundle.string(), id});
     launch_or_throw(runner_, std::move(c), console_log, "runsc run");
@@ -153,12 +168,14 @@ void Runsc::run_detached(const std::string& id, const fs::path& bundle, const fs
 void Runsc::restore_detached(const std::string& id, const fs::path& bundle, const fs::path& image,
                              const fs::path& console_log) {
     Command c;
-    c.argv = argv({"restore", "--detach", "--image-path", image.string(), "--bundle", bundle.string(), id});
+    c.argv = argv(
+        {"restore", "--detach", "--image-path", image.string(), "--bundle", bundle.string(), id});
     launch_or_throw(runner_, std::move(c), console_log, "runsc restore");
 }
 
 Runsc::ExecResult Runsc::exec_attached(const std::string& id, const ExecRequest& req,
-                                       const fs::path& scratch_dir, const AttachOptions& attach_in) {
+                                       const fs::path& scratch_dir,
+                                       const AttachOptions& attach_in) {
     // The process spec is a private scratch file read once by runsc exec; it
     // needs no durability, so it is written without fsync.
     std::string tag = random_hex(8);
@@ -180,7 +197,8 @@ Runsc::ExecResult Runsc::exec_attached(const std::string& id, const ExecRequest&
         ssize_t n = ::write(fd, text.data(), text.size());
         int err = errno;
         ::close(fd);
-        if (n != static_cast<ssize_t>(text.size())) throw_errno("write " + process_file.string(), err);
+        if (n != static_cast<ssize_t>(text.size()))
+            throw_errno("write " + process_file.string(), err);
     }
     struct Cleanup {
         fs::path a, b;
@@ -194,7 +212,8 @@ Runsc::ExecResult Runsc::exec_attached(const std::string& id, const ExecRequest&
     int logfd = ::memfd_create("runsc-errors", MFD_CLOEXEC);
     if (logfd < 0) throw_errno("memfd_create");
     Command c;
-    c.argv = argv({"exec", "--process", process_file.string(), "--internal-pid-file", pid_file.string(), id});
+    c.argv = argv(
+        {"exec", "--process", process_file.string(), "--internal-pid-file", pid_file.string(), id});
     c.argv.insert(c.argv.begin() + 1, "--log-fd=3");
     c.pass_fds = {{logfd, 3}};
 
@@ -272,7 +291,8 @@ std::map<std::string, ContainerState> Runsc::list() {
         json j = json::parse(r.out.empty() ? "[]" : r.out);
         if (j.is_null()) return out;
         for (const auto& c : j)
-            out[c.value("id", std::string())] = ContainerState{c.value("status", std::string()), c.value("pid", 0)};
+            out[c.value("id", std::string())] =
+                ContainerState{c.value("status", std::string()), c.value("pid", 0)};
     } catch (const json::exception& e) {
         throw Error(ErrorCode::runtime, std::string("runsc list: unreadable output: ") + e.what());
     }

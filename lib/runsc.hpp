@@ -36,13 +36,14 @@ struct ExecRequest {
 };
 
 class Runsc {
-public:
-    Runsc(CommandRunner& runner, std::filesystem::path binary, std::vector<std::string> global_flags);
+  public:
+    Runsc(CommandRunner& runner, std::filesystem::path binary,
+          std::vector<std::string> global_flags);
 
     // The flags every call for a sandbox carries.
-    static std::vector<std::string> flags_for(const std::filesystem::path& root, const std::string& platform,
-                                              const std::string& network,
-                                              const std::optional<std::filesystem::path>& pod_init_config);
+    static std::vector<std::string> flags_for(
+        const std::filesystem::path& root, const std::string& platform, const std::string& network,
+        const std::optional<std::filesystem::path>& pod_init_config);
 
     const std::filesystem::path& binary() const { return binary_; }
     std::string version();  // first line of `runsc --version`
@@ -54,7 +55,8 @@ public:
 
     // `runsc restore --detach` of a checkpoint image into a new sandbox.
     void restore_detached(const std::string& id, const std::filesystem::path& bundle,
-                          const std::filesystem::path& image, const std::filesystem::path& console_log);
+                          const std::filesystem::path& image,
+                          const std::filesystem::path& console_log);
 
     // Runs a process in the sandbox attached to our stdio; returns its status.
     // Exit 127/126 when the program is missing / not executable (runsc's own
@@ -70,10 +72,10 @@ public:
     std::optional<ContainerState> state(const std::string& id);
     std::map<std::string, ContainerState> list();
     void kill(const std::string& id, int signal, std::optional<pid_t> guest_pid = std::nullopt);
-    void remove(const std::string& id, bool force);  // runsc delete
+    void remove(const std::string& id, bool force);    // runsc delete
     CommandResult raw(std::vector<std::string> args);  // any other subcommand, captured
 
-private:
+  private:
     std::vector<std::string> argv(std::vector<std::string> args) const;
 
     CommandRunner& runner_;

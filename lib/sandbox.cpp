@@ -39,11 +39,13 @@ bool is_mounted(const fs::path& p) {
     return false;
 }
 
-void mount_overlay(const fs::path& lower, const fs::path& upper, const fs::path& work, const fs::path& target) {
+void mount_overlay(const fs::path& lower, const fs::path& upper, const fs::path& work,
+                   const fs::path& target) {
     for (const auto& p : {lower, upper, work})
         if (p.string().find_first_of(",:") != std::string::npos)
             throw Error(ErrorCode::general, "overlay: path contains ',' or ':': " + p.string());
-    std::string opts = "lowerdir=" + lower.string() + ",upperdir=" + upper.string() + ",workdir=" + work.string();
+    std::string opts =
+        "lowerdir=" + lower.string() + ",upperdir=" + upper.string() + ",workdir=" + work.string();
     if (::mount("overlay", target.c_str(), "overlay", MS_NOSUID | MS_NODEV, opts.c_str()) != 0)
         throw_errno("mount overlay on " + target.string());
 }
@@ -101,7 +103,8 @@ void stop_runtime(Context& ctx, const SandboxRecord& r) {
     unmount_if_mounted(ctx.store.sandbox_dir(r.id) / "rootfs");
 }
 
-SandboxState live_state(const SandboxRecord& r, const std::map<std::string, ContainerState>& runtime,
+SandboxState live_state(const SandboxRecord& r,
+                        const std::map<std::string, ContainerState>& runtime,
                         const StateStore& store) {
     if (r.state == SandboxState::creating) {
         // The creator holds the lock for the whole create; a free lock means it died.
@@ -122,7 +125,8 @@ fs::path find_guest_init() {
     if (fs::is_regular_file(beside, ec)) return beside;
     fs::path installed = fs::path(SANDWEAVE_INSTALLED_LIBEXEC) / "sandweave-init";
     if (fs::is_regular_file(installed, ec)) return installed;
-    throw Error(ErrorCode::runtime, "guest init sandweave-init not found beside " + self_exe().string() +
+    throw Error(ErrorCode::runtime, "guest init sandweave-init not found beside " +
+                                        self_exe().string() +
                                         " or in " SANDWEAVE_INSTALLED_LIBEXEC);
 }
 
@@ -131,7 +135,9 @@ SandboxRecord create_sandbox(Context& ctx, const CreateRequest& req) {
     SandboxSpec spec;
     if (!req.from_snapshot.empty()) {
         if (req.template_given)
-            throw Error(ErrorCode::usage, "--template and --from-snapshot cannot be combined: a snapshot carries its settings");
+            throw Error(ErrorCode::usage,
+                        "--template and --from-snapshot cannot be combined: a snapshot carries its "
+                        "settings");
         snap = load_snapshot(ctx, req.from_snapshot);
         spec = spec_for_restore(*snap, req.flags);
     } else {
@@ -162,21 +168,29 @@ SandboxRecord create_sandbox(Context& ctx, const CreateRequest& req) {
         if (req.pool_acquired) r.acquired_at = now_rfc3339();
     }
     fs::path dir = ctx.store.sandbox_dir(r.id);
-    r.runsc_flags = Runsc::flags_for(ctx.store.runsc_root(), spec.runtime.platform, spec.runtime.network, std::nullopt);
+    r.runsc_flags = Runsc::flags_for(ctx.store.runsc_root(), spec.runtime.platform,
+                                     spec.runtime.network, std::nullopt);
 
     auto lock = ctx.store.lock(r.id);
     try {
         return with_context("creating sandbox " + r.id, [&] {
             ctx.store.save(r);
             fs::path lower = images.ensure(spec.image);
-            for (const char* sub : {"rootfs", "upper", "work", "bundle", "logs", "tmp"}) make_dirs(dir / sub, 0700);
+            for (const char* sub : {"rootfs", "upper", "work", "bundle", "logs", "tmp"})
+                make_dirs(dir / sub, 0700);
             ::chmod((dir / "upper").c_str(), 0755);
             if (snap) {
                 Command cp;
-                cp.argv = {"cp", "-a", "--reflink=auto", "--", (snapshot_dir(ctx, snap->id) / "layer/.").string(),
+                cp.argv = {"cp",
+                           "-a",
+                           "--reflink=auto",
+                           "--",
+                           (snapshot_dir(ctx, snap->id) / "layer/.").string(),
                            (dir / "upper").string()};
                 auto res = ctx.runner.run(cp);
-                if (!res.ok()) throw Error(ErrorCode::general, "restoring the snapshot's layer: " + res.describe());
+                if (!res.ok())
+                    throw Error(ErrorCode::general,
+                                "restoring the snapshot's layer: " + res.describe());
             }
             mount_overlay(lower, dir / "upper", dir / "work", dir / "rootfs");
 
@@ -193,7 +207,8 @@ SandboxRecord create_sandbox(Context& ctx, const CreateRequest& req) {
 
             Runsc runsc(ctx.runner, runsc_path, r.runsc_flags);
             if (memory_restore)
-                runsc.restore_detached(r.id, dir / "bundle", snapshot_dir(ctx, snap->id) / "checkpoint",
+                runsc.restore_detached(r.id, dir / "bundle",
+                                       snapshot_dir(ctx, snap->id) / "checkpoint",
                                        dir / "logs/console.log");
             else
                 runsc.run_detached(r.id, dir / "bundle", dir / "logs/console.log");
@@ -204,7 +219,8 @@ SandboxRecord create_sandbox(Context& ctx, const CreateRequest& req) {
     } catch (...) {
         try {
             stop_runtime(ctx, r);
-            if (spec.runtime.audit && fs::exists(audit_dir(ctx.store, r.id))) audit::finish(audit_dir(ctx.store, r.id), std::nullopt);
+            if (spec.runtime.audit && fs::exists(audit_dir(ctx.store, r.id)))
+                audit::finish(audit_dir(ctx.store, r.id), std::nullopt);
             ctx.store.release_name(r.name, r.id);
             remove_tree(dir);
         } catch (const std::exception& e) {
@@ -218,7 +234,8 @@ int run_in_sandbox(Context& ctx, const RunRequest& req) {
     std::string id = ctx.store.resolve_id(req.id);
     SandboxRecord r = ctx.store.load(id);
     if (r.state != SandboxState::running)
-        throw Error(ErrorCode::general, "sandbox " + id + " is not running (" + to_string(r.state) + ")");
+        throw Error(ErrorCode::general,
+                    "sandbox " + id + " is not running (" + to_string(r.state) + ")");
     ExecRequest ex;
     ex.argv = req.argv;
     ex.user = req.user.value_or(r.spec.user);
@@ -231,7 +248,8 @@ int run_in_sandbox(Context& ctx, const RunRequest& req) {
     Runsc runsc = runsc_for(ctx, r);
     auto res = runsc.exec_attached(id, ex, ctx.store.sandbox_dir(id) / "tmp", attach);
     if (res.timed_out) {
-        log().error("command timed out after " + std::to_string(req.timeout->count()) + " ms and was killed");
+        log().error("command timed out after " + std::to_string(req.timeout->count()) +
+                    " ms and was killed");
         return 124;
     }
     if (res.runtime_error && res.status == 125) {
@@ -239,13 +257,17 @@ int run_in_sandbox(Context& ctx, const RunRequest& req) {
         // runtime is gone (checked only now, off the fast path).
         auto st = runsc.state(id);
         if (!st || st->status != "running")
-            throw Error(ErrorCode::general, "sandbox " + id + " is not running (failed: its runtime is " +
+            throw Error(ErrorCode::general, "sandbox " + id +
+                                                " is not running (failed: its runtime is " +
                                                 (st ? st->status : std::string("gone")) + ")");
     }
     if (res.runtime_error) {
-        if (res.status == 127) log().error("command not found in sandbox " + id + ": " + req.argv[0]);
-        else if (res.status == 126) log().error("command not executable in sandbox " + id + ": " + req.argv[0]);
-        else log().error("runsc exec failed: " + *res.runtime_error);
+        if (res.status == 127)
+            log().error("command not found in sandbox " + id + ": " + req.argv[0]);
+        else if (res.status == 126)
+            log().error("command not executable in sandbox " + id + ": " + req.argv[0]);
+        else
+            log().error("runsc exec failed: " + *res.runtime_error);
     }
     return res.status;
 }
@@ -262,8 +284,8 @@ SandboxRecord terminate_sandbox(Context& ctx, const std::string& ref) {
             auto st = Runsc(ctx.runner, r.runsc, r.runsc_flags).state(id);
             auto status = finish_audit(ctx, r, st && st->status == "running");
             if (!status.complete)
-                log().warn("audit log of " + id + " is incomplete at terminate: " +
-                           nlohmann::json(status.reasons).dump());
+                log().warn("audit log of " + id +
+                           " is incomplete at terminate: " + nlohmann::json(status.reasons).dump());
         }
         stop_runtime(ctx, r);
     });
@@ -280,7 +302,8 @@ void remove_sandbox(Context& ctx, const std::string& ref) {
     with_context("removing sandbox " + id, [&] {
         stop_runtime(ctx, r);
         // Stop the writer (a no-op after terminate) before its directory goes.
-        if (r.spec.runtime.audit && fs::exists(audit_dir(ctx.store, id))) audit::finish(audit_dir(ctx.store, id), std::nullopt);
+        if (r.spec.runtime.audit && fs::exists(audit_dir(ctx.store, id)))
+            audit::finish(audit_dir(ctx.store, id), std::nullopt);
         fs::path dir = ctx.store.sandbox_dir(id);
         // The record goes first: from here on the sandbox no longer exists for
         // other sandweave processes, even if removing the files is interrupted.
@@ -298,7 +321,8 @@ std::vector<SandboxView> list_sandboxes(Context& ctx) {
                                     [](const auto& r) { return r.state == SandboxState::running; });
     if (need_runtime) {
         fs::path runsc_path = find_runsc(ctx.runsc_flag);
-        runtime = Runsc(ctx.runner, runsc_path, {"--root=" + ctx.store.runsc_root().string()}).list();
+        runtime =
+            Runsc(ctx.runner, runsc_path, {"--root=" + ctx.store.runsc_root().string()}).list();
     }
     std::vector<SandboxView> out;
     for (auto& r : records) {

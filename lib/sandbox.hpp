@@ -33,9 +33,9 @@ struct CreateRequest {
     bool template_given = false;  // --template was on the command line
     FlagOverrides flags;
     std::string name;
-    std::string from_snapshot;  // restore from this snapshot (id or name)
-    std::string pool;           // created as a member of this pool
-    bool pool_acquired = false; // ... and handed out at once (acquire on demand)
+    std::string from_snapshot;   // restore from this snapshot (id or name)
+    std::string pool;            // created as a member of this pool
+    bool pool_acquired = false;  // ... and handed out at once (acquire on demand)
 };
 
 SandboxRecord create_sandbox(Context& ctx, const CreateRequest& req);

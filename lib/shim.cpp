@@ -43,7 +43,8 @@ std::string read_all(int fd, std::size_t limit) {
 
 }  // namespace
 
-LaunchResult launch_under_shim(const std::vector<std::string>& runsc_argv, const std::filesystem::path& console_log,
+LaunchResult launch_under_shim(const std::vector<std::string>& runsc_argv,
+                               const std::filesystem::path& console_log,
                                std::chrono::milliseconds timeout) {
     int fds[2];
     if (::pipe2(fds, O_CLOEXEC) != 0) throw_errno("pipe");
@@ -68,7 +69,8 @@ LaunchResult launch_under_shim(const std::vector<std::string>& runsc_argv, const
     bool timed_out = false;
     auto deadline = std::chrono::steady_clock::now() + timeout;
     for (;;) {
-        auto left = std::chrono::duration_cast<std::chrono::milliseconds>(deadline - std::chrono::steady_clock::now());
+        auto left = std::chrono::duration_cast<std::chrono::milliseconds>(
+            deadline - std::chrono::steady_clock::now());
         if (left.count() <= 0) {
             timed_out = true;
             break;
@@ -97,7 +99,8 @@ LaunchResult launch_under_shim(const std::vector<std::string>& runsc_argv, const
     LaunchResult r;
     auto nl = report.find('\n');
     if (nl == std::string::npos) {
-        r.runtime_error = "the sandbox supervisor exited without a report (see " + console_log.string() + ")";
+        r.runtime_error =
+            "the sandbox supervisor exited without a report (see " + console_log.string() + ")";
         return r;
     }
     try {
@@ -150,8 +153,10 @@ int shim_main(const std::vector<std::string>& args) {
     }
 }
 
-LaunchResult LocalRunner::launch_detached(const Command& cmd, const std::filesystem::path& console_log) {
-    return launch_under_shim(cmd.argv, console_log, cmd.timeout.value_or(std::chrono::seconds(120)));
+LaunchResult LocalRunner::launch_detached(const Command& cmd,
+                                          const std::filesystem::path& console_log) {
+    return launch_under_shim(cmd.argv, console_log,
+                             cmd.timeout.value_or(std::chrono::seconds(120)));
 }
 
 }  // namespace sandweave

@@ -24,7 +24,8 @@ inline constexpr const char* shim_verb = "__shim";
 // Runs `argv` (a detaching runsc call such as `run --detach`) under a new shim;
 // stdout/stderr of runsc and the sandbox go to console_log. Gives up (and kills
 // the shim's session) after `timeout`.
-LaunchResult launch_under_shim(const std::vector<std::string>& argv, const std::filesystem::path& console_log,
+LaunchResult launch_under_shim(const std::vector<std::string>& argv,
+                               const std::filesystem::path& console_log,
                                std::chrono::milliseconds timeout);
 
 // Entry point of `sandweave __shim CONSOLE_LOG RUNSC ARGS...` (fd 3: status pipe).

@@ -25,8 +25,8 @@ fs::path snapshots_root(Context& ctx) {
 std::uint64_t tree_bytes(const fs::path& p) {
     std::uint64_t total = 0;
     std::error_code ec;
-    for (auto it = fs::recursive_directory_iterator(p, ec); it != fs::recursive_directory_iterator();
-         it.increment(ec)) {
+    for (auto it = fs::recursive_directory_iterator(p, ec);
+         it != fs::recursive_directory_iterator(); it.increment(ec)) {
         if (ec) break;
         if (it->is_regular_file(ec) && !it->is_symlink(ec)) total += it->file_size(ec);
     }
@@ -38,7 +38,8 @@ SnapshotRecord record_from_json(const json& j) {
     s.id = j.at("id").get<std::string>();
     s.name = j.value("name", std::string());
     std::string kind = j.at("kind").get<std::string>();
-    if (kind != "fs" && kind != "memory") throw Error(ErrorCode::general, "unknown snapshot kind '" + kind + "'");
+    if (kind != "fs" && kind != "memory")
+        throw Error(ErrorCode::general, "unknown snapshot kind '" + kind + "'");
     s.kind = kind == "fs" ? SnapshotKind::fs : SnapshotKind::memory;
     s.source = j.value("source", std::string());
     s.created_at = j.value("created_at", std::string());
@@ -66,7 +67,8 @@ SnapshotRecord read_and_verify(const fs::path& dir) {
     if (s.kind == SnapshotKind::memory) {
         auto size = fs::file_size(dir / "checkpoint/checkpoint.img", ec);
         if (ec || size == 0)
-            throw Error(ErrorCode::general, "snapshot " + s.id + " is corrupt: its checkpoint image is missing");
+            throw Error(ErrorCode::general,
+                        "snapshot " + s.id + " is corrupt: its checkpoint image is missing");
     }
     return s;
 }
@@ -100,12 +102,16 @@ void copy_tree(Context& ctx, const fs::path& from, const fs::path& to) {
     Command c;
     c.argv = {"cp", "-a", "--reflink=auto", "--", (from / ".").string(), to.string()};
     auto r = ctx.runner.run(c);
-    if (!r.ok()) throw Error(ErrorCode::general, "copy " + from.string() + " to " + to.string() + ": " + r.describe());
+    if (!r.ok())
+        throw Error(ErrorCode::general,
+                    "copy " + from.string() + " to " + to.string() + ": " + r.describe());
 }
 
 }  // namespace
 
-std::string to_string(SnapshotKind k) { return k == SnapshotKind::fs ? "fs" : "memory"; }
+std::string to_string(SnapshotKind k) {
+    return k == SnapshotKind::fs ? "fs" : "memory";
+}
 
 json to_json(const SnapshotRecord& s) {
     return json{{"id", s.id},
@@ -123,7 +129,9 @@ json to_json(const SnapshotRecord& s) {
                 {"runtime_version", s.runtime_version}};
 }
 
-fs::path snapshot_dir(Context& ctx, const std::string& id) { return snapshots_root(ctx) / id; }
+fs::path snapshot_dir(Context& ctx, const std::string& id) {
+    return snapshots_root(ctx) / id;
+}
 
 SnapshotRecord create_snapshot(Context& ctx, const SnapshotRequest& req) {
     if (req.kind != "fs" && req.kind != "memory" && req.kind != "auto")
@@ -134,17 +142,19 @@ SnapshotRecord create_snapshot(Context& ctx, const SnapshotRequest& req) {
     Runsc runsc(ctx.runner, r.runsc, r.runsc_flags);
     auto st = r.state == SandboxState::running ? runsc.state(id) : std::nullopt;
     if (!st || st->status != "running")
-        throw Error(ErrorCode::general, "snapshot: sandbox " + id + " is not running (" +
-                                            (r.state == SandboxState::running ? "failed" : to_string(r.state)) + ")");
+        throw Error(ErrorCode::general,
+                    "snapshot: sandbox " + id + " is not running (" +
+                        (r.state == SandboxState::running ? "failed" : to_string(r.state)) + ")");
 
-    SnapshotKind kind = req.kind == "fs"     ? SnapshotKind::fs
+    SnapshotKind kind = req.kind == "fs"       ? SnapshotKind::fs
                         : req.kind == "memory" ? SnapshotKind::memory
                         : r.spec.runtime.audit ? SnapshotKind::fs
                                                : SnapshotKind::memory;
     if (kind == SnapshotKind::memory && r.spec.runtime.audit)
-        throw Error(ErrorCode::usage, "snapshot: sandbox " + id +
-                                          " has audit on, which rejects memory snapshots (trace continuity "
-                                          "across a live restore is not supported); use --kind fs");
+        throw Error(ErrorCode::usage,
+                    "snapshot: sandbox " + id +
+                        " has audit on, which rejects memory snapshots (trace continuity "
+                        "across a live restore is not supported); use --kind fs");
 
     fs::path root = snapshots_root(ctx);
     sweep_abandoned(ctx, root);
@@ -153,7 +163,8 @@ SnapshotRecord create_snapshot(Context& ctx, const SnapshotRequest& req) {
     s.name = req.name;
     if (!s.name.empty()) {
         for (const auto& other : list_snapshots(ctx))
-            if (other.name == s.name) throw Error(ErrorCode::usage, "snapshot name '" + s.name + "' is already in use");
+            if (other.name == s.name)
+                throw Error(ErrorCode::usage, "snapshot name '" + s.name + "' is already in use");
     }
     s.kind = kind;
     s.source = id;
@@ -200,8 +211,9 @@ SnapshotRecord create_snapshot(Context& ctx, const SnapshotRequest& req) {
             Command restore;
             restore.argv = {r.runsc, "--log-fd=3"};
             restore.argv.insert(restore.argv.end(), r.runsc_flags.begin(), r.runsc_flags.end());
-            for (const auto& a : {std::string("restore"), std::string("--detach"), std::string("--image-path"),
-                                  (tmp / "checkpoint").string(), std::string("--bundle"), (sdir / "bundle").string(), id})
+            for (const auto& a : {std::string("restore"), std::string("--detach"),
+                                  std::string("--image-path"), (tmp / "checkpoint").string(),
+                                  std::string("--bundle"), (sdir / "bundle").string(), id})
                 restore.argv.push_back(a);
             restore.timeout = std::chrono::seconds(60);
             auto res = ctx.runner.launch_detached(restore, sdir / "logs/console.log");
@@ -209,8 +221,9 @@ SnapshotRecord create_snapshot(Context& ctx, const SnapshotRequest& req) {
                 r.state = SandboxState::failed;
                 r.error = "restore after memory snapshot failed: " + res.runtime_error;
                 ctx.store.save(r);
-                throw Error(ErrorCode::runtime, "sandbox " + id + " could not be resumed after its checkpoint: " +
-                                                    res.runtime_error);
+                throw Error(ErrorCode::runtime,
+                            "sandbox " + id +
+                                " could not be resumed after its checkpoint: " + res.runtime_error);
             }
             if (copy_error) throw *copy_error;
         }
@@ -244,7 +257,8 @@ std::vector<SnapshotRecord> list_snapshots(Context& ctx) {
             log().warn("skipping " + n + ": " + err.what());
         }
     }
-    std::sort(out.begin(), out.end(), [](const auto& a, const auto& b) { return a.created_at < b.created_at; });
+    std::sort(out.begin(), out.end(),
+              [](const auto& a, const auto& b) { return a.created_at < b.created_at; });
     return out;
 }
 
@@ -278,7 +292,8 @@ std::string remove_snapshot(Context& ctx, const std::string& ref) {
     std::string id;
     std::error_code ec;
     // A corrupt snapshot must still be removable: an exact id needs no reading.
-    if (!ref.empty() && ref.find('/') == std::string::npos && ref[0] != '.' && fs::is_directory(root / ref, ec)) {
+    if (!ref.empty() && ref.find('/') == std::string::npos && ref[0] != '.' &&
+        fs::is_directory(root / ref, ec)) {
         id = ref;
     } else {
         id = load_snapshot(ctx, ref).id;
@@ -292,22 +307,28 @@ std::string remove_snapshot(Context& ctx, const std::string& ref) {
 SandboxSpec spec_for_restore(const SnapshotRecord& snap, const FlagOverrides& flags) {
     if (snap.kind == SnapshotKind::memory) {
         if (flags.audit && *flags.audit)
-            throw Error(ErrorCode::usage, "snapshot " + snap.id +
-                                              " is a memory snapshot: audit rejects live restores (trace "
-                                              "continuity across a live restore is not supported)");
-        if (flags.hidepid && *flags.hidepid != snap.spec.runtime.hidepid)
             throw Error(ErrorCode::usage,
-                        "snapshot " + snap.id + " is a memory snapshot taken with hidepid " +
-                            std::to_string(snap.spec.runtime.hidepid) +
-                            "; a restore cannot change hidepid: use a fresh launch or a filesystem snapshot");
+                        "snapshot " + snap.id +
+                            " is a memory snapshot: audit rejects live restores (trace "
+                            "continuity across a live restore is not supported)");
+        if (flags.hidepid && *flags.hidepid != snap.spec.runtime.hidepid)
+            throw Error(ErrorCode::usage, "snapshot " + snap.id +
+                                              " is a memory snapshot taken with hidepid " +
+                                              std::to_string(snap.spec.runtime.hidepid) +
+                                              "; a restore cannot change hidepid: use a fresh "
+                                              "launch or a filesystem snapshot");
     }
     // The snapshot's own settings become the template layer; its hidepid and
     // audit form the snapshot layer, which only explicit flags override.
     ResolvedTemplate t;
     t.name = snap.spec.template_name;
     json doc = to_json(snap.spec);
-    t.doc = json{{"image", doc["image"]},         {"user", doc["user"]},           {"env", doc["env"]},
-                 {"cwd", doc["cwd"]},             {"labels", doc["labels"]},       {"resources", doc["resources"]},
+    t.doc = json{{"image", doc["image"]},
+                 {"user", doc["user"]},
+                 {"env", doc["env"]},
+                 {"cwd", doc["cwd"]},
+                 {"labels", doc["labels"]},
+                 {"resources", doc["resources"]},
                  {"runtime_options",
                   {{"audit_max_bytes", doc["runtime_options"]["audit_max_bytes"]},
                    {"platform", doc["runtime_options"]["platform"]},

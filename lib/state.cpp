@@ -32,10 +32,14 @@ bool valid_name(const std::string& n) {
 
 std::string to_string(SandboxState s) {
     switch (s) {
-        case SandboxState::creating: return "creating";
-        case SandboxState::running: return "running";
-        case SandboxState::stopped: return "stopped";
-        case SandboxState::failed: return "failed";
+        case SandboxState::creating:
+            return "creating";
+        case SandboxState::running:
+            return "running";
+        case SandboxState::stopped:
+            return "stopped";
+        case SandboxState::failed:
+            return "failed";
     }
     return "unknown";
 }
@@ -98,7 +102,8 @@ SandboxRecord record_from_json(const json& j) {
         r.pool = p.value("name", std::string());
         r.pool_state = p.value("state", std::string());
         if (p.contains("acquired_at")) r.acquired_at = p["acquired_at"].get<std::string>();
-        if (p.contains("acquired_audit_seq")) r.acquired_audit_seq = p["acquired_audit_seq"].get<std::uint64_t>();
+        if (p.contains("acquired_audit_seq"))
+            r.acquired_audit_seq = p["acquired_audit_seq"].get<std::uint64_t>();
     }
     return r;
 }
@@ -106,7 +111,8 @@ SandboxRecord record_from_json(const json& j) {
 fs::path StateStore::default_root() {
     if (const char* env = std::getenv("SANDWEAVE_STATE_DIR"); env && *env) return env;
     if (::geteuid() == 0) return "/var/lib/sandweave";
-    if (const char* xdg = std::getenv("XDG_STATE_HOME"); xdg && *xdg) return fs::path(xdg) / "sandweave";
+    if (const char* xdg = std::getenv("XDG_STATE_HOME"); xdg && *xdg)
+        return fs::path(xdg) / "sandweave";
     if (const char* home = std::getenv("HOME"); home && *home)
         return fs::path(home) / ".local/state/sandweave";
     return "/var/lib/sandweave";
@@ -123,7 +129,9 @@ StateStore::StateStore(fs::path root) : root_(std::move(root)) {
     });
 }
 
-fs::path StateStore::sandbox_dir(const std::string& id) const { return root_ / "sandboxes" / id; }
+fs::path StateStore::sandbox_dir(const std::string& id) const {
+    return root_ / "sandboxes" / id;
+}
 
 std::string StateStore::reserve(const std::string& name) {
     if (!name.empty() && !valid_name(name))
@@ -166,7 +174,8 @@ std::string StateStore::resolve_id(const std::string& ref) const {
     if (safe && fs::exists(sandbox_dir(ref) / "sandbox.json", ec)) return ref;
     if (safe) {
         auto target = fs::read_symlink(root_ / "names" / ref, ec);
-        if (!ec && fs::exists(sandbox_dir(target.string()) / "sandbox.json", ec)) return target.string();
+        if (!ec && fs::exists(sandbox_dir(target.string()) / "sandbox.json", ec))
+            return target.string();
     }
     if (safe && ref.size() >= 4) {
         std::vector<std::string> matches;
@@ -222,6 +231,8 @@ std::vector<SandboxRecord> StateStore::list() const {
     return out;
 }
 
-FileLock StateStore::lock(const std::string& id) const { return FileLock(sandbox_dir(id) / "lock"); }
+FileLock StateStore::lock(const std::string& id) const {
+    return FileLock(sandbox_dir(id) / "lock");
+}
 
 }  // namespace sandweave

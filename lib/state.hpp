@@ -40,9 +40,9 @@ struct SandboxRecord {
     std::optional<std::string> stopped_at;
     std::optional<std::string> error;  // why it failed
     SandboxSpec spec;
-    std::string runsc;                       // runtime binary used
-    std::string runtime_version;             // its `runsc --version` first line
-    std::vector<std::string> runsc_flags;    // global flags, identical on every call
+    std::string runsc;                     // runtime binary used
+    std::string runtime_version;           // its `runsc --version` first line
+    std::vector<std::string> runsc_flags;  // global flags, identical on every call
     std::optional<std::string> from_snapshot;
     // Pool membership: "idle" members wait warm; "acquired" ones belong to the
     // caller who acquired them, with the audit position at that moment so an
@@ -57,7 +57,7 @@ nlohmann::json to_json(const SandboxRecord& r);
 SandboxRecord record_from_json(const nlohmann::json& j);
 
 class StateStore {
-public:
+  public:
     // Creates the layout if needed; throws when the directory is not usable.
     explicit StateStore(std::filesystem::path root);
 
@@ -87,7 +87,7 @@ public:
 
     FileLock lock(const std::string& id) const;
 
-private:
+  private:
     std::filesystem::path root_;
 };
 

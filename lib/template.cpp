@@ -35,8 +35,12 @@ struct Where {
     throw Error(ErrorCode::usage, w.label + line + ": " + key + ": " + msg + w.chain);
 }
 
-std::string scalar_text(const YAML::Node& n) { return n.Scalar(); }
-bool is_plain(const YAML::Node& n) { return n.Tag() != "!"; }
+std::string scalar_text(const YAML::Node& n) {
+    return n.Scalar();
+}
+bool is_plain(const YAML::Node& n) {
+    return n.Tag() != "!";
+}
 
 std::string shown(const YAML::Node& n) {
     if (n.IsMap()) return "a map";
@@ -101,7 +105,8 @@ json as_positive_number(const YAML::Node& n, const Where& w, const std::string& 
 json as_positive_int(const YAML::Node& n, const Where& w, const std::string& key) {
     if (n.IsScalar() && is_plain(n)) {
         std::string s = scalar_text(n);
-        if (!s.empty() && s.size() < 10 && std::all_of(s.begin(), s.end(), ::isdigit) && std::stol(s) > 0)
+        if (!s.empty() && s.size() < 10 && std::all_of(s.begin(), s.end(), ::isdigit) &&
+            std::stol(s) > 0)
             return std::stol(s);
     }
     fail(w, n, key, "expected a positive integer, got " + shown(n));
@@ -109,12 +114,14 @@ json as_positive_int(const YAML::Node& n, const Where& w, const std::string& key
 
 Validator one_of(std::vector<std::string> allowed) {
     return [allowed](const YAML::Node& n, const Where& w, const std::string& key) -> json {
-        if (n.IsScalar() && std::find(allowed.begin(), allowed.end(), scalar_text(n)) != allowed.end())
+        if (n.IsScalar() &&
+            std::find(allowed.begin(), allowed.end(), scalar_text(n)) != allowed.end())
             return scalar_text(n);
         std::string list;
         for (const auto& a : allowed) list += (list.empty() ? "" : ", ") + a;
-        fail(w, n, key, "expected one of " + list + ", got " + shown(n) +
-                            (n.IsScalar() ? did_you_mean(scalar_text(n), allowed) : ""));
+        fail(w, n, key,
+             "expected one of " + list + ", got " + shown(n) +
+                 (n.IsScalar() ? did_you_mean(scalar_text(n), allowed) : ""));
     };
 }
 
@@ -124,7 +131,8 @@ json as_string_map(const YAML::Node& n, const Where& w, const std::string& key) 
     for (const auto& kv : n) {
         std::string k = kv.first.Scalar();
         if (k.empty()) fail(w, kv.first, key, "empty key");
-        if (!kv.second.IsScalar()) fail(w, kv.second, key + "." + k, "expected a string, got " + shown(kv.second));
+        if (!kv.second.IsScalar())
+            fail(w, kv.second, key + "." + k, "expected a string, got " + shown(kv.second));
         out[k] = scalar_text(kv.second);
     }
     return out;
@@ -132,15 +140,18 @@ json as_string_map(const YAML::Node& n, const Where& w, const std::string& key) 
 
 using Table = std::vector<std::pair<std::string, Validator>>;
 
-json validate_map(const YAML::Node& n, const Where& w, const std::string& prefix, const Table& table) {
-    if (!n.IsMap()) fail(w, n, prefix.empty() ? "template" : prefix, "expected a map, got " + shown(n));
+json validate_map(const YAML::Node& n, const Where& w, const std::string& prefix,
+                  const Table& table) {
+    if (!n.IsMap())
+        fail(w, n, prefix.empty() ? "template" : prefix, "expected a map, got " + shown(n));
     std::vector<std::string> names;
     for (const auto& [k, v] : table) names.push_back(k);
     json out = json::object();
     for (const auto& kv : n) {
         std::string k = kv.first.Scalar();
         std::string full = prefix.empty() ? k : prefix + "." + k;
-        auto it = std::find_if(table.begin(), table.end(), [&](const auto& e) { return e.first == k; });
+        auto it =
+            std::find_if(table.begin(), table.end(), [&](const auto& e) { return e.first == k; });
         if (it == table.end()) fail(w, kv.first, full, "unknown key" + did_you_mean(k, names));
         out[k] = it->second(kv.second, w, full);
     }
@@ -148,16 +159,15 @@ json validate_map(const YAML::Node& n, const Where& w, const std::string& prefix
 }
 
 json validate_resources(const YAML::Node& n, const Where& w, const std::string& key) {
-    static const Table table = {{"cpus", as_positive_number}, {"memory", as_size}, {"pids", as_positive_int}};
+    static const Table table = {
+        {"cpus", as_positive_number}, {"memory", as_size}, {"pids", as_positive_int}};
     return validate_map(n, w, key, table);
 }
 
 json validate_runtime_options(const YAML::Node& n, const Where& w, const std::string& key) {
     static const Table table = {
-        {"hidepid", as_hidepid},
-        {"audit", as_bool},
-        {"audit_max_bytes", as_size},
-        {"platform", one_of({"ptrace", "kvm"})},
+        {"hidepid", as_hidepid},       {"audit", as_bool},
+        {"audit_max_bytes", as_size},  {"platform", one_of({"ptrace", "kvm"})},
         {"network", one_of({"none"})},
     };
     return validate_map(n, w, key, table);
@@ -234,7 +244,8 @@ struct TemplateResolver::Loaded {
     YAML::Node root;
 };
 
-TemplateResolver::TemplateResolver(std::vector<fs::path> user_dirs, std::vector<fs::path> builtin_dirs)
+TemplateResolver::TemplateResolver(std::vector<fs::path> user_dirs,
+                                   std::vector<fs::path> builtin_dirs)
     : user_dirs_(std::move(user_dirs)), builtin_dirs_(std::move(builtin_dirs)) {}
 
 TemplateResolver TemplateResolver::with_default_paths(const fs::path& state_dir) {
@@ -256,7 +267,8 @@ TemplateResolver TemplateResolver::with_default_paths(const fs::path& state_dir)
     user.push_back(state_dir / "templates");
     std::vector<fs::path> builtin;
     std::error_code ec;
-    if (fs::is_directory(SANDWEAVE_SOURCE_TEMPLATES, ec)) builtin.emplace_back(SANDWEAVE_SOURCE_TEMPLATES);
+    if (fs::is_directory(SANDWEAVE_SOURCE_TEMPLATES, ec))
+        builtin.emplace_back(SANDWEAVE_SOURCE_TEMPLATES);
     builtin.emplace_back(SANDWEAVE_INSTALLED_TEMPLATES);
     return TemplateResolver(std::move(user), std::move(builtin));
 }
@@ -281,7 +293,7 @@ std::optional<fs::path> TemplateResolver::find_named(const std::string& name, bo
 }
 
 TemplateResolver::Loaded TemplateResolver::load_ref(const std::string& ref,
-                                                   const std::optional<fs::path>& base_dir) const {
+                                                    const std::optional<fs::path>& base_dir) const {
     Loaded l;
     std::string text;
     if (is_inline_template(ref)) {
@@ -303,9 +315,9 @@ TemplateResolver::Loaded TemplateResolver::load_ref(const std::string& ref,
             if (!found) {
                 std::vector<std::string> names;
                 for (const auto& t : list()) names.push_back(t.name);
-                throw Error(ErrorCode::not_found,
-                            "unknown template '" + ref + "'" + did_you_mean(ref, names) +
-                                "; `sandweave template ls` lists them");
+                throw Error(ErrorCode::not_found, "unknown template '" + ref + "'" +
+                                                      did_you_mean(ref, names) +
+                                                      "; `sandweave template ls` lists them");
             }
             file = *found;
             l.name = ref;
@@ -323,7 +335,8 @@ TemplateResolver::Loaded TemplateResolver::load_ref(const std::string& ref,
     return l;
 }
 
-ResolvedTemplate TemplateResolver::resolve_loaded(Loaded loaded, std::vector<std::string> chain) const {
+ResolvedTemplate TemplateResolver::resolve_loaded(Loaded loaded,
+                                                  std::vector<std::string> chain) const {
     chain.push_back(loaded.name);
     Where where{loaded.label, chain_text(chain)};
     if (chain.size() > max_extends_depth)
@@ -370,9 +383,10 @@ ResolvedTemplate TemplateResolver::resolve_loaded(Loaded loaded, std::vector<std
 ResolvedTemplate TemplateResolver::resolve(const std::string& ref) const {
     ResolvedTemplate r = resolve_loaded(load_ref(ref, std::nullopt), {});
     if (!r.doc.contains("image"))
-        throw Error(ErrorCode::usage, "template '" + r.name +
-                                          "': no image (set `image:` or extend a template that has one)" +
-                                          chain_text(r.chain));
+        throw Error(ErrorCode::usage,
+                    "template '" + r.name +
+                        "': no image (set `image:` or extend a template that has one)" +
+                        chain_text(r.chain));
     return r;
 }
 

@@ -36,7 +36,7 @@ struct TemplateInfo {
 };
 
 class TemplateResolver {
-public:
+  public:
     // user_dirs are searched before builtin_dirs; the first match wins.
     TemplateResolver(std::vector<std::filesystem::path> user_dirs,
                      std::vector<std::filesystem::path> builtin_dirs);
@@ -53,9 +53,10 @@ public:
 
     std::vector<TemplateInfo> list() const;
 
-private:
+  private:
     struct Loaded;
-    Loaded load_ref(const std::string& ref, const std::optional<std::filesystem::path>& base_dir) const;
+    Loaded load_ref(const std::string& ref,
+                    const std::optional<std::filesystem::path>& base_dir) const;
     ResolvedTemplate resolve_loaded(Loaded loaded, std::vector<std::string> chain) const;
     std::optional<std::filesystem::path> find_named(const std::string& name, bool* builtin) const;
 

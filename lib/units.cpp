@@ -48,16 +48,26 @@ std::optional<std::uint64_t> parse_size(std::string_view text) {
     if (!number || *number == 0) return std::nullopt;
     std::string unit = lower(text.substr(i));
     std::uint64_t mult = 0;
-    if (unit.empty() || unit == "b") mult = 1;
-    else if (unit == "k" || unit == "kib" || unit == "ki") mult = 1ull << 10;
-    else if (unit == "kb") mult = 1000ull;
-    else if (unit == "m" || unit == "mib" || unit == "mi") mult = 1ull << 20;
-    else if (unit == "mb") mult = 1000ull * 1000;
-    else if (unit == "g" || unit == "gib" || unit == "gi") mult = 1ull << 30;
-    else if (unit == "gb") mult = 1000ull * 1000 * 1000;
-    else if (unit == "t" || unit == "tib" || unit == "ti") mult = 1ull << 40;
-    else if (unit == "tb") mult = 1000ull * 1000 * 1000 * 1000;
-    else return std::nullopt;
+    if (unit.empty() || unit == "b")
+        mult = 1;
+    else if (unit == "k" || unit == "kib" || unit == "ki")
+        mult = 1ull << 10;
+    else if (unit == "kb")
+        mult = 1000ull;
+    else if (unit == "m" || unit == "mib" || unit == "mi")
+        mult = 1ull << 20;
+    else if (unit == "mb")
+        mult = 1000ull * 1000;
+    else if (unit == "g" || unit == "gib" || unit == "gi")
+        mult = 1ull << 30;
+    else if (unit == "gb")
+        mult = 1000ull * 1000 * 1000;
+    else if (unit == "t" || unit == "tib" || unit == "ti")
+        mult = 1ull << 40;
+    else if (unit == "tb")
+        mult = 1000ull * 1000 * 1000 * 1000;
+    else
+        return std::nullopt;
     if (*number > std::numeric_limits<std::uint64_t>::max() / mult) return std::nullopt;
     return *number * mult;
 }
@@ -72,7 +82,8 @@ std::optional<std::chrono::milliseconds> parse_duration(std::string_view text) {
     std::size_t i = 0;
     while (i < text.size()) {
         std::size_t start = i;
-        while (i < text.size() && (std::isdigit(static_cast<unsigned char>(text[i])) || text[i] == '.'))
+        while (i < text.size() &&
+               (std::isdigit(static_cast<unsigned char>(text[i])) || text[i] == '.'))
             ++i;
         if (start == i) return std::nullopt;
         std::string num(text.substr(start, i - start));
@@ -82,11 +93,16 @@ std::optional<std::chrono::milliseconds> parse_duration(std::string_view text) {
         while (i < text.size() && std::isalpha(static_cast<unsigned char>(text[i]))) ++i;
         std::string unit = lower(text.substr(ustart, i - ustart));
         long double mult;
-        if (unit == "ms") mult = 1;
-        else if (unit == "s") mult = 1000;
-        else if (unit == "m") mult = 60 * 1000;
-        else if (unit == "h") mult = 3600 * 1000;
-        else return std::nullopt;
+        if (unit == "ms")
+            mult = 1;
+        else if (unit == "s")
+            mult = 1000;
+        else if (unit == "m")
+            mult = 60 * 1000;
+        else if (unit == "h")
+            mult = 3600 * 1000;
+        else
+            return std::nullopt;
         total_ms += value * mult;
     }
     if (total_ms <= 0 || total_ms > 1e12L) return std::nullopt;
@@ -109,7 +125,8 @@ std::optional<UserSpec> parse_user(std::string_view text) {
     return spec;
 }
 
-std::optional<std::string> suggest(std::string_view word, const std::vector<std::string>& candidates) {
+std::optional<std::string> suggest(std::string_view word,
+                                   const std::vector<std::string>& candidates) {
     std::optional<std::string> best;
     std::size_t best_d = std::numeric_limits<std::size_t>::max();
     for (const auto& c : candidates) {

@@ -30,7 +30,8 @@ std::optional<UserSpec> parse_user(std::string_view text);
 
 // The candidate closest to `word` by edit distance, if it is close enough to be a
 // plausible typo.
-std::optional<std::string> suggest(std::string_view word, const std::vector<std::string>& candidates);
+std::optional<std::string> suggest(std::string_view word,
+                                   const std::vector<std::string>& candidates);
 
 // " (did you mean 'x'?)" or "".
 std::string did_you_mean(std::string_view word, const std::vector<std::string>& candidates);

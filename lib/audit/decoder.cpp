@@ -58,7 +58,8 @@ void RecordFormatter::mark_always(int schema, std::string_view field_name) {
     std::string key = "\"" + std::string(field_name) + "\":";
     for (Field& f : schemas_[static_cast<std::size_t>(schema)].fields) {
         if (f.key != key) continue;
-        if (f.repeated || f.kind == Kind::message || f.kind == Kind::string || f.kind == Kind::bytes)
+        if (f.repeated || f.kind == Kind::message || f.kind == Kind::string ||
+            f.kind == Kind::bytes)
             throw std::logic_error("audit schema: " + key + " is not a singular scalar");
         f.always = true;
         return;

@@ -59,8 +59,8 @@ class RecordFormatter {
         std::uint32_t number;
         Kind kind;
         bool repeated;
-        int message;      // index into schemas_ for Kind::message
-        std::string key;  // "\"name\":"
+        int message;          // index into schemas_ for Kind::message
+        std::string key;      // "\"name\":"
         bool always = false;  // scalar written as 0/false when absent
     };
     struct Schema {

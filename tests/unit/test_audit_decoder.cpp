@@ -129,7 +129,8 @@ TEST_CASE("audit decoder: raw syscall records name the sysno, keep pointer args 
     CHECK(d.json["point"] == "syscall/sysno/0/exit");
     CHECK(d.json["sysno"] == 0);
     CHECK(d.json["exit"] == nlohmann::json{{"result", 0}, {"errorno", 0}});
-    for (const char* a : {"arg1", "arg2", "arg3", "arg4", "arg5", "arg6"}) CHECK_MESSAGE(d.json[a] == 0, a);
+    for (const char* a : {"arg1", "arg2", "arg3", "arg4", "arg5", "arg6"})
+        CHECK_MESSAGE(d.json[a] == 0, a);
 
     w::RawSyscall enter;
     enter.set_sysno(12);

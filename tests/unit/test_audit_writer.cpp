@@ -425,8 +425,8 @@ TEST_CASE("audit offline: a dead writer's log is exported with writer_died") {
     CHECK(fin.dropped == 22);
     CHECK_FALSE(fin.complete);
     CHECK(has(fin.reasons, "writer_died"));
-    auto saved = state_from_json(
-        nlohmann::json::parse(sandweave::read_file(dir / "writer-state.json")));
+    auto saved =
+        state_from_json(nlohmann::json::parse(sandweave::read_file(dir / "writer-state.json")));
     CHECK(saved.runtime_dropped == 22);
     CHECK(saved.runtime_reported == std::optional<std::uint64_t>(22));
     CHECK(saved.writer_died);

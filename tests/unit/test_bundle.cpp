@@ -45,108 +45,111 @@ std::vector<std::string> proc_options(const json& config) {
 }  // namespace
 
 TEST_SUITE("bundle") {
+    TEST_CASE("/proc carries hidepid only when it is not 0") {
+        auto none = proc_options(build_oci_config(input(0)));
+        CHECK(std::none_of(none.begin(), none.end(),
+                           [](const std::string& o) { return o.rfind("hidepid", 0) == 0; }));
 
-TEST_CASE("/proc carries hidepid only when it is not 0") {
-    auto none = proc_options(build_oci_config(input(0)));
-    CHECK(std::none_of(none.begin(), none.end(), [](const std::string& o) { return o.rfind("hidepid", 0) == 0; }));
-
-    auto one = proc_options(build_oci_config(input(1)));
-    CHECK(std::count(one.begin(), one.end(), "hidepid=1") == 1);
-    auto two = proc_options(build_oci_config(input(2)));
-    CHECK(std::count(two.begin(), two.end(), "hidepid=2") == 1);
-    CHECK(std::count(two.begin(), two.end(), "hidepid=1") == 0);
-}
-
-TEST_CASE("PID 1 is the guest init, bind-mounted read-only from the host") {
-    json c = build_oci_config(input(0));
-    CHECK(c.at("process").at("args") == json::array({guest_init_path}));
-    CHECK(std::string(guest_init_path) == "/.sandweave/init");
-    const json* init = mount_at(c, guest_init_path);
-    REQUIRE(init != nullptr);
-    CHECK(init->at("type") == "bind");
-    CHECK(init->at("source") == "/usr/libexec/sandweave/sandweave-init");
-    CHECK(has(init->at("options"), "ro"));
-    CHECK((has(init->at("options"), "bind") || has(init->at("options"), "rbind")));
-    CHECK(c.at("process").at("user").at("uid") == 0);
-    CHECK(c.at("process").at("terminal") == false);
-}
-
-TEST_CASE("the root is the sandbox's overlay, writable; the guest has its own namespaces and no network") {
-    json c = build_oci_config(input(0));
-    CHECK(c.at("root").at("path") == "/var/lib/sandweave/sandboxes/sw-0123456789ab/rootfs");
-    CHECK(c.at("root").value("readonly", false) == false);
-    CHECK(c.at("hostname") == "sandweave");
-    std::vector<std::string> ns;
-    for (const auto& n : c.at("linux").at("namespaces")) ns.push_back(n.at("type"));
-    for (const char* want : {"pid", "network", "mount", "ipc", "uts"}) {
-        CAPTURE(want);
-        CHECK(std::count(ns.begin(), ns.end(), want) == 1);
+        auto one = proc_options(build_oci_config(input(1)));
+        CHECK(std::count(one.begin(), one.end(), "hidepid=1") == 1);
+        auto two = proc_options(build_oci_config(input(2)));
+        CHECK(std::count(two.begin(), two.end(), "hidepid=2") == 1);
+        CHECK(std::count(two.begin(), two.end(), "hidepid=1") == 0);
     }
-    CHECK(mount_at(c, "/dev") != nullptr);
-    CHECK(mount_at(c, "/sys") != nullptr);
-}
 
-TEST_CASE("resources become OCI limits only when set") {
-    json plain = build_oci_config(input(0));
-    CHECK(plain.at("linux").at("resources").empty());
+    TEST_CASE("PID 1 is the guest init, bind-mounted read-only from the host") {
+        json c = build_oci_config(input(0));
+        CHECK(c.at("process").at("args") == json::array({guest_init_path}));
+        CHECK(std::string(guest_init_path) == "/.sandweave/init");
+        const json* init = mount_at(c, guest_init_path);
+        REQUIRE(init != nullptr);
+        CHECK(init->at("type") == "bind");
+        CHECK(init->at("source") == "/usr/libexec/sandweave/sandweave-init");
+        CHECK(has(init->at("options"), "ro"));
+        CHECK((has(init->at("options"), "bind") || has(init->at("options"), "rbind")));
+        CHECK(c.at("process").at("user").at("uid") == 0);
+        CHECK(c.at("process").at("terminal") == false);
+    }
 
-    BundleInput in = input(0);
-    in.spec.resources.memory = 512ull << 20;
-    in.spec.resources.cpus = 1.5;
-    in.spec.resources.pids = 64;
-    json c = build_oci_config(in);
-    const json& r = c.at("linux").at("resources");
-    CHECK(r.at("memory").at("limit") == 512ull << 20);
-    CHECK(r.at("pids").at("limit") == 64);
-    CHECK(r.at("cpu").at("quota") == 150000);
-    CHECK(r.at("cpu").at("period") == 100000);
-}
+    TEST_CASE(
+        "the root is the sandbox's overlay, writable; the guest has its own namespaces and no "
+        "network") {
+        json c = build_oci_config(input(0));
+        CHECK(c.at("root").at("path") == "/var/lib/sandweave/sandboxes/sw-0123456789ab/rootfs");
+        CHECK(c.at("root").value("readonly", false) == false);
+        CHECK(c.at("hostname") == "sandweave");
+        std::vector<std::string> ns;
+        for (const auto& n : c.at("linux").at("namespaces")) ns.push_back(n.at("type"));
+        for (const char* want : {"pid", "network", "mount", "ipc", "uts"}) {
+            CAPTURE(want);
+            CHECK(std::count(ns.begin(), ns.end(), want) == 1);
+        }
+        CHECK(mount_at(c, "/dev") != nullptr);
+        CHECK(mount_at(c, "/sys") != nullptr);
+    }
 
-TEST_CASE("guest_env: PATH and HOME, then the template's env, then --env; later wins") {
-    SandboxSpec spec;
-    spec.user = UserSpec{0, 0};
-    spec.env = {{"LANG", "C.UTF-8"}, {"A", "template"}, {"HOME", "/home/agent"}};
-    auto env = guest_env(spec, {"A=flag", "B=two=parts", "EMPTY="});
-    auto value = [&](const std::string& key) -> std::optional<std::string> {
-        std::optional<std::string> v;
-        for (const auto& kv : env)
-            if (kv.rfind(key + "=", 0) == 0) {
-                CHECK_FALSE(v.has_value());  // each key at most once
-                v = kv.substr(key.size() + 1);
-            }
-        return v;
-    };
-    CHECK(value("PATH") == std::optional<std::string>(std::string(default_path_env).substr(5)));
-    CHECK(value("HOME") == std::optional<std::string>("/home/agent"));  // template beats the default
-    CHECK(value("LANG") == std::optional<std::string>("C.UTF-8"));
-    CHECK(value("A") == std::optional<std::string>("flag"));  // --env beats the template
-    CHECK(value("B") == std::optional<std::string>("two=parts"));
-    CHECK(value("EMPTY") == std::optional<std::string>(""));
+    TEST_CASE("resources become OCI limits only when set") {
+        json plain = build_oci_config(input(0));
+        CHECK(plain.at("linux").at("resources").empty());
 
-    auto path_override = guest_env(spec, {"PATH=/opt/bin"});
-    CHECK(std::count(path_override.begin(), path_override.end(), "PATH=/opt/bin") == 1);
-}
+        BundleInput in = input(0);
+        in.spec.resources.memory = 512ull << 20;
+        in.spec.resources.cpus = 1.5;
+        in.spec.resources.pids = 64;
+        json c = build_oci_config(in);
+        const json& r = c.at("linux").at("resources");
+        CHECK(r.at("memory").at("limit") == 512ull << 20);
+        CHECK(r.at("pids").at("limit") == 64);
+        CHECK(r.at("cpu").at("quota") == 150000);
+        CHECK(r.at("cpu").at("period") == 100000);
+    }
 
-TEST_CASE("guest_env: HOME defaults to /root for root and / for other users") {
-    SandboxSpec root;
-    root.user = UserSpec{0, 0};
-    auto r = guest_env(root, {});
-    CHECK(std::count(r.begin(), r.end(), "HOME=/root") == 1);
+    TEST_CASE("guest_env: PATH and HOME, then the template's env, then --env; later wins") {
+        SandboxSpec spec;
+        spec.user = UserSpec{0, 0};
+        spec.env = {{"LANG", "C.UTF-8"}, {"A", "template"}, {"HOME", "/home/agent"}};
+        auto env = guest_env(spec, {"A=flag", "B=two=parts", "EMPTY="});
+        auto value = [&](const std::string& key) -> std::optional<std::string> {
+            std::optional<std::string> v;
+            for (const auto& kv : env)
+                if (kv.rfind(key + "=", 0) == 0) {
+                    CHECK_FALSE(v.has_value());  // each key at most once
+                    v = kv.substr(key.size() + 1);
+                }
+            return v;
+        };
+        CHECK(value("PATH") == std::optional<std::string>(std::string(default_path_env).substr(5)));
+        CHECK(value("HOME") ==
+              std::optional<std::string>("/home/agent"));  // template beats the default
+        CHECK(value("LANG") == std::optional<std::string>("C.UTF-8"));
+        CHECK(value("A") == std::optional<std::string>("flag"));  // --env beats the template
+        CHECK(value("B") == std::optional<std::string>("two=parts"));
+        CHECK(value("EMPTY") == std::optional<std::string>(""));
 
-    SandboxSpec agent;
-    agent.user = UserSpec{1001, 1001};
-    auto a = guest_env(agent, {});
-    CHECK(std::count(a.begin(), a.end(), "HOME=/") == 1);
-}
+        auto path_override = guest_env(spec, {"PATH=/opt/bin"});
+        CHECK(std::count(path_override.begin(), path_override.end(), "PATH=/opt/bin") == 1);
+    }
 
-TEST_CASE("init runs with the template's env but as root with HOME=/root") {
-    BundleInput in = input(0);
-    in.spec.user = UserSpec{1001, 1001};
-    json c = build_oci_config(in);
-    const json& env = c.at("process").at("env");
-    CHECK(has(env, "LANG=C.UTF-8"));
-    CHECK(has(env, "HOME=/root"));
-    CHECK(has(env, default_path_env));
-}
+    TEST_CASE("guest_env: HOME defaults to /root for root and / for other users") {
+        SandboxSpec root;
+        root.user = UserSpec{0, 0};
+        auto r = guest_env(root, {});
+        CHECK(std::count(r.begin(), r.end(), "HOME=/root") == 1);
+
+        SandboxSpec agent;
+        agent.user = UserSpec{1001, 1001};
+        auto a = guest_env(agent, {});
+        CHECK(std::count(a.begin(), a.end(), "HOME=/") == 1);
+    }
+
+    TEST_CASE("init runs with the template's env but as root with HOME=/root") {
+        BundleInput in = input(0);
+        in.spec.user = UserSpec{1001, 1001};
+        json c = build_oci_config(in);
+        const json& env = c.at("process").at("env");
+        CHECK(has(env, "LANG=C.UTF-8"));
+        CHECK(has(env, "HOME=/root"));
+        CHECK(has(env, default_path_env));
+    }
 
 }  // TEST_SUITE

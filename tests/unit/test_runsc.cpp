@@ -26,7 +26,7 @@ namespace {
 
 // Records every command; answers from a script of results (default: success).
 class FakeRunner final : public CommandRunner {
-public:
+  public:
     struct Reply {
         CommandResult result;
         std::string log_fd_text;  // written to the fd passed as the child's fd 3
@@ -51,14 +51,17 @@ public:
     LaunchResult launch_detached(const Command& cmd, const fs::path& console_log) override {
         console_logs.push_back(console_log);
         std::string log;
-        if (!replies.empty()) std::swap(log, replies.front().log_fd_text);  // returned, not written to fd 3
+        if (!replies.empty())
+            std::swap(log, replies.front().log_fd_text);  // returned, not written to fd 3
         CommandResult r = answer(cmd, false);
         return LaunchResult{r.shell_status(), log};
     }
     CommandResult run(const Command& cmd) override { return answer(cmd, false); }
-    CommandResult run_attached(const Command& cmd, const AttachOptions&) override { return answer(cmd, true); }
+    CommandResult run_attached(const Command& cmd, const AttachOptions&) override {
+        return answer(cmd, true);
+    }
 
-private:
+  private:
     CommandResult answer(const Command& cmd, bool is_attached) {
         calls.push_back(cmd);
         attached.push_back(is_attached);
@@ -72,14 +75,16 @@ private:
         if (r.inspect) r.inspect(cmd);
         if (!r.log_fd_text.empty()) {
             for (const auto& [ours, theirs] : cmd.pass_fds)
-                if (theirs == 3) CHECK(::write(ours, r.log_fd_text.data(), r.log_fd_text.size()) ==
-                                       static_cast<ssize_t>(r.log_fd_text.size()));
+                if (theirs == 3)
+                    CHECK(::write(ours, r.log_fd_text.data(), r.log_fd_text.size()) ==
+                          static_cast<ssize_t>(r.log_fd_text.size()));
         }
         return r.result;
     }
 };
 
-const std::vector<std::string> global = {"--root=/state/runsc", "--platform=ptrace", "--network=none"};
+const std::vector<std::string> global = {"--root=/state/runsc", "--platform=ptrace",
+                                         "--network=none"};
 
 // The global flags appear, in order and contiguous, before the subcommand.
 bool carries_globals(const std::vector<std::string>& argv, const std::string& subcommand) {
@@ -90,7 +95,8 @@ bool carries_globals(const std::vector<std::string>& argv, const std::string& su
 }
 
 // The arguments after the subcommand.
-std::vector<std::string> after(const std::vector<std::string>& argv, const std::string& subcommand) {
+std::vector<std::string> after(const std::vector<std::string>& argv,
+                               const std::string& subcommand) {
     auto sub = std::find(argv.begin() + 1, argv.end(), subcommand);
     REQUIRE(sub != argv.end());
     return std::vector<std::string>(sub + 1, argv.end());
@@ -111,249 +117,266 @@ struct TempDir {
 
 // One line of runsc's --log-fd output, keys in runsc's order.
 std::string log_line(const std::string& msg, const std::string& level = "error") {
-    return "{\"msg\":" + json(msg).dump() + ",\"level\":\"" + level + "\",\"time\":\"2024-01-01T00:00:00.123Z\"}\n";
+    return "{\"msg\":" + json(msg).dump() + ",\"level\":\"" + level +
+           "\",\"time\":\"2024-01-01T00:00:00.123Z\"}\n";
 }
 
 }  // namespace
 
 TEST_SUITE("runsc") {
-
-TEST_CASE("flags_for: root, platform, network, and the pod init config only when given") {
-    CHECK(Runsc::flags_for("/state/runsc", "ptrace", "none", std::nullopt) == global);
-    auto with_audit = Runsc::flags_for("/state/runsc", "systrap", "none", fs::path("/state/sb/audit/pod-init.json"));
-    CHECK(with_audit == std::vector<std::string>{"--root=/state/runsc", "--platform=systrap", "--network=none",
-                                                 "--pod-init-config=/state/sb/audit/pod-init.json"});
-}
-
-TEST_CASE("every call carries the same global flags after the binary") {
-    FakeRunner fake;
-    TempDir t;
-    Runsc runsc(fake, "/opt/runsc", global);
-    fake.reply(0);                                                         // run
-    fake.reply(0, R"({"id":"sw-1","status":"running","pid":42})");         // state
-    fake.reply(0, "[]");                                                   // list
-    fake.reply(0);                                                         // kill
-    fake.reply(0);                                                         // delete
-    fake.reply(0);                                                         // exec
-    runsc.run_detached("sw-1", t.path / "bundle", t.path / "console.log");
-    runsc.state("sw-1");
-    runsc.list();
-    runsc.kill("sw-1", SIGTERM);
-    runsc.remove("sw-1", true);
-    runsc.exec_attached("sw-1", ExecRequest{{"true"}, {}, "/", {}}, t.path, AttachOptions{});
-
-    REQUIRE(fake.calls.size() == 6u);
-    const char* subs[] = {"run", "state", "list", "kill", "delete", "exec"};
-    for (std::size_t i = 0; i < fake.calls.size(); ++i) {
-        const auto& argv = fake.calls[i].argv;
-        CAPTURE(subs[i]);
-        CHECK(argv.at(0) == "/opt/runsc");
-        CHECK(carries_globals(argv, subs[i]));
+    TEST_CASE("flags_for: root, platform, network, and the pod init config only when given") {
+        CHECK(Runsc::flags_for("/state/runsc", "ptrace", "none", std::nullopt) == global);
+        auto with_audit = Runsc::flags_for("/state/runsc", "systrap", "none",
+                                           fs::path("/state/sb/audit/pod-init.json"));
+        CHECK(with_audit == std::vector<std::string>{
+                                "--root=/state/runsc", "--platform=systrap", "--network=none",
+                                "--pod-init-config=/state/sb/audit/pod-init.json"});
     }
-}
 
-TEST_CASE("run --detach: bundle and id, runsc output to the console log, errors from --log-fd") {
-    FakeRunner fake;
-    TempDir t;
-    Runsc runsc(fake, "/opt/runsc", global);
-    runsc.run_detached("sw-abc", t.path / "bundle", t.path / "console.log");
-    REQUIRE(fake.calls.size() == 1u);
-    const Command& c = fake.calls[0];
-    CHECK(after(c.argv, "run") == std::vector<std::string>{"--detach", "--bundle", (t.path / "bundle").string(), "sw-abc"});
-    // Launched detached (under the shim), runsc's and the sandbox's output to the
-    // console log, runsc's own errors on fd 3; bounded in time.
-    REQUIRE(fake.console_logs.size() == 1u);
-    CHECK(fake.console_logs[0] == t.path / "console.log");
-    CHECK(std::count(c.argv.begin(), c.argv.end(), "--log-fd=3") == 1);
-    CHECK(c.timeout.has_value());
+    TEST_CASE("every call carries the same global flags after the binary") {
+        FakeRunner fake;
+        TempDir t;
+        Runsc runsc(fake, "/opt/runsc", global);
+        fake.reply(0);                                                  // run
+        fake.reply(0, R"({"id":"sw-1","status":"running","pid":42})");  // state
+        fake.reply(0, "[]");                                            // list
+        fake.reply(0);                                                  // kill
+        fake.reply(0);                                                  // delete
+        fake.reply(0);                                                  // exec
+        runsc.run_detached("sw-1", t.path / "bundle", t.path / "console.log");
+        runsc.state("sw-1");
+        runsc.list();
+        runsc.kill("sw-1", SIGTERM);
+        runsc.remove("sw-1", true);
+        runsc.exec_attached("sw-1", ExecRequest{{"true"}, {}, "/", {}}, t.path, AttachOptions{});
 
-    fake.reply(1, "", log_line("starting container: creating sandbox: boom"));
-    try {
+        REQUIRE(fake.calls.size() == 6u);
+        const char* subs[] = {"run", "state", "list", "kill", "delete", "exec"};
+        for (std::size_t i = 0; i < fake.calls.size(); ++i) {
+            const auto& argv = fake.calls[i].argv;
+            CAPTURE(subs[i]);
+            CHECK(argv.at(0) == "/opt/runsc");
+            CHECK(carries_globals(argv, subs[i]));
+        }
+    }
+
+    TEST_CASE(
+        "run --detach: bundle and id, runsc output to the console log, errors from --log-fd") {
+        FakeRunner fake;
+        TempDir t;
+        Runsc runsc(fake, "/opt/runsc", global);
         runsc.run_detached("sw-abc", t.path / "bundle", t.path / "console.log");
-        FAIL("a failed runsc run did not throw");
-    } catch (const Error& e) {
-        CHECK(e.code() == ErrorCode::runtime);
-        CHECK(std::string(e.what()).find("boom") != std::string::npos);
-    }
-}
+        REQUIRE(fake.calls.size() == 1u);
+        const Command& c = fake.calls[0];
+        CHECK(after(c.argv, "run") == std::vector<std::string>{"--detach", "--bundle",
+                                                               (t.path / "bundle").string(),
+                                                               "sw-abc"});
+        // Launched detached (under the shim), runsc's and the sandbox's output to the
+        // console log, runsc's own errors on fd 3; bounded in time.
+        REQUIRE(fake.console_logs.size() == 1u);
+        CHECK(fake.console_logs[0] == t.path / "console.log");
+        CHECK(std::count(c.argv.begin(), c.argv.end(), "--log-fd=3") == 1);
+        CHECK(c.timeout.has_value());
 
-TEST_CASE("state: parsed from JSON; a missing container is nullopt; garbage is an error") {
-    FakeRunner fake;
-    Runsc runsc(fake, "/opt/runsc", global);
-    fake.reply(0, R"({"ociVersion":"1.0.2-dev","id":"sw-1","status":"running","pid":4565,"bundle":"/b",
+        fake.reply(1, "", log_line("starting container: creating sandbox: boom"));
+        try {
+            runsc.run_detached("sw-abc", t.path / "bundle", t.path / "console.log");
+            FAIL("a failed runsc run did not throw");
+        } catch (const Error& e) {
+            CHECK(e.code() == ErrorCode::runtime);
+            CHECK(std::string(e.what()).find("boom") != std::string::npos);
+        }
+    }
+
+    TEST_CASE("state: parsed from JSON; a missing container is nullopt; garbage is an error") {
+        FakeRunner fake;
+        Runsc runsc(fake, "/opt/runsc", global);
+        fake.reply(
+            0, R"({"ociVersion":"1.0.2-dev","id":"sw-1","status":"running","pid":4565,"bundle":"/b",
                       "rootfs":"/r","created":"2024-01-01T00:00:00Z","owner":""})");
-    auto st = runsc.state("sw-1");
-    REQUIRE(st);
-    CHECK(st->status == "running");
-    CHECK(st->pid == 4565);
-    CHECK(after(fake.calls[0].argv, "state") == std::vector<std::string>{"sw-1"});
+        auto st = runsc.state("sw-1");
+        REQUIRE(st);
+        CHECK(st->status == "running");
+        CHECK(st->pid == 4565);
+        CHECK(after(fake.calls[0].argv, "state") == std::vector<std::string>{"sw-1"});
 
-    fake.reply(1, "", "");
-    CHECK_FALSE(runsc.state("sw-gone").has_value());
+        fake.reply(1, "", "");
+        CHECK_FALSE(runsc.state("sw-gone").has_value());
 
-    fake.reply(0, "container is running, pid 12");
-    CHECK_THROWS_AS(runsc.state("sw-1"), Error);
-}
-
-TEST_CASE("list: --format=json parsed into id -> state; null and empty mean none") {
-    FakeRunner fake;
-    Runsc runsc(fake, "/opt/runsc", global);
-    fake.reply(0, R"([{"id":"sw-a","status":"running","pid":10},{"id":"sw-b","status":"stopped","pid":0}])");
-    auto l = runsc.list();
-    CHECK(after(fake.calls[0].argv, "list") == std::vector<std::string>{"--format=json"});
-    REQUIRE(l.size() == 2u);
-    CHECK(l.at("sw-a").status == "running");
-    CHECK(l.at("sw-a").pid == 10);
-    CHECK(l.at("sw-b").status == "stopped");
-
-    fake.reply(0, "null");
-    CHECK(runsc.list().empty());
-    fake.reply(0, "");
-    CHECK(runsc.list().empty());
-    fake.reply(0, "ID PID STATUS\nsw-a 10 running\n");
-    CHECK_THROWS_AS(runsc.list(), Error);
-    fake.reply(2, "");
-    CHECK_THROWS_AS(runsc.list(), Error);
-}
-
-TEST_CASE("kill and delete arguments") {
-    FakeRunner fake;
-    Runsc runsc(fake, "/opt/runsc", global);
-    runsc.kill("sw-1", SIGKILL, 42);
-    runsc.kill("sw-1", SIGTERM);
-    runsc.remove("sw-1", true);
-    runsc.remove("sw-1", false);
-    REQUIRE(fake.calls.size() == 4u);
-    CHECK(after(fake.calls[0].argv, "kill") == std::vector<std::string>{"--pid=42", "sw-1", "9"});
-    CHECK(after(fake.calls[1].argv, "kill") == std::vector<std::string>{"sw-1", "15"});
-    CHECK(after(fake.calls[2].argv, "delete") == std::vector<std::string>{"--force", "sw-1"});
-    CHECK(after(fake.calls[3].argv, "delete") == std::vector<std::string>{"sw-1"});
-
-    fake.reply(1);
-    CHECK_THROWS_AS(runsc.kill("sw-1", SIGTERM), Error);
-    fake.reply(1);
-    CHECK_THROWS_AS(runsc.remove("sw-1", true), Error);
-}
-
-TEST_CASE("exec: a process spec with the user, cwd, env and argv; attached; cleaned up after") {
-    FakeRunner fake;
-    TempDir t;
-    Runsc runsc(fake, "/opt/runsc", global);
-    json seen;
-    FakeRunner::Reply r;
-    r.result.exit_status = 7;
-    r.inspect = [&](const Command& c) {
-        auto args = after(c.argv, "exec");
-        auto p = std::find(args.begin(), args.end(), "--process");
-        REQUIRE(p != args.end());
-        seen = json::parse(read_file(*(p + 1)));
-        CHECK(args.back() == "sw-1");
-    };
-    fake.replies.push_back(r);
-    ExecRequest req{{"sh", "-c", "echo $A"}, UserSpec{1001, 1002}, "/tmp", {"A=1", "PATH=/bin"}};
-    auto res = runsc.exec_attached("sw-1", req, t.path, AttachOptions{});
-    CHECK(res.status == 7);
-    CHECK_FALSE(res.timed_out);
-    CHECK_FALSE(res.runtime_error.has_value());
-    REQUIRE(fake.attached.size() == 1u);
-    CHECK(fake.attached[0]);
-
-    CHECK(seen.at("args") == json::array({"sh", "-c", "echo $A"}));
-    CHECK(seen.at("user").at("uid") == 1001);
-    CHECK(seen.at("user").at("gid") == 1002);
-    CHECK(seen.at("cwd") == "/tmp");
-    CHECK(seen.at("env") == json::array({"A=1", "PATH=/bin"}));
-    CHECK(seen.at("terminal") == false);
-    // A non-root user gets no capabilities and cannot gain privileges.
-    CHECK(seen.at("capabilities").at("effective").empty());
-    CHECK(seen.at("capabilities").at("bounding").empty());
-    CHECK(seen.at("noNewPrivileges") == true);
-    // The process file does not outlive the call.
-    CHECK(fs::is_empty(t.path));
-}
-
-TEST_CASE("exec as root keeps Docker's default capabilities") {
-    FakeRunner fake;
-    TempDir t;
-    Runsc runsc(fake, "/opt/runsc", global);
-    json seen;
-    FakeRunner::Reply r;
-    r.result.exit_status = 0;
-    r.inspect = [&](const Command& c) {
-        auto args = after(c.argv, "exec");
-        seen = json::parse(read_file(*(std::find(args.begin(), args.end(), "--process") + 1)));
-    };
-    fake.replies.push_back(r);
-    runsc.exec_attached("sw-1", ExecRequest{{"id"}, UserSpec{0, 0}, "/", {}}, t.path, AttachOptions{});
-    const json& caps = seen.at("capabilities").at("effective");
-    CHECK(std::find(caps.begin(), caps.end(), "CAP_CHOWN") != caps.end());
-    CHECK(std::find(caps.begin(), caps.end(), "CAP_SYS_ADMIN") == caps.end());
-}
-
-TEST_CASE("exec status: runsc's own failures become 127 / 126 / 125, a signal 128+N") {
-    FakeRunner fake;
-    TempDir t;
-    Runsc runsc(fake, "/opt/runsc", global);
-    ExecRequest req{{"nosuch"}, {}, "/", {}};
-
-    fake.reply(128, "", log_line("executing processes for container: executing command \"nosuch\" in sandbox: "
-                                 "error finding executable \"nosuch\" in PATH [/bin]: no such file or directory"));
-    auto missing = runsc.exec_attached("sw-1", req, t.path, AttachOptions{});
-    CHECK(missing.status == 127);
-    REQUIRE(missing.runtime_error);
-    CHECK(missing.runtime_error->find("nosuch") != std::string::npos);
-
-    fake.reply(128, "", log_line("executing command \"/etc/passwd\": permission denied"));
-    CHECK(runsc.exec_attached("sw-1", req, t.path, AttachOptions{}).status == 126);
-
-    // The last error wins over earlier log lines.
-    fake.reply(128, "", log_line("debug chatter", "debug") + log_line("something else broke"));
-    auto other = runsc.exec_attached("sw-1", req, t.path, AttachOptions{});
-    CHECK(other.status == 125);
-    CHECK(other.runtime_error == std::optional<std::string>("something else broke"));
-
-    // A message with braces in it is still read whole (JSON parsed per line, not scraped).
-    fake.reply(128, "", log_line("invalid process spec {\"args\": []}: no such file or directory"));
-    auto braces = runsc.exec_attached("sw-1", req, t.path, AttachOptions{});
-    CHECK(braces.status == 127);
-    CHECK(braces.runtime_error == std::optional<std::string>("invalid process spec {\"args\": []}: no such file or directory"));
-
-    // The command itself exiting 128 (no runsc error in the log) is passed through.
-    fake.reply(128);
-    auto own = runsc.exec_attached("sw-1", req, t.path, AttachOptions{});
-    CHECK(own.status == 128);
-    CHECK_FALSE(own.runtime_error.has_value());
-
-    FakeRunner::Reply sig;
-    sig.result.term_signal = SIGKILL;
-    fake.replies.push_back(sig);
-    CHECK(runsc.exec_attached("sw-1", req, t.path, AttachOptions{}).status == 137);
-}
-
-TEST_CASE("find_runsc: an explicit runsc that is not executable is a runtime error (exit 5)") {
-    try {
-        find_runsc(std::string("/nonexistent/runsc"));
-        FAIL("find_runsc accepted a missing binary");
-    } catch (const Error& e) {
-        CHECK(e.code() == ErrorCode::runtime);
-        CHECK(std::string(e.what()).find("/nonexistent/runsc") != std::string::npos);
+        fake.reply(0, "container is running, pid 12");
+        CHECK_THROWS_AS(runsc.state("sw-1"), Error);
     }
-    CHECK_THROWS_AS(find_runsc(std::string("/etc/passwd")), Error);
-}
 
-TEST_CASE("version is the first line of runsc --version, without global flags") {
-    FakeRunner fake;
-    Runsc runsc(fake, "/opt/runsc", global);
-    fake.reply(0, "runsc version 0.0~20221219.0\nspec: 1.0.2-dev\n");
-    CHECK(runsc.version() == "runsc version 0.0~20221219.0");
-    CHECK(fake.calls[0].argv == std::vector<std::string>{"/opt/runsc", "--version"});
-    fake.reply(1);
-    try {
-        runsc.version();
-        FAIL("a failing --version did not throw");
-    } catch (const Error& e) {
-        CHECK(e.code() == ErrorCode::runtime);
+    TEST_CASE("list: --format=json parsed into id -> state; null and empty mean none") {
+        FakeRunner fake;
+        Runsc runsc(fake, "/opt/runsc", global);
+        fake.reply(
+            0,
+            R"([{"id":"sw-a","status":"running","pid":10},{"id":"sw-b","status":"stopped","pid":0}])");
+        auto l = runsc.list();
+        CHECK(after(fake.calls[0].argv, "list") == std::vector<std::string>{"--format=json"});
+        REQUIRE(l.size() == 2u);
+        CHECK(l.at("sw-a").status == "running");
+        CHECK(l.at("sw-a").pid == 10);
+        CHECK(l.at("sw-b").status == "stopped");
+
+        fake.reply(0, "null");
+        CHECK(runsc.list().empty());
+        fake.reply(0, "");
+        CHECK(runsc.list().empty());
+        fake.reply(0, "ID PID STATUS\nsw-a 10 running\n");
+        CHECK_THROWS_AS(runsc.list(), Error);
+        fake.reply(2, "");
+        CHECK_THROWS_AS(runsc.list(), Error);
     }
-}
+
+    TEST_CASE("kill and delete arguments") {
+        FakeRunner fake;
+        Runsc runsc(fake, "/opt/runsc", global);
+        runsc.kill("sw-1", SIGKILL, 42);
+        runsc.kill("sw-1", SIGTERM);
+        runsc.remove("sw-1", true);
+        runsc.remove("sw-1", false);
+        REQUIRE(fake.calls.size() == 4u);
+        CHECK(after(fake.calls[0].argv, "kill") ==
+              std::vector<std::string>{"--pid=42", "sw-1", "9"});
+        CHECK(after(fake.calls[1].argv, "kill") == std::vector<std::string>{"sw-1", "15"});
+        CHECK(after(fake.calls[2].argv, "delete") == std::vector<std::string>{"--force", "sw-1"});
+        CHECK(after(fake.calls[3].argv, "delete") == std::vector<std::string>{"sw-1"});
+
+        fake.reply(1);
+        CHECK_THROWS_AS(runsc.kill("sw-1", SIGTERM), Error);
+        fake.reply(1);
+        CHECK_THROWS_AS(runsc.remove("sw-1", true), Error);
+    }
+
+    TEST_CASE("exec: a process spec with the user, cwd, env and argv; attached; cleaned up after") {
+        FakeRunner fake;
+        TempDir t;
+        Runsc runsc(fake, "/opt/runsc", global);
+        json seen;
+        FakeRunner::Reply r;
+        r.result.exit_status = 7;
+        r.inspect = [&](const Command& c) {
+            auto args = after(c.argv, "exec");
+            auto p = std::find(args.begin(), args.end(), "--process");
+            REQUIRE(p != args.end());
+            seen = json::parse(read_file(*(p + 1)));
+            CHECK(args.back() == "sw-1");
+        };
+        fake.replies.push_back(r);
+        ExecRequest req{
+            {"sh", "-c", "echo $A"}, UserSpec{1001, 1002}, "/tmp", {"A=1", "PATH=/bin"}};
+        auto res = runsc.exec_attached("sw-1", req, t.path, AttachOptions{});
+        CHECK(res.status == 7);
+        CHECK_FALSE(res.timed_out);
+        CHECK_FALSE(res.runtime_error.has_value());
+        REQUIRE(fake.attached.size() == 1u);
+        CHECK(fake.attached[0]);
+
+        CHECK(seen.at("args") == json::array({"sh", "-c", "echo $A"}));
+        CHECK(seen.at("user").at("uid") == 1001);
+        CHECK(seen.at("user").at("gid") == 1002);
+        CHECK(seen.at("cwd") == "/tmp");
+        CHECK(seen.at("env") == json::array({"A=1", "PATH=/bin"}));
+        CHECK(seen.at("terminal") == false);
+        // A non-root user gets no capabilities and cannot gain privileges.
+        CHECK(seen.at("capabilities").at("effective").empty());
+        CHECK(seen.at("capabilities").at("bounding").empty());
+        CHECK(seen.at("noNewPrivileges") == true);
+        // The process file does not outlive the call.
+        CHECK(fs::is_empty(t.path));
+    }
+
+    TEST_CASE("exec as root keeps Docker's default capabilities") {
+        FakeRunner fake;
+        TempDir t;
+        Runsc runsc(fake, "/opt/runsc", global);
+        json seen;
+        FakeRunner::Reply r;
+        r.result.exit_status = 0;
+        r.inspect = [&](const Command& c) {
+            auto args = after(c.argv, "exec");
+            seen = json::parse(read_file(*(std::find(args.begin(), args.end(), "--process") + 1)));
+        };
+        fake.replies.push_back(r);
+        runsc.exec_attached("sw-1", ExecRequest{{"id"}, UserSpec{0, 0}, "/", {}}, t.path,
+                            AttachOptions{});
+        const json& caps = seen.at("capabilities").at("effective");
+        CHECK(std::find(caps.begin(), caps.end(), "CAP_CHOWN") != caps.end());
+        CHECK(std::find(caps.begin(), caps.end(), "CAP_SYS_ADMIN") == caps.end());
+    }
+
+    TEST_CASE("exec status: runsc's own failures become 127 / 126 / 125, a signal 128+N") {
+        FakeRunner fake;
+        TempDir t;
+        Runsc runsc(fake, "/opt/runsc", global);
+        ExecRequest req{{"nosuch"}, {}, "/", {}};
+
+        fake.reply(
+            128, "",
+            log_line(
+                "executing processes for container: executing command \"nosuch\" in sandbox: "
+                "error finding executable \"nosuch\" in PATH [/bin]: no such file or directory"));
+        auto missing = runsc.exec_attached("sw-1", req, t.path, AttachOptions{});
+        CHECK(missing.status == 127);
+        REQUIRE(missing.runtime_error);
+        CHECK(missing.runtime_error->find("nosuch") != std::string::npos);
+
+        fake.reply(128, "", log_line("executing command \"/etc/passwd\": permission denied"));
+        CHECK(runsc.exec_attached("sw-1", req, t.path, AttachOptions{}).status == 126);
+
+        // The last error wins over earlier log lines.
+        fake.reply(128, "", log_line("debug chatter", "debug") + log_line("something else broke"));
+        auto other = runsc.exec_attached("sw-1", req, t.path, AttachOptions{});
+        CHECK(other.status == 125);
+        CHECK(other.runtime_error == std::optional<std::string>("something else broke"));
+
+        // A message with braces in it is still read whole (JSON parsed per line, not scraped).
+        fake.reply(128, "",
+                   log_line("invalid process spec {\"args\": []}: no such file or directory"));
+        auto braces = runsc.exec_attached("sw-1", req, t.path, AttachOptions{});
+        CHECK(braces.status == 127);
+        CHECK(braces.runtime_error ==
+              std::optional<std::string>(
+                  "invalid process spec {\"args\": []}: no such file or directory"));
+
+        // The command itself exiting 128 (no runsc error in the log) is passed through.
+        fake.reply(128);
+        auto own = runsc.exec_attached("sw-1", req, t.path, AttachOptions{});
+        CHECK(own.status == 128);
+        CHECK_FALSE(own.runtime_error.has_value());
+
+        FakeRunner::Reply sig;
+        sig.result.term_signal = SIGKILL;
+        fake.replies.push_back(sig);
+        CHECK(runsc.exec_attached("sw-1", req, t.path, AttachOptions{}).status == 137);
+    }
+
+    TEST_CASE("find_runsc: an explicit runsc that is not executable is a runtime error (exit 5)") {
+        try {
+            find_runsc(std::string("/nonexistent/runsc"));
+            FAIL("find_runsc accepted a missing binary");
+        } catch (const Error& e) {
+            CHECK(e.code() == ErrorCode::runtime);
+            CHECK(std::string(e.what()).find("/nonexistent/runsc") != std::string::npos);
+        }
+        CHECK_THROWS_AS(find_runsc(std::string("/etc/passwd")), Error);
+    }
+
+    TEST_CASE("version is the first line of runsc --version, without global flags") {
+        FakeRunner fake;
+        Runsc runsc(fake, "/opt/runsc", global);
+        fake.reply(0, "runsc version 0.0~20221219.0\nspec: 1.0.2-dev\n");
+        CHECK(runsc.version() == "runsc version 0.0~20221219.0");
+        CHECK(fake.calls[0].argv == std::vector<std::string>{"/opt/runsc", "--version"});
+        fake.reply(1);
+        try {
+            runsc.version();
+            FAIL("a failing --version did not throw");
+        } catch (const Error& e) {
+            CHECK(e.code() == ErrorCode::runtime);
+        }
+    }
 
 }  // TEST_SUITE

@@ -34,7 +34,8 @@ struct TempDir {
     }
 };
 
-SandboxRecord record(const std::string& id, const std::string& name, const std::string& created_at) {
+SandboxRecord record(const std::string& id, const std::string& name,
+                     const std::string& created_at) {
     SandboxRecord r;
     r.id = id;
     r.name = name;
@@ -70,187 +71,190 @@ ErrorCode code_of(const std::function<void()>& fn) {
 }  // namespace
 
 TEST_SUITE("state") {
-
-TEST_CASE("the store creates its layout") {
-    TempDir t;
-    StateStore store(t.path / "state");
-    for (const char* sub : {"sandboxes", "names", "runsc", "images"}) {
-        CAPTURE(sub);
-        CHECK(fs::is_directory(t.path / "state" / sub));
+    TEST_CASE("the store creates its layout") {
+        TempDir t;
+        StateStore store(t.path / "state");
+        for (const char* sub : {"sandboxes", "names", "runsc", "images"}) {
+            CAPTURE(sub);
+            CHECK(fs::is_directory(t.path / "state" / sub));
+        }
+        CHECK(store.sandbox_dir("sw-000000000000") == t.path / "state/sandboxes/sw-000000000000");
+        CHECK(store.runsc_root() == t.path / "state/runsc");
     }
-    CHECK(store.sandbox_dir("sw-000000000000") == t.path / "state/sandboxes/sw-000000000000");
-    CHECK(store.runsc_root() == t.path / "state/runsc");
-}
 
-TEST_CASE("a state directory that is a file or not writable is refused") {
-    TempDir t;
-    fs::path file = t.path / "file";
-    write_file_atomic(file, "x");
-    CHECK_THROWS_AS(StateStore{file}, Error);
-    CHECK_THROWS_AS(StateStore{file / "below"}, Error);
-}
+    TEST_CASE("a state directory that is a file or not writable is refused") {
+        TempDir t;
+        fs::path file = t.path / "file";
+        write_file_atomic(file, "x");
+        CHECK_THROWS_AS(StateStore{file}, Error);
+        CHECK_THROWS_AS(StateStore{file / "below"}, Error);
+    }
 
-TEST_CASE("reserve hands out fresh sw-<12 hex> ids with their directory") {
-    TempDir t;
-    StateStore store(t.path);
-    std::set<std::string> ids;
-    for (int i = 0; i < 50; ++i) {
+    TEST_CASE("reserve hands out fresh sw-<12 hex> ids with their directory") {
+        TempDir t;
+        StateStore store(t.path);
+        std::set<std::string> ids;
+        for (int i = 0; i < 50; ++i) {
+            std::string id = store.reserve("");
+            CHECK(std::regex_match(id, std::regex("^sw-[0-9a-f]{12}$")));
+            CHECK(fs::is_directory(store.sandbox_dir(id)));
+            ids.insert(id);
+        }
+        CHECK(ids.size() == 50u);
+    }
+
+    TEST_CASE("a name is reserved once; a taken or invalid name is a usage error") {
+        TempDir t;
+        StateStore store(t.path);
+        std::string id = store.reserve("web");
+        CHECK(fs::is_symlink(t.path / "names/web"));
+        CHECK(code_of([&] { store.reserve("web"); }) == ErrorCode::usage);
+        for (const char* bad : {"../escape", "a/b", ".hidden", "-dash", "with space", ""}) {
+            if (std::string(bad).empty()) continue;  // empty means "no name"
+            std::string shown_bad = bad;
+            CAPTURE(shown_bad);
+            CHECK(code_of([&] { store.reserve(bad); }) == ErrorCode::usage);
+        }
+        CHECK(code_of([&] { store.reserve(std::string(65, 'a')); }) == ErrorCode::usage);
+        // A failed reservation leaves no directory behind.
+        std::size_t dirs = 0;
+        for ([[maybe_unused]] const auto& e : fs::directory_iterator(t.path / "sandboxes")) ++dirs;
+        CHECK(dirs == 1u);
+
+        store.release_name("web", "sw-not-the-owner");
+        CHECK(fs::is_symlink(t.path / "names/web"));
+        store.release_name("web", id);
+        CHECK_FALSE(fs::exists(fs::symlink_status(t.path / "names/web")));
+        CHECK_NOTHROW(store.reserve("web"));
+    }
+
+    TEST_CASE("concurrent reservations of one name: exactly one wins") {
+        TempDir t;
+        StateStore store(t.path);
+        std::atomic<int> won{0}, lost{0};
+        std::vector<std::thread> threads;
+        for (int i = 0; i < 8; ++i)
+            threads.emplace_back([&] {
+                try {
+                    store.reserve("only-one");
+                    ++won;
+                } catch (const Error&) {
+                    ++lost;
+                }
+            });
+        for (auto& th : threads) th.join();
+        CHECK(won == 1);
+        CHECK(lost == 7);
+    }
+
+    TEST_CASE("resolve_id by exact id, name and unique prefix") {
+        TempDir t;
+        StateStore store(t.path);
+        std::string a = store.reserve("alpha");
+        store.save(record(a, "alpha", "2024-01-01T00:00:00Z"));
+
+        CHECK(store.resolve_id(a) == a);
+        CHECK(store.resolve_id("alpha") == a);
+        CHECK(store.resolve_id(a.substr(0, 7)) == a);  // "sw-" + 4 hex
+        CHECK(store.resolve_id(a.substr(3, 6)) == a);  // prefix without "sw-"
+
+        CHECK(code_of([&] { store.resolve_id("nosuch"); }) == ErrorCode::not_found);
+        CHECK(code_of([&] { store.resolve_id("sw-ffffffffffff"); }) == ErrorCode::not_found);
+        CHECK(code_of([&] { store.resolve_id("../sandboxes"); }) == ErrorCode::not_found);
+        CHECK(code_of([&] { store.resolve_id(".."); }) == ErrorCode::not_found);
+        CHECK_THROWS_AS(store.resolve_id(""), Error);
+        CHECK(code_of([&] { store.resolve_id(a.substr(3, 3)); }) ==
+              ErrorCode::not_found);  // too short
+
+        // A reserved id with no record yet (a create in progress) is not resolvable.
+        std::string pending = store.reserve("");
+        CHECK(code_of([&] { store.resolve_id(pending); }) == ErrorCode::not_found);
+    }
+
+    TEST_CASE("an ambiguous prefix is an error, not a guess") {
+        TempDir t;
+        StateStore store(t.path);
+        for (const char* id : {"sw-abcd11111111", "sw-abcd22222222"}) {
+            fs::create_directory(store.sandbox_dir(id));
+            store.save(record(id, "", "2024-01-01T00:00:00Z"));
+        }
+        CHECK_THROWS_AS(store.resolve_id("sw-abcd"), Error);
+        CHECK_THROWS_AS(store.resolve_id("abcd"), Error);
+        CHECK(store.resolve_id("sw-abcd1") == "sw-abcd11111111");
+    }
+
+    TEST_CASE("save/load round trip, atomically, with mode 0600") {
+        TempDir t;
+        StateStore store(t.path);
+        std::string id = store.reserve("rt");
+        SandboxRecord r = record(id, "rt", "2024-05-06T07:08:09Z");
+        r.error = "why it failed";
+        r.stopped_at = "2024-05-06T08:00:00Z";
+        store.save(r);
+        r.state = SandboxState::stopped;
+        store.save(r);  // replacing an existing record
+
+        SandboxRecord back = store.load(id);
+        CHECK(to_json(back) == to_json(r));
+        CHECK(back.state == SandboxState::stopped);
+        CHECK(back.spec.runtime.hidepid == 2);
+        CHECK(back.spec.runtime.audit_max_bytes == 8ull << 30);
+        CHECK(back.spec.user.gid == 1002u);
+        CHECK(back.runsc_flags == r.runsc_flags);
+        REQUIRE(back.error);
+        CHECK(*back.error == "why it failed");
+
+        // Only the record (no temp files) is left in the directory.
+        std::vector<std::string> files;
+        for (const auto& e : fs::directory_iterator(store.sandbox_dir(id)))
+            files.push_back(e.path().filename());
+        CHECK(files == std::vector<std::string>{"sandbox.json"});
+        struct stat st {};
+        REQUIRE(::stat((store.sandbox_dir(id) / "sandbox.json").c_str(), &st) == 0);
+        CHECK((st.st_mode & 0777) == 0600);
+
+        CHECK_FALSE(store.try_load("sw-ffffffffffff").has_value());
+        CHECK(store.try_load(id).has_value());
+    }
+
+    TEST_CASE("a corrupt record is an error naming the file") {
+        TempDir t;
+        StateStore store(t.path);
         std::string id = store.reserve("");
-        CHECK(std::regex_match(id, std::regex("^sw-[0-9a-f]{12}$")));
-        CHECK(fs::is_directory(store.sandbox_dir(id)));
-        ids.insert(id);
+        write_file_atomic(store.sandbox_dir(id) / "sandbox.json", "{ not json");
+        try {
+            store.load(id);
+            FAIL("load of a corrupt record succeeded");
+        } catch (const Error& e) {
+            CHECK(std::string(e.what()).find("sandbox.json") != std::string::npos);
+        }
     }
-    CHECK(ids.size() == 50u);
-}
 
-TEST_CASE("a name is reserved once; a taken or invalid name is a usage error") {
-    TempDir t;
-    StateStore store(t.path);
-    std::string id = store.reserve("web");
-    CHECK(fs::is_symlink(t.path / "names/web"));
-    CHECK(code_of([&] { store.reserve("web"); }) == ErrorCode::usage);
-    for (const char* bad : {"../escape", "a/b", ".hidden", "-dash", "with space", ""}) {
-        if (std::string(bad).empty()) continue;  // empty means "no name"
-        std::string shown_bad = bad;
-        CAPTURE(shown_bad);
-        CHECK(code_of([&] { store.reserve(bad); }) == ErrorCode::usage);
+    TEST_CASE(
+        "list returns saved records oldest first, skipping reservations and corrupt records") {
+        TempDir t;
+        StateStore store(t.path);
+        std::string late = store.reserve("late");
+        store.save(record(late, "late", "2024-03-01T00:00:00Z"));
+        std::string early = store.reserve("early");
+        store.save(record(early, "early", "2024-01-01T00:00:00Z"));
+        store.reserve("pending");  // no record yet
+        std::string corrupt = store.reserve("");
+        write_file_atomic(store.sandbox_dir(corrupt) / "sandbox.json", "[]");
+
+        auto list = store.list();
+        REQUIRE(list.size() == 2u);
+        CHECK(list[0].id == early);
+        CHECK(list[1].id == late);
+        CHECK(list[0].name == "early");
     }
-    CHECK(code_of([&] { store.reserve(std::string(65, 'a')); }) == ErrorCode::usage);
-    // A failed reservation leaves no directory behind.
-    std::size_t dirs = 0;
-    for ([[maybe_unused]] const auto& e : fs::directory_iterator(t.path / "sandboxes")) ++dirs;
-    CHECK(dirs == 1u);
 
-    store.release_name("web", "sw-not-the-owner");
-    CHECK(fs::is_symlink(t.path / "names/web"));
-    store.release_name("web", id);
-    CHECK_FALSE(fs::exists(fs::symlink_status(t.path / "names/web")));
-    CHECK_NOTHROW(store.reserve("web"));
-}
-
-TEST_CASE("concurrent reservations of one name: exactly one wins") {
-    TempDir t;
-    StateStore store(t.path);
-    std::atomic<int> won{0}, lost{0};
-    std::vector<std::thread> threads;
-    for (int i = 0; i < 8; ++i)
-        threads.emplace_back([&] {
-            try {
-                store.reserve("only-one");
-                ++won;
-            } catch (const Error&) {
-                ++lost;
-            }
-        });
-    for (auto& th : threads) th.join();
-    CHECK(won == 1);
-    CHECK(lost == 7);
-}
-
-TEST_CASE("resolve_id by exact id, name and unique prefix") {
-    TempDir t;
-    StateStore store(t.path);
-    std::string a = store.reserve("alpha");
-    store.save(record(a, "alpha", "2024-01-01T00:00:00Z"));
-
-    CHECK(store.resolve_id(a) == a);
-    CHECK(store.resolve_id("alpha") == a);
-    CHECK(store.resolve_id(a.substr(0, 7)) == a);  // "sw-" + 4 hex
-    CHECK(store.resolve_id(a.substr(3, 6)) == a);  // prefix without "sw-"
-
-    CHECK(code_of([&] { store.resolve_id("nosuch"); }) == ErrorCode::not_found);
-    CHECK(code_of([&] { store.resolve_id("sw-ffffffffffff"); }) == ErrorCode::not_found);
-    CHECK(code_of([&] { store.resolve_id("../sandboxes"); }) == ErrorCode::not_found);
-    CHECK(code_of([&] { store.resolve_id(".."); }) == ErrorCode::not_found);
-    CHECK_THROWS_AS(store.resolve_id(""), Error);
-    CHECK(code_of([&] { store.resolve_id(a.substr(3, 3)); }) == ErrorCode::not_found);  // too short
-
-    // A reserved id with no record yet (a create in progress) is not resolvable.
-    std::string pending = store.reserve("");
-    CHECK(code_of([&] { store.resolve_id(pending); }) == ErrorCode::not_found);
-}
-
-TEST_CASE("an ambiguous prefix is an error, not a guess") {
-    TempDir t;
-    StateStore store(t.path);
-    for (const char* id : {"sw-abcd11111111", "sw-abcd22222222"}) {
-        fs::create_directory(store.sandbox_dir(id));
-        store.save(record(id, "", "2024-01-01T00:00:00Z"));
+    TEST_CASE("state names round trip") {
+        for (auto s : {SandboxState::creating, SandboxState::running, SandboxState::stopped,
+                       SandboxState::failed})
+            CHECK(sandbox_state_from_string(to_string(s)) == s);
+        CHECK(to_string(SandboxState::failed) == "failed");
+        CHECK(std::regex_match(now_rfc3339(), std::regex(R"(^\d{4}-\d\d-\d\dT\d\d:\d\d:\d\dZ$)")));
     }
-    CHECK_THROWS_AS(store.resolve_id("sw-abcd"), Error);
-    CHECK_THROWS_AS(store.resolve_id("abcd"), Error);
-    CHECK(store.resolve_id("sw-abcd1") == "sw-abcd11111111");
-}
-
-TEST_CASE("save/load round trip, atomically, with mode 0600") {
-    TempDir t;
-    StateStore store(t.path);
-    std::string id = store.reserve("rt");
-    SandboxRecord r = record(id, "rt", "2024-05-06T07:08:09Z");
-    r.error = "why it failed";
-    r.stopped_at = "2024-05-06T08:00:00Z";
-    store.save(r);
-    r.state = SandboxState::stopped;
-    store.save(r);  // replacing an existing record
-
-    SandboxRecord back = store.load(id);
-    CHECK(to_json(back) == to_json(r));
-    CHECK(back.state == SandboxState::stopped);
-    CHECK(back.spec.runtime.hidepid == 2);
-    CHECK(back.spec.runtime.audit_max_bytes == 8ull << 30);
-    CHECK(back.spec.user.gid == 1002u);
-    CHECK(back.runsc_flags == r.runsc_flags);
-    REQUIRE(back.error);
-    CHECK(*back.error == "why it failed");
-
-    // Only the record (no temp files) is left in the directory.
-    std::vector<std::string> files;
-    for (const auto& e : fs::directory_iterator(store.sandbox_dir(id))) files.push_back(e.path().filename());
-    CHECK(files == std::vector<std::string>{"sandbox.json"});
-    struct stat st {};
-    REQUIRE(::stat((store.sandbox_dir(id) / "sandbox.json").c_str(), &st) == 0);
-    CHECK((st.st_mode & 0777) == 0600);
-
-    CHECK_FALSE(store.try_load("sw-ffffffffffff").has_value());
-    CHECK(store.try_load(id).has_value());
-}
-
-TEST_CASE("a corrupt record is an error naming the file") {
-    TempDir t;
-    StateStore store(t.path);
-    std::string id = store.reserve("");
-    write_file_atomic(store.sandbox_dir(id) / "sandbox.json", "{ not json");
-    try {
-        store.load(id);
-        FAIL("load of a corrupt record succeeded");
-    } catch (const Error& e) {
-        CHECK(std::string(e.what()).find("sandbox.json") != std::string::npos);
-    }
-}
-
-TEST_CASE("list returns saved records oldest first, skipping reservations and corrupt records") {
-    TempDir t;
-    StateStore store(t.path);
-    std::string late = store.reserve("late");
-    store.save(record(late, "late", "2024-03-01T00:00:00Z"));
-    std::string early = store.reserve("early");
-    store.save(record(early, "early", "2024-01-01T00:00:00Z"));
-    store.reserve("pending");  // no record yet
-    std::string corrupt = store.reserve("");
-    write_file_atomic(store.sandbox_dir(corrupt) / "sandbox.json", "[]");
-
-    auto list = store.list();
-    REQUIRE(list.size() == 2u);
-    CHECK(list[0].id == early);
-    CHECK(list[1].id == late);
-    CHECK(list[0].name == "early");
-}
-
-TEST_CASE("state names round trip") {
-    for (auto s : {SandboxState::creating, SandboxState::running, SandboxState::stopped, SandboxState::failed})
-        CHECK(sandbox_state_from_string(to_string(s)) == s);
-    CHECK(to_string(SandboxState::failed) == "failed");
-    CHECK(std::regex_match(now_rfc3339(), std::regex(R"(^\d{4}-\d\d-\d\dT\d\d:\d\d:\d\dZ$)")));
-}
 
 }  // TEST_SUITE
