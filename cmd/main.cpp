@@ -6,6 +6,9 @@
 #include <spdlog/spdlog.h>
 #include <CLI/CLI.hpp>
 
+#include <fcntl.h>
+#include <unistd.h>
+
 #include <cstring>
 #include <iostream>
 #include <sstream>
@@ -202,6 +205,14 @@ void init_logging_early(const GlobalOptions& g) {
 }  // namespace sandweave::cli
 
 int main(int argc, char** argv) {
+    // A closed stdin/stdout/stderr (CI runners, cron) would let the next open()
+    // take descriptor 0-2 and hand it to a child as its stdio: fill the gaps.
+    for (int fd = 0; fd <= 2; ++fd) {
+        if (::fcntl(fd, F_GETFD) < 0) {
+            int null_fd = ::open("/dev/null", fd == 0 ? O_RDONLY : O_WRONLY);
+            if (null_fd >= 0 && null_fd != fd) ::close(null_fd);
+        }
+    }
     // Internal entry points started by sandweave itself, not part of the CLI.
     if (argc >= 2 && std::strcmp(argv[1], sandweave::shim_verb) == 0)
         return sandweave::shim_main(std::vector<std::string>(argv + 2, argv + argc));
