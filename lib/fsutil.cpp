@@ -6,6 +6,8 @@
 #include <sys/stat.h>
 #include <unistd.h>
 
+#include <algorithm>
+#include <cctype>
 #include <cerrno>
 #include <system_error>
 
@@ -139,6 +141,25 @@ FileLock::FileLock(FileLock&& other) noexcept : fd_(other.fd_) {
 
 FileLock::~FileLock() {
     if (fd_ >= 0) ::close(fd_);
+}
+
+std::uint64_t tree_bytes(const fs::path& p) {
+    std::uint64_t total = 0;
+    std::error_code ec;
+    for (auto it =
+             fs::recursive_directory_iterator(p, fs::directory_options::skip_permission_denied, ec);
+         it != fs::recursive_directory_iterator(); it.increment(ec)) {
+        if (ec) break;
+        if (it->is_regular_file(ec) && !it->is_symlink(ec)) total += it->file_size(ec);
+    }
+    return total;
+}
+
+bool valid_object_name(const std::string& n) {
+    if (n.empty() || n.size() > 64 || !std::isalnum(static_cast<unsigned char>(n[0]))) return false;
+    return std::all_of(n.begin(), n.end(), [](char c) {
+        return std::isalnum(static_cast<unsigned char>(c)) || c == '-' || c == '_' || c == '.';
+    });
 }
 
 std::string random_hex(std::size_t n) {

@@ -6,6 +6,7 @@
 #include <sys/types.h>
 
 #include <cstddef>
+#include <cstdint>
 #include <filesystem>
 #include <string>
 #include <string_view>
@@ -51,6 +52,13 @@ class FileLock {
     FileLock() = default;
     int fd_ = -1;
 };
+
+// Bytes in the regular files under `p` (symlinks not followed); 0 if missing.
+std::uint64_t tree_bytes(const fs::path& p);
+
+// A name users may give an object (sandbox, pool): 1-64 letters, digits, '-',
+// '_' or '.', starting with a letter or digit. Safe as a path component.
+bool valid_object_name(const std::string& name);
 
 // A random lowercase hex string of n characters (from getrandom).
 std::string random_hex(std::size_t n);

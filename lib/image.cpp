@@ -100,18 +100,6 @@ std::string debian_mirror() {
     return "http://deb.debian.org/debian";
 }
 
-std::uint64_t tree_bytes(const fs::path& p) {
-    std::uint64_t total = 0;
-    std::error_code ec;
-    for (auto it =
-             fs::recursive_directory_iterator(p, fs::directory_options::skip_permission_denied, ec);
-         it != fs::recursive_directory_iterator(); it.increment(ec)) {
-        if (ec) break;
-        if (it->is_regular_file(ec) && !it->is_symlink(ec)) total += it->file_size(ec);
-    }
-    return total;
-}
-
 }  // namespace
 
 ImageStore::ImageStore(fs::path images_dir, CommandRunner& runner)

@@ -18,13 +18,6 @@ using nlohmann::json;
 
 namespace {
 
-bool valid_pool_name(const std::string& n) {
-    if (n.empty() || n.size() > 64 || !std::isalnum(static_cast<unsigned char>(n[0]))) return false;
-    return std::all_of(n.begin(), n.end(), [](char c) {
-        return std::isalnum(static_cast<unsigned char>(c)) || c == '-' || c == '_' || c == '.';
-    });
-}
-
 fs::path pools_root(Context& ctx) {
     fs::path p = ctx.store.root() / "pools";
     make_dirs(p, 0700);
@@ -32,7 +25,7 @@ fs::path pools_root(Context& ctx) {
 }
 
 fs::path pool_dir(Context& ctx, const std::string& name) {
-    if (!valid_pool_name(name))
+    if (!valid_object_name(name))
         throw Error(ErrorCode::usage,
                     "invalid pool name '" + name + "': use letters, digits, '-', '_' or '.'");
     return pools_root(ctx) / name;
@@ -256,7 +249,7 @@ std::vector<PoolInfo> list_pools(Context& ctx) {
     auto all = ctx.store.list();
     for (const auto& e : fs::directory_iterator(pools_root(ctx), ec)) {
         std::string n = e.path().filename().string();
-        if (!valid_pool_name(n)) continue;
+        if (!valid_object_name(n)) continue;
         auto j = read_pool(ctx, n);
         if (!j) continue;
         std::vector<SandboxRecord> m;

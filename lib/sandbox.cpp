@@ -180,17 +180,9 @@ SandboxRecord create_sandbox(Context& ctx, const CreateRequest& req) {
                 make_dirs(dir / sub, 0700);
             ::chmod((dir / "upper").c_str(), 0755);
             if (snap) {
-                Command cp;
-                cp.argv = {"cp",
-                           "-a",
-                           "--reflink=auto",
-                           "--",
-                           (snapshot_dir(ctx, snap->id) / "layer/.").string(),
-                           (dir / "upper").string()};
-                auto res = ctx.runner.run(cp);
-                if (!res.ok())
-                    throw Error(ErrorCode::general,
-                                "restoring the snapshot's layer: " + res.describe());
+                with_context("restoring the snapshot's layer", [&] {
+                    copy_tree(ctx, snapshot_dir(ctx, snap->id) / "layer", dir / "upper");
+                });
             }
             mount_overlay(lower, dir / "upper", dir / "work", dir / "rootfs");
 

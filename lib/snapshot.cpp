@@ -22,17 +22,6 @@ fs::path snapshots_root(Context& ctx) {
     return p;
 }
 
-std::uint64_t tree_bytes(const fs::path& p) {
-    std::uint64_t total = 0;
-    std::error_code ec;
-    for (auto it = fs::recursive_directory_iterator(p, ec);
-         it != fs::recursive_directory_iterator(); it.increment(ec)) {
-        if (ec) break;
-        if (it->is_regular_file(ec) && !it->is_symlink(ec)) total += it->file_size(ec);
-    }
-    return total;
-}
-
 SnapshotRecord record_from_json(const json& j) {
     SnapshotRecord s;
     s.id = j.at("id").get<std::string>();
@@ -97,6 +86,8 @@ void sweep_abandoned(Context& ctx, const fs::path& root) {
     }
 }
 
+}  // namespace
+
 void copy_tree(Context& ctx, const fs::path& from, const fs::path& to) {
     make_dirs(to, 0755);
     Command c;
@@ -106,8 +97,6 @@ void copy_tree(Context& ctx, const fs::path& from, const fs::path& to) {
         throw Error(ErrorCode::general,
                     "copy " + from.string() + " to " + to.string() + ": " + r.describe());
 }
-
-}  // namespace
 
 std::string to_string(SnapshotKind k) {
     return k == SnapshotKind::fs ? "fs" : "memory";

@@ -65,6 +65,9 @@ std::string remove_snapshot(Context& ctx, const std::string& ref);
 
 std::filesystem::path snapshot_dir(Context& ctx, const std::string& id);
 
+// cp -a (reflinks where the filesystem has them) of a directory's contents.
+void copy_tree(Context& ctx, const std::filesystem::path& from, const std::filesystem::path& to);
+
 // The spec of a sandbox restored from `snap`, with the command line's explicit
 // flags on top (flag > snapshot > its template > default). Refuses what the
 // seed forbids for memory snapshots (exit 2).

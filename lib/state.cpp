@@ -20,14 +20,6 @@ namespace {
 
 constexpr const char* id_prefix = "sw-";
 
-bool valid_name(const std::string& n) {
-    if (n.empty() || n.size() > 64) return false;
-    if (!std::isalnum(static_cast<unsigned char>(n[0]))) return false;
-    return std::all_of(n.begin(), n.end(), [](char c) {
-        return std::isalnum(static_cast<unsigned char>(c)) || c == '-' || c == '_' || c == '.';
-    });
-}
-
 }  // namespace
 
 std::string to_string(SandboxState s) {
@@ -134,7 +126,7 @@ fs::path StateStore::sandbox_dir(const std::string& id) const {
 }
 
 std::string StateStore::reserve(const std::string& name) {
-    if (!name.empty() && !valid_name(name))
+    if (!name.empty() && !valid_object_name(name))
         throw Error(ErrorCode::usage, "invalid name '" + name +
                                           "': use 1-64 letters, digits, '-', '_' or '.', starting "
                                           "with a letter or digit");
