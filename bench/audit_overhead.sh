@@ -1,5 +1,5 @@
 #!/usr/bin/env bash
-# Audit overhead on syscall-heavy guest workloads (SPEC 10): the same
+# Audit overhead on syscall-heavy guest workloads: the same
 # `sandweave run` in an audited and in a non-audited sandbox, REPS times each
 # (interleaved), medians and the ratio audit/no-audit. A figure is only valid
 # when the audited runs lost nothing: the dropped count of the export (and the

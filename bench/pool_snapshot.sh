@@ -1,6 +1,6 @@
 #!/usr/bin/env bash
 # Pools and snapshots, as medians and as ratios against figures measured in the
-# same run (SPEC 10):
+# same run:
 #   pool acquire   `sandweave pool acquire` from a warm pool of 4 (the acquired
 #                  sandbox is removed and the pool allowed to refill and settle
 #                  between acquires, untimed): median and p99, vs a cold `sandweave

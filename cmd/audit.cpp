@@ -2,7 +2,7 @@
 #include <iostream>
 
 #include "cmd/common.hpp"
-#include "lib/audit_glue.hpp"
+#include "lib/sandbox/audit_glue.hpp"
 
 namespace sandweave::cli {
 

@@ -2,8 +2,8 @@
 
 #include <iostream>
 
-#include "lib/error.hpp"
-#include "lib/units.hpp"
+#include "lib/core/error.hpp"
+#include "lib/core/units.hpp"
 
 namespace sandweave::cli {
 

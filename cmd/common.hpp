@@ -11,9 +11,9 @@
 
 #include <nlohmann/json.hpp>
 
-#include "lib/process.hpp"
-#include "lib/sandbox.hpp"
-#include "lib/state.hpp"
+#include "lib/core/process.hpp"
+#include "lib/sandbox/sandbox.hpp"
+#include "lib/store/state.hpp"
 
 namespace sandweave::cli {
 

@@ -1,7 +1,7 @@
 #include <cstdio>
 
 #include "cmd/common.hpp"
-#include "lib/doctor.hpp"
+#include "lib/sandbox/doctor.hpp"
 
 namespace sandweave::cli {
 

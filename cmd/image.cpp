@@ -1,7 +1,7 @@
 #include <cstdio>
 
 #include "cmd/common.hpp"
-#include "lib/image.hpp"
+#include "lib/sandbox/image.hpp"
 
 namespace sandweave::cli {
 

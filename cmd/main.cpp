@@ -15,11 +15,11 @@
 
 #include "cmd/common.hpp"
 #include "lib/audit/audit.hpp"
-#include "lib/error.hpp"
-#include "lib/log.hpp"
-#include "lib/pool.hpp"
-#include "lib/shim.hpp"
-#include "lib/units.hpp"
+#include "lib/core/error.hpp"
+#include "lib/core/log.hpp"
+#include "lib/core/shim.hpp"
+#include "lib/core/units.hpp"
+#include "lib/sandbox/pool.hpp"
 
 namespace sandweave::cli {
 namespace {

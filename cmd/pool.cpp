@@ -1,8 +1,8 @@
 #include <cstdio>
 
 #include "cmd/common.hpp"
-#include "lib/error.hpp"
-#include "lib/pool.hpp"
+#include "lib/core/error.hpp"
+#include "lib/sandbox/pool.hpp"
 
 namespace sandweave::cli {
 

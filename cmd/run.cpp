@@ -1,10 +1,10 @@
 #include <signal.h>
 
 #include "cmd/common.hpp"
-#include "lib/audit_glue.hpp"
-#include "lib/error.hpp"
-#include "lib/log.hpp"
-#include "lib/units.hpp"
+#include "lib/core/error.hpp"
+#include "lib/core/log.hpp"
+#include "lib/core/units.hpp"
+#include "lib/sandbox/audit_glue.hpp"
 
 namespace sandweave::cli {
 namespace {

@@ -2,7 +2,7 @@
 #include <cstdio>
 
 #include "cmd/common.hpp"
-#include "lib/error.hpp"
+#include "lib/core/error.hpp"
 
 namespace sandweave::cli {
 namespace {

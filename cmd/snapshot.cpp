@@ -1,7 +1,7 @@
 #include <cstdio>
 
 #include "cmd/common.hpp"
-#include "lib/snapshot.hpp"
+#include "lib/sandbox/snapshot.hpp"
 
 namespace sandweave::cli {
 

@@ -1,7 +1,7 @@
 #include <cstdio>
 
 #include "cmd/common.hpp"
-#include "lib/template.hpp"
+#include "lib/spec/template.hpp"
 
 namespace sandweave::cli {
 namespace {

@@ -1,6 +1,6 @@
 #!/usr/bin/env bash
 # The main job on a fresh machine: set up (packages, patched runtime, build),
-# build the base image, then the seed's example: a one-shot sandbox whose /proc
+# build the base image, then the user guide's example: a one-shot sandbox whose /proc
 # hides other users' processes (hidepid 2), audited, running `id; ls /proc` as
 # uid 1001, with its audit log exported to ./episode.jsonl (+ .status.json).
 set -euo pipefail

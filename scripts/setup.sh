@@ -28,7 +28,7 @@ say() { printf 'setup: %s\n' "$*" >&2; }
 [ "$(id -u)" = 0 ] || { echo "setup.sh: must run as root (runsc, overlay mounts, apt-get)" >&2; exit 1; }
 
 packages=(
-  build-essential cmake pkg-config
+  build-essential cmake pkg-config ccache
   libcli11-dev nlohmann-json3-dev libspdlog-dev libssh-dev libyaml-cpp-dev doctest-dev
   libprotobuf-dev protobuf-compiler libssl-dev
   runsc golang-go golang-gvisor-gvisor-dev

@@ -1,5 +1,6 @@
 #pragma once
-// Protected runtime audit (SPEC 6, 9, 11): the public API the CLI calls.
+// Protected runtime audit (docs/design.md, "The audit pipeline"): the public API
+// the sandbox layer calls.
 //
 // Design: one writer daemon per audited sandbox, started before `runsc create`,
 // owning a 0700 directory that holds:
@@ -49,7 +50,7 @@ struct TraceMetadata {
 // Throws Error(runtime) when the text lists no points.
 TraceMetadata parse_trace_metadata(std::string_view runsc_trace_metadata_output);
 
-// SPEC 6 selection: lifecycle points, mappings where offered, every rich
+// The default selection: lifecycle points, mappings where offered, every rich
 // syscall/<name>/exit, raw syscall/sysno/<N>/exit for syscalls without a rich
 // point; all optional and context fields of each.
 std::vector<TracePoint> default_selection(const TraceMetadata&);

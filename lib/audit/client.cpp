@@ -28,8 +28,8 @@
 
 #include "lib/audit/audit.hpp"
 #include "lib/audit/state.hpp"
-#include "lib/error.hpp"
-#include "lib/fsutil.hpp"
+#include "lib/core/error.hpp"
+#include "lib/core/fsutil.hpp"
 
 namespace sandweave::audit {
 

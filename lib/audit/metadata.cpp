@@ -1,11 +1,11 @@
-// What to ask the runtime for: `runsc trace metadata` parsing, the SPEC 6
-// default selection, the --pod-init-config document, and `runsc trace list`.
+// What to ask the runtime for: `runsc trace metadata` parsing, the default
+// selection, the --pod-init-config document, and `runsc trace list`.
 
 #include <set>
 
 #include "lib/audit/audit.hpp"
 #include "lib/audit/wire.hpp"
-#include "lib/error.hpp"
+#include "lib/core/error.hpp"
 
 namespace sandweave::audit {
 namespace {

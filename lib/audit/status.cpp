@@ -3,7 +3,7 @@
 
 #include "lib/audit/audit.hpp"
 #include "lib/audit/state.hpp"
-#include "lib/fsutil.hpp"
+#include "lib/core/fsutil.hpp"
 
 namespace sandweave::audit {
 

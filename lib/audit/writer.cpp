@@ -36,9 +36,9 @@
 #include "lib/audit/decoder.hpp"
 #include "lib/audit/queue.hpp"
 #include "lib/audit/state.hpp"
-#include "lib/error.hpp"
-#include "lib/fsutil.hpp"
-#include "lib/log.hpp"
+#include "lib/core/error.hpp"
+#include "lib/core/fsutil.hpp"
+#include "lib/core/log.hpp"
 
 namespace sandweave::audit {
 namespace {

@@ -1,6 +1,6 @@
 #!/usr/bin/env bash
-# The protected runtime audit through the sandweave CLI (SPEC 3, 6; the seed's
-# "Protected runtime audit"): the user-visible contract of
+# The protected runtime audit through the sandweave CLI (README, "Protected
+# runtime audit"): the user-visible contract of
 #   sandweave create --audit / template audit: true / --no-audit
 #   sandweave audit export ID PATH, sandweave audit status ID
 #   sandweave terminate ID, sandweave rm ID

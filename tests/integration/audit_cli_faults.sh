@@ -1,5 +1,5 @@
 #!/usr/bin/env bash
-# Audit faults through the sandweave CLI (SPEC 6, 9): every fault ends with a
+# Audit faults through the sandweave CLI: every fault ends with a
 # clear error and a truthful status, never a silent success, never a lost or
 # corrupted earlier export.
 #   - byte limit (template audit_max_bytes: 64KiB)

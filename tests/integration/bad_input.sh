@@ -1,5 +1,5 @@
 #!/usr/bin/env bash
-# Bad input (SPEC 3 and 9): each gets the documented exit status, exactly one
+# Bad input: each gets the documented exit status, exactly one
 # line on stderr naming what was wrong and why, nothing on stdout, and no change
 # to the state directory.
 source "$(dirname "${BASH_SOURCE[0]}")/lib.sh"

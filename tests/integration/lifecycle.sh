@@ -149,7 +149,7 @@ assert_eq "prune keeps the running sandbox" running "$(sw_state "$REUSED")"
 capture sw prune --json
 assert_eq "prune --json with nothing to do" '[]' "$(jq -c .removed <<<"$LAST_OUT")"
 
-# --- features that must not be pretended (SPEC 5, 6) ---------------------------------------
+# --- features that must not be pretended ---------------------------------------
 capture sw create --template base --hidepid 2
 if [[ "$LAST_RC" == 5 ]]; then
     pass "create --hidepid 2: exit 5 (runtime lacks hidepid)"

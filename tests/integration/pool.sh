@@ -1,6 +1,6 @@
 #!/usr/bin/env bash
-# Warm pools as a user sees them (SPEC 8, the seed's "Pool(..., hidepid=2,
-# audit=True) applies the same options to its sandboxes"):
+# Warm pools as a user sees them: `pool create --hidepid 2 --audit` applies the
+# same options to every sandbox of the pool:
 #   5. `pool create p --size 3 --hidepid 2 --audit` starts 3 sandboxes with those
 #      options, each with its own audit writer; `pool ls --json` reports them;
 #      `pool acquire` hands out a running one (marked acquired, with the audit

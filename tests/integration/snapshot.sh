@@ -1,6 +1,5 @@
 #!/usr/bin/env bash
-# Snapshots as a user sees them (SPEC 7 and 4, the seed's "Templates, pools and
-# snapshots"):
+# Snapshots as a user sees them (README, "Snapshots and pools"):
 #   1. fs snapshot: `snapshot create ID --kind fs` prints an id; `snapshot ls
 #      --json` describes it; `create --from-snapshot S` gives a fresh sandbox
 #      with the layer as it was at the snapshot; the source keeps running; the

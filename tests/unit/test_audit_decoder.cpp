@@ -6,7 +6,7 @@
 #include <nlohmann/json.hpp>
 
 #include "lib/audit/decoder.hpp"
-#include "lib/fsutil.hpp"
+#include "lib/core/fsutil.hpp"
 #include "trace_points.pb.h"
 
 using namespace sandweave::audit;

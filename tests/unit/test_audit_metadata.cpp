@@ -8,8 +8,8 @@
 
 #include "lib/audit/audit.hpp"
 #include "lib/audit/wire.hpp"
-#include "lib/error.hpp"
-#include "lib/fsutil.hpp"
+#include "lib/core/error.hpp"
+#include "lib/core/fsutil.hpp"
 
 using namespace sandweave::audit;
 

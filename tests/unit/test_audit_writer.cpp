@@ -20,8 +20,8 @@
 #include "lib/audit/audit.hpp"
 #include "lib/audit/state.hpp"
 #include "lib/audit/wire.hpp"
-#include "lib/error.hpp"
-#include "lib/fsutil.hpp"
+#include "lib/core/error.hpp"
+#include "lib/core/fsutil.hpp"
 #include "trace_points.pb.h"
 
 namespace fs = std::filesystem;

@@ -6,7 +6,7 @@
 
 #include <algorithm>
 
-#include "lib/bundle.hpp"
+#include "lib/runtime/bundle.hpp"
 
 using namespace sandweave;
 using nlohmann::json;

@@ -4,8 +4,8 @@
 
 #include <filesystem>
 
-#include "lib/options.hpp"
-#include "lib/template.hpp"
+#include "lib/spec/options.hpp"
+#include "lib/spec/template.hpp"
 
 using namespace sandweave;
 namespace fs = std::filesystem;

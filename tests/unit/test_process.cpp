@@ -15,9 +15,9 @@
 #include <filesystem>
 #include <thread>
 
-#include "lib/error.hpp"
-#include "lib/fsutil.hpp"
-#include "lib/process.hpp"
+#include "lib/core/error.hpp"
+#include "lib/core/fsutil.hpp"
+#include "lib/core/process.hpp"
 
 using namespace sandweave;
 namespace fs = std::filesystem;

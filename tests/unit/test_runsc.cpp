@@ -14,9 +14,9 @@
 
 #include <nlohmann/json.hpp>
 
-#include "lib/error.hpp"
-#include "lib/fsutil.hpp"
-#include "lib/runsc.hpp"
+#include "lib/core/error.hpp"
+#include "lib/core/fsutil.hpp"
+#include "lib/runtime/runsc.hpp"
 
 using namespace sandweave;
 namespace fs = std::filesystem;

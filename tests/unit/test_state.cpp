@@ -12,9 +12,9 @@
 #include <set>
 #include <thread>
 
-#include "lib/error.hpp"
-#include "lib/fsutil.hpp"
-#include "lib/state.hpp"
+#include "lib/core/error.hpp"
+#include "lib/core/fsutil.hpp"
+#include "lib/store/state.hpp"
 
 using namespace sandweave;
 namespace fs = std::filesystem;

@@ -8,8 +8,8 @@
 #include <functional>
 #include <string>
 
-#include "lib/error.hpp"
-#include "lib/template.hpp"
+#include "lib/core/error.hpp"
+#include "lib/spec/template.hpp"
 
 using namespace sandweave;
 namespace fs = std::filesystem;
@@ -231,7 +231,7 @@ TEST_SUITE("template") {
         CAPTURE(msg);
         CHECK(contains(msg, "missing-parent"));
         CHECK(contains(msg, "no-such-parent"));
-        // SPEC 3/4: a bad template is exit 2; exit 4 is for a template the user named
+        // A bad template is exit 2; exit 4 is for a template the user named
         // directly that does not exist.
         CHECK(e.code() == ErrorCode::usage);
     }

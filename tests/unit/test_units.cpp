@@ -2,7 +2,7 @@
 // "did you mean" hint every unknown-name error carries.
 #include <doctest/doctest.h>
 
-#include "lib/units.hpp"
+#include "lib/core/units.hpp"
 
 using namespace sandweave;
 using std::chrono::milliseconds;

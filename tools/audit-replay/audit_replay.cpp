@@ -33,7 +33,7 @@
 #include <vector>
 
 #include "lib/audit/wire.hpp"
-#include "lib/fsutil.hpp"
+#include "lib/core/fsutil.hpp"
 
 namespace fs = std::filesystem;
 

@@ -15,9 +15,9 @@
 #include <map>
 
 #include "lib/audit/audit.hpp"
-#include "lib/error.hpp"
-#include "lib/fsutil.hpp"
-#include "lib/log.hpp"
+#include "lib/core/error.hpp"
+#include "lib/core/fsutil.hpp"
+#include "lib/core/log.hpp"
 
 using namespace sandweave;
 

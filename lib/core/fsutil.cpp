@@ -1,0 +1,180 @@
+#include "lib/core/fsutil.hpp"
+
+#include <fcntl.h>
+#include <sys/file.h>
+#include <sys/random.h>
+#include <sys/stat.h>
+#include <unistd.h>
+
+#include <algorithm>
+#include <cctype>
+#include <cerrno>
+#include <system_error>
+
+#include "lib/core/error.hpp"
+
+namespace sandweave {
+namespace {
+
+void write_all(int fd, std::string_view data, const fs::path& path) {
+    while (!data.empty()) {
+        ssize_t n = ::write(fd, data.data(), data.size());
+        if (n < 0) {
+            if (errno == EINTR) continue;
+            throw_errno("write " + path.string());
+        }
+        data.remove_prefix(static_cast<std::size_t>(n));
+    }
+}
+
+}  // namespace
+
+void fsync_dir(const fs::path& dir) {
+    int fd = ::open(dir.c_str(), O_RDONLY | O_DIRECTORY | O_CLOEXEC);
+    if (fd < 0) throw_errno("open " + dir.string());
+    int rc = ::fsync(fd);
+    int err = errno;
+    ::close(fd);
+    if (rc != 0) throw_errno("fsync " + dir.string(), err);
+}
+
+void write_file_atomic(const fs::path& path, std::string_view data, mode_t mode) {
+    fs::path dir = path.parent_path().empty() ? fs::path(".") : path.parent_path();
+    fs::path tmp = dir / ("." + path.filename().string() + ".tmp-" + random_hex(8));
+    int fd = ::open(tmp.c_str(), O_WRONLY | O_CREAT | O_EXCL | O_CLOEXEC, mode);
+    if (fd < 0) throw_errno("create " + tmp.string());
+    try {
+        if (::fchmod(fd, mode) != 0) throw_errno("chmod " + tmp.string());
+        write_all(fd, data, tmp);
+        if (::fsync(fd) != 0) throw_errno("fsync " + tmp.string());
+        if (::close(fd) != 0) {
+            fd = -1;
+            throw_errno("close " + tmp.string());
+        }
+        fd = -1;
+        if (::rename(tmp.c_str(), path.c_str()) != 0) throw_errno("rename to " + path.string());
+        fsync_dir(dir);
+    } catch (...) {
+        if (fd >= 0) ::close(fd);
+        ::unlink(tmp.c_str());
+        throw;
+    }
+}
+
+std::string read_file(const fs::path& path, std::size_t max_bytes) {
+    int fd = ::open(path.c_str(), O_RDONLY | O_CLOEXEC);
+    if (fd < 0) {
+        int err = errno;
+        throw Error(err == ENOENT ? ErrorCode::not_found : ErrorCode::general,
+                    errno_message("open " + path.string(), err));
+    }
+    std::string out;
+    char buf[65536];
+    for (;;) {
+        ssize_t n = ::read(fd, buf, sizeof buf);
+        if (n < 0) {
+            if (errno == EINTR) continue;
+            int err = errno;
+            ::close(fd);
+            throw_errno("read " + path.string(), err);
+        }
+        if (n == 0) break;
+        if (out.size() + static_cast<std::size_t>(n) > max_bytes) {
+            ::close(fd);
+            throw Error(ErrorCode::general, "read " + path.string() + ": file larger than " +
+                                                std::to_string(max_bytes) + " bytes");
+        }
+        out.append(buf, static_cast<std::size_t>(n));
+    }
+    ::close(fd);
+    return out;
+}
+
+void make_dirs(const fs::path& path, mode_t mode) {
+    if (path.empty()) return;
+    struct stat st {};
+    if (::stat(path.c_str(), &st) == 0) {
+        if (!S_ISDIR(st.st_mode))
+            throw Error(ErrorCode::general,
+                        "mkdir " + path.string() + ": exists and is not a directory");
+        return;
+    }
+    if (path.has_parent_path() && path.parent_path() != path) make_dirs(path.parent_path(), mode);
+    if (::mkdir(path.c_str(), mode) != 0 && errno != EEXIST) throw_errno("mkdir " + path.string());
+}
+
+void remove_tree(const fs::path& path) {
+    std::error_code ec;
+    fs::remove_all(path, ec);
+    if (ec && ec != std::errc::no_such_file_or_directory)
+        throw Error(ErrorCode::general, "remove " + path.string() + ": " + ec.message());
+}
+
+FileLock::FileLock(const fs::path& lock_file, Mode mode) {
+    fd_ = ::open(lock_file.c_str(), O_RDWR | O_CREAT | O_CLOEXEC, 0600);
+    if (fd_ < 0) throw_errno("open lock " + lock_file.string());
+    int op = mode == Mode::exclusive ? LOCK_EX : LOCK_SH;
+    while (::flock(fd_, op) != 0) {
+        if (errno == EINTR) continue;
+        int err = errno;
+        ::close(fd_);
+        fd_ = -1;
+        throw_errno("lock " + lock_file.string(), err);
+    }
+}
+
+FileLock FileLock::try_lock(const fs::path& lock_file, Mode mode) {
+    FileLock lock;
+    lock.fd_ = ::open(lock_file.c_str(), O_RDWR | O_CREAT | O_CLOEXEC, 0600);
+    if (lock.fd_ < 0) throw_errno("open lock " + lock_file.string());
+    int op = (mode == Mode::exclusive ? LOCK_EX : LOCK_SH) | LOCK_NB;
+    if (::flock(lock.fd_, op) != 0) {
+        ::close(lock.fd_);
+        lock.fd_ = -1;
+    }
+    return lock;
+}
+
+FileLock::FileLock(FileLock&& other) noexcept : fd_(other.fd_) {
+    other.fd_ = -1;
+}
+
+FileLock::~FileLock() {
+    if (fd_ >= 0) ::close(fd_);
+}
+
+std::uint64_t tree_bytes(const fs::path& p) {
+    std::uint64_t total = 0;
+    std::error_code ec;
+    for (auto it =
+             fs::recursive_directory_iterator(p, fs::directory_options::skip_permission_denied, ec);
+         it != fs::recursive_directory_iterator(); it.increment(ec)) {
+        if (ec) break;
+        if (it->is_regular_file(ec) && !it->is_symlink(ec)) total += it->file_size(ec);
+    }
+    return total;
+}
+
+bool valid_object_name(const std::string& n) {
+    if (n.empty() || n.size() > 64 || !std::isalnum(static_cast<unsigned char>(n[0]))) return false;
+    return std::all_of(n.begin(), n.end(), [](char c) {
+        return std::isalnum(static_cast<unsigned char>(c)) || c == '-' || c == '_' || c == '.';
+    });
+}
+
+std::string random_hex(std::size_t n) {
+    static const char digits[] = "0123456789abcdef";
+    std::string out;
+    unsigned char buf[32];
+    while (out.size() < n) {
+        ssize_t got = ::getrandom(buf, sizeof buf, 0);
+        if (got < 0) {
+            if (errno == EINTR) continue;
+            throw_errno("getrandom");
+        }
+        for (ssize_t i = 0; i < got && out.size() < n; ++i) out.push_back(digits[buf[i] & 0xf]);
+    }
+    return out;
+}
+
+}  // namespace sandweave

@@ -1,0 +1,31 @@
+#include "lib/core/log.hpp"
+
+#include <atomic>
+
+namespace sandweave {
+namespace {
+
+class NullLogger final : public Logger {
+  public:
+    void debug(const std::string&) override {}
+    void info(const std::string&) override {}
+    void warn(const std::string&) override {}
+    void error(const std::string&) override {}
+};
+
+std::shared_ptr<Logger>& current() {
+    static std::shared_ptr<Logger> logger = std::make_shared<NullLogger>();
+    return logger;
+}
+
+}  // namespace
+
+Logger& log() {
+    return *std::atomic_load(&current());
+}
+
+void set_logger(std::shared_ptr<Logger> logger) {
+    std::atomic_store(&current(), std::move(logger));
+}
+
+}  // namespace sandweave

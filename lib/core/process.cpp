@@ -1,0 +1,393 @@
+#include "lib/core/process.hpp"
+
+#include <fcntl.h>
+#include <poll.h>
+#include <signal.h>
+#include <spawn.h>
+#include <sys/signalfd.h>
+#include <sys/stat.h>
+#include <sys/syscall.h>
+#include <sys/wait.h>
+#include <unistd.h>
+
+#include <algorithm>
+#include <cerrno>
+#include <cstring>
+
+#include "lib/core/error.hpp"
+
+extern char** environ;
+
+namespace sandweave {
+namespace {
+
+using Clock = std::chrono::steady_clock;
+
+class Fd {
+  public:
+    Fd() = default;
+    explicit Fd(int fd) : fd_(fd) {}
+    ~Fd() { reset(); }
+    Fd(Fd&& o) noexcept : fd_(o.release()) {}
+    Fd& operator=(Fd&& o) noexcept {
+        if (this != &o) {
+            reset();
+            fd_ = o.release();
+        }
+        return *this;
+    }
+    int get() const { return fd_; }
+    int release() {
+        int f = fd_;
+        fd_ = -1;
+        return f;
+    }
+    void reset() {
+        if (fd_ >= 0) ::close(fd_);
+        fd_ = -1;
+    }
+
+  private:
+    int fd_ = -1;
+};
+
+struct Pipe {
+    Fd read, write;
+};
+
+Pipe make_pipe() {
+    int fds[2];
+    if (::pipe2(fds, O_CLOEXEC) != 0) throw_errno("pipe");
+    return Pipe{Fd(fds[0]), Fd(fds[1])};
+}
+
+// Everything a spawn needs that must outlive posix_spawn: the child's ends.
+struct ChildStdio {
+    Fd in, out, err;        // child's ends (dup2'ed onto 0/1/2)
+    Fd out_read, err_read;  // our ends of capture pipes
+};
+
+Fd open_for_child(const Command::Stdio mode, int target, const std::filesystem::path& file) {
+    switch (mode) {
+        case Command::Stdio::null: {
+            int fd = ::open("/dev/null", (target == 0 ? O_RDONLY : O_WRONLY) | O_CLOEXEC);
+            if (fd < 0) throw_errno("open /dev/null");
+            return Fd(fd);
+        }
+        case Command::Stdio::file: {
+            int fd = ::open(file.c_str(), O_WRONLY | O_CREAT | O_APPEND | O_CLOEXEC, 0600);
+            if (fd < 0) throw_errno("open " + file.string());
+            return Fd(fd);
+        }
+        default:
+            return Fd();
+    }
+}
+
+ChildStdio prepare_stdio(const Command& cmd) {
+    ChildStdio s;
+    if (cmd.in == Command::Stdio::capture || cmd.in == Command::Stdio::file)
+        throw Error(ErrorCode::general, "internal: stdin can only be inherited or null");
+    s.in = open_for_child(cmd.in, 0, {});
+    if (cmd.out == Command::Stdio::capture) {
+        Pipe p = make_pipe();
+        s.out_read = std::move(p.read);
+        s.out = std::move(p.write);
+    } else {
+        s.out = open_for_child(cmd.out, 1, cmd.out_file);
+    }
+    if (cmd.err == Command::Stdio::capture) {
+        Pipe p = make_pipe();
+        s.err_read = std::move(p.read);
+        s.err = std::move(p.write);
+    } else {
+        s.err = open_for_child(cmd.err, 2, cmd.err_file);
+    }
+    return s;
+}
+
+pid_t spawn(const Command& cmd, ChildStdio& stdio, bool new_session) {
+    if (cmd.argv.empty()) throw Error(ErrorCode::general, "internal: empty argv");
+    posix_spawn_file_actions_t fa;
+    posix_spawnattr_t attr;
+    posix_spawn_file_actions_init(&fa);
+    posix_spawnattr_init(&attr);
+    if (stdio.in.get() >= 0) posix_spawn_file_actions_adddup2(&fa, stdio.in.get(), 0);
+    if (stdio.out.get() >= 0) posix_spawn_file_actions_adddup2(&fa, stdio.out.get(), 1);
+    if (stdio.err.get() >= 0) posix_spawn_file_actions_adddup2(&fa, stdio.err.get(), 2);
+    for (const auto& [ours, theirs] : cmd.pass_fds)
+        posix_spawn_file_actions_adddup2(&fa, ours, theirs);
+
+    // The child starts with default dispositions and an empty mask, whatever we
+    // blocked for our signalfd.
+    sigset_t empty, all;
+    sigemptyset(&empty);
+    sigfillset(&all);
+    posix_spawnattr_setsigmask(&attr, &empty);
+    posix_spawnattr_setsigdefault(&attr, &all);
+    short flags = POSIX_SPAWN_SETSIGMASK | POSIX_SPAWN_SETSIGDEF;
+    if (new_session) flags |= POSIX_SPAWN_SETSID;
+    if (cmd.own_process_group && !new_session) {
+        flags |= POSIX_SPAWN_SETPGROUP;
+        posix_spawnattr_setpgroup(&attr, 0);
+    }
+    posix_spawnattr_setflags(&attr, flags);
+
+    std::vector<char*> argv;
+    argv.reserve(cmd.argv.size() + 1);
+    for (const auto& a : cmd.argv) argv.push_back(const_cast<char*>(a.c_str()));
+    argv.push_back(nullptr);
+
+    pid_t pid = -1;
+    int rc = ::posix_spawnp(&pid, argv[0], &fa, &attr, argv.data(), environ);
+    posix_spawn_file_actions_destroy(&fa);
+    posix_spawnattr_destroy(&attr);
+    if (rc != 0) throw Error(ErrorCode::general, errno_message("run " + cmd.argv[0], rc));
+    // Our copies of the child's ends must go so EOF is seen on the pipes.
+    stdio.in.reset();
+    stdio.out.reset();
+    stdio.err.reset();
+    return pid;
+}
+
+void emit_lines(std::string& pending, const std::function<void(const std::string&)>& cb,
+                bool flush) {
+    if (!cb) return;
+    std::size_t pos;
+    while ((pos = pending.find('\n')) != std::string::npos) {
+        cb(pending.substr(0, pos));
+        pending.erase(0, pos + 1);
+    }
+    if (flush && !pending.empty()) {
+        cb(pending);
+        pending.clear();
+    }
+}
+
+void set_status(CommandResult& r, int status) {
+    if (WIFEXITED(status)) {
+        r.exit_status = WEXITSTATUS(status);
+    } else if (WIFSIGNALED(status)) {
+        r.term_signal = WTERMSIG(status);
+    }
+}
+
+// A descriptor that becomes readable when `pid` exits (pidfd_open), so one
+// poll() waits for output and exit together, with no sleeping tick.
+Fd open_pidfd(pid_t pid) {
+    int fd = static_cast<int>(::syscall(SYS_pidfd_open, pid, 0));
+    if (fd < 0) throw_errno("pidfd_open");
+    ::fcntl(fd, F_SETFD, FD_CLOEXEC);
+    return Fd(fd);
+}
+
+int remaining_ms(const std::optional<Clock::time_point>& deadline) {
+    if (!deadline) return -1;
+    auto ms =
+        std::chrono::duration_cast<std::chrono::milliseconds>(*deadline - Clock::now()).count();
+    return static_cast<int>(std::clamp<long long>(ms + 1, 0, 60000));
+}
+
+// Waits for the child: reads capture pipes as data arrives, enforces the
+// timeout, reaps exactly `pid`. A child that exits while a grandchild still
+// holds its pipes open is not waited for beyond what is already buffered.
+CommandResult wait_capturing(pid_t pid, ChildStdio& stdio, const Command& cmd) {
+    CommandResult r;
+    std::string out_pending, err_pending;
+    auto deadline = cmd.timeout ? std::optional(Clock::now() + *cmd.timeout) : std::nullopt;
+    Fd pidfd = open_pidfd(pid);
+    bool exited = false;
+    for (;;) {
+        pollfd fds[3];
+        nfds_t n = 0;
+        if (!exited) fds[n++] = {pidfd.get(), POLLIN, 0};
+        if (stdio.out_read.get() >= 0) fds[n++] = {stdio.out_read.get(), POLLIN, 0};
+        if (stdio.err_read.get() >= 0) fds[n++] = {stdio.err_read.get(), POLLIN, 0};
+        if (n == 0) break;
+        int timeout_ms = exited ? 0 : remaining_ms(r.timed_out ? std::nullopt : deadline);
+        int rc = ::poll(fds, n, timeout_ms);
+        if (rc < 0) {
+            if (errno == EINTR) continue;
+            throw_errno("poll");
+        }
+        if (rc == 0) {
+            if (exited) break;  // only leftover holders of the pipes remain
+            r.timed_out = true;
+            ::kill(pid, SIGKILL);
+            continue;
+        }
+        for (nfds_t i = 0; i < n; ++i) {
+            if (!(fds[i].revents & (POLLIN | POLLHUP | POLLERR))) continue;
+            if (fds[i].fd == pidfd.get()) {
+                exited = true;
+                continue;
+            }
+            bool is_out = fds[i].fd == stdio.out_read.get();
+            char buf[65536];
+            ssize_t got = ::read(fds[i].fd, buf, sizeof buf);
+            if (got < 0 && errno == EINTR) continue;
+            if (got <= 0) {
+                (is_out ? stdio.out_read : stdio.err_read).reset();
+                continue;
+            }
+            std::string& sink = is_out ? r.out : r.err;
+            sink.append(buf, static_cast<std::size_t>(got));
+            const auto& cb = is_out ? cmd.on_out_line : cmd.on_err_line;
+            if (cb) {
+                std::string& pend = is_out ? out_pending : err_pending;
+                pend.append(buf, static_cast<std::size_t>(got));
+                emit_lines(pend, cb, false);
+            }
+        }
+    }
+    int status = 0;
+    while (::waitpid(pid, &status, 0) < 0) {
+        if (errno != EINTR) throw_errno("waitpid");
+    }
+    emit_lines(out_pending, cmd.on_out_line, true);
+    emit_lines(err_pending, cmd.on_err_line, true);
+    set_status(r, status);
+    return r;
+}
+
+// Copies what is readable on `from` to `to`; closes `from` at EOF.
+void relay(Fd& from, int to, short revents) {
+    if (from.get() < 0 || !(revents & (POLLIN | POLLHUP | POLLERR))) return;
+    char buf[65536];
+    ssize_t n = ::read(from.get(), buf, sizeof buf);
+    if (n < 0 && errno == EINTR) return;
+    if (n <= 0) {
+        from.reset();
+        return;
+    }
+    std::size_t off = 0;
+    while (off < static_cast<std::size_t>(n)) {
+        ssize_t w = ::write(to, buf + off, static_cast<std::size_t>(n) - off);
+        if (w < 0 && errno == EINTR) continue;
+        if (w <= 0) return;  // our own output is gone: drop, keep draining
+        off += static_cast<std::size_t>(w);
+    }
+}
+
+}  // namespace
+
+bool relay_needed(int fd) {
+    struct stat st {};
+    if (::fstat(fd, &st) != 0 || !S_ISREG(st.st_mode)) return false;
+    int flags = ::fcntl(fd, F_GETFL);
+    return flags >= 0 && !(flags & O_APPEND);
+}
+
+std::string CommandResult::describe() const {
+    std::string s;
+    if (timed_out)
+        s = "timed out";
+    else if (term_signal)
+        s = std::string("killed by signal ") + strsignal(term_signal);
+    else
+        s = "exit status " + std::to_string(exit_status);
+    // The last non-empty line of stderr is usually the reason.
+    std::string_view e = err;
+    while (!e.empty() && (e.back() == '\n' || e.back() == ' ')) e.remove_suffix(1);
+    if (!e.empty()) {
+        auto nl = e.rfind('\n');
+        s += ": " + std::string(nl == std::string_view::npos ? e : e.substr(nl + 1));
+    }
+    return s;
+}
+
+CommandResult LocalRunner::run(const Command& cmd) {
+    ChildStdio stdio = prepare_stdio(cmd);
+    pid_t pid = spawn(cmd, stdio, false);
+    return wait_capturing(pid, stdio, cmd);
+}
+
+CommandResult LocalRunner::run_attached(const Command& cmd_in, const AttachOptions& opts) {
+    Command cmd = cmd_in;
+    cmd.in = Command::Stdio::inherit;
+    cmd.out = cmd.relay_out ? Command::Stdio::capture : Command::Stdio::inherit;
+    cmd.err = cmd.relay_err ? Command::Stdio::capture : Command::Stdio::inherit;
+
+    sigset_t forward, old;
+    sigemptyset(&forward);
+    for (int s : {SIGINT, SIGTERM, SIGHUP, SIGQUIT}) sigaddset(&forward, s);
+    if (::sigprocmask(SIG_BLOCK, &forward, &old) != 0) throw_errno("sigprocmask");
+    struct Restore {
+        sigset_t* old;
+        ~Restore() { ::sigprocmask(SIG_SETMASK, old, nullptr); }
+    } restore{&old};
+    Fd sfd(::signalfd(-1, &forward, SFD_CLOEXEC | SFD_NONBLOCK));
+    if (sfd.get() < 0) throw_errno("signalfd");
+
+    ChildStdio stdio = prepare_stdio(cmd);
+    pid_t pid = spawn(cmd, stdio, false);
+
+    CommandResult r;
+    auto deadline = opts.timeout ? std::optional(Clock::now() + *opts.timeout) : std::nullopt;
+    std::optional<Clock::time_point> kill_at;
+    Fd pidfd = open_pidfd(pid);
+    for (;;) {
+        auto now = Clock::now();
+        if (deadline && now >= *deadline && !r.timed_out) {
+            r.timed_out = true;
+            if (opts.on_timeout) opts.on_timeout();
+            kill_at = Clock::now() + opts.kill_grace;
+        }
+        if (kill_at && Clock::now() >= *kill_at) {
+            ::kill(pid, SIGKILL);
+            kill_at.reset();
+        }
+        int wait_ms = remaining_ms(kill_at ? kill_at : (r.timed_out ? std::nullopt : deadline));
+        pollfd pfds[4] = {
+            {pidfd.get(), POLLIN, 0}, {sfd.get(), POLLIN, 0}, {-1, POLLIN, 0}, {-1, POLLIN, 0}};
+        pfds[2].fd = stdio.out_read.get();
+        pfds[3].fd = stdio.err_read.get();
+        int rc = ::poll(pfds, 4, wait_ms);
+        if (rc < 0 && errno != EINTR) throw_errno("poll");
+        relay(stdio.out_read, 1, pfds[2].revents);
+        relay(stdio.err_read, 2, pfds[3].revents);
+        if (rc > 0 && (pfds[0].revents & POLLIN)) break;
+        signalfd_siginfo si;
+        while (::read(sfd.get(), &si, sizeof si) == static_cast<ssize_t>(sizeof si)) {
+            int sig = static_cast<int>(si.ssi_signo);
+            // A terminal's Ctrl-C (sent by the kernel) already reached a child in
+            // our process group; only forward what it did not get.
+            if (si.ssi_code == SI_KERNEL && !cmd.own_process_group) continue;
+            if (opts.forward_signal)
+                opts.forward_signal(sig);
+            else
+                ::kill(pid, sig);
+        }
+    }
+    // Drain what the child wrote before it exited; a guest process it left
+    // behind may hold the pipe open, so stop as soon as nothing is pending.
+    for (Fd* f : {&stdio.out_read, &stdio.err_read}) {
+        while (f->get() >= 0) {
+            pollfd p{f->get(), POLLIN, 0};
+            if (::poll(&p, 1, 20) <= 0) break;
+            relay(*f, f == &stdio.out_read ? 1 : 2, p.revents);
+        }
+    }
+    int status = 0;
+    while (::waitpid(pid, &status, 0) < 0) {
+        if (errno != EINTR) throw_errno("waitpid");
+    }
+    set_status(r, status);
+    return r;
+}
+
+pid_t spawn_detached(const Command& cmd) {
+    if (cmd.out == Command::Stdio::capture || cmd.err == Command::Stdio::capture)
+        throw Error(ErrorCode::general, "internal: a detached child cannot have captured output");
+    ChildStdio stdio = prepare_stdio(cmd);
+    return spawn(cmd, stdio, true);
+}
+
+std::filesystem::path self_exe() {
+    std::error_code ec;
+    auto p = std::filesystem::read_symlink("/proc/self/exe", ec);
+    if (ec) throw Error(ErrorCode::general, "resolve /proc/self/exe: " + ec.message());
+    return p;
+}
+
+}  // namespace sandweave

@@ -1,0 +1,34 @@
+#pragma once
+// The sandbox supervisor ("shim"). `runsc run --detach` leaves the sandbox and
+// gofer processes behind as orphans, and whoever adopts them must reap them
+// before runsc considers a sandbox gone: with a slow host init, `runsc delete`
+// then waits seconds. So sandweave starts runsc under a tiny detached process of
+// its own (`sandweave __shim`) that is a child subreaper: it adopts the sandbox's
+// processes, reaps them the moment they exit, and exits itself when none are left.
+//
+// Protocol with the launching process: the shim reports runsc's exit status and
+// runsc's own error messages on a pipe, then closes it; the launcher waits for
+// that EOF only, never for the shim.
+
+#include <chrono>
+#include <filesystem>
+#include <string>
+#include <vector>
+
+#include "lib/core/process.hpp"
+
+namespace sandweave {
+
+inline constexpr const char* shim_verb = "__shim";
+
+// Runs `argv` (a detaching runsc call such as `run --detach`) under a new shim;
+// stdout/stderr of runsc and the sandbox go to console_log. Gives up (and kills
+// the shim's session) after `timeout`.
+LaunchResult launch_under_shim(const std::vector<std::string>& argv,
+                               const std::filesystem::path& console_log,
+                               std::chrono::milliseconds timeout);
+
+// Entry point of `sandweave __shim CONSOLE_LOG RUNSC ARGS...` (fd 3: status pipe).
+int shim_main(const std::vector<std::string>& args);
+
+}  // namespace sandweave

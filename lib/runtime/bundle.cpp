@@ -1,0 +1,89 @@
+#include "lib/runtime/bundle.hpp"
+
+#include <cmath>
+#include <map>
+
+namespace sandweave {
+
+using nlohmann::json;
+
+std::vector<std::string> guest_env(const SandboxSpec& spec, const std::vector<std::string>& extra) {
+    std::map<std::string, std::string> env{{"PATH", std::string(default_path_env).substr(5)},
+                                           {"HOME", spec.user.uid == 0 ? "/root" : "/"}};
+    for (const auto& [k, v] : spec.env) env[k] = v;
+    for (const auto& kv : extra) {
+        auto eq = kv.find('=');
+        env[kv.substr(0, eq)] = eq == std::string::npos ? "" : kv.substr(eq + 1);
+    }
+    std::vector<std::string> out;
+    for (const auto& [k, v] : env) out.push_back(k + "=" + v);
+    return out;
+}
+
+json build_oci_config(const BundleInput& in) {
+    json proc_options = json::array();
+    if (in.spec.runtime.hidepid != 0)
+        proc_options.push_back("hidepid=" + std::to_string(in.spec.runtime.hidepid));
+
+    json mounts = json::array({
+        {{"destination", "/proc"}, {"type", "proc"}, {"source", "proc"}, {"options", proc_options}},
+        {{"destination", "/dev"},
+         {"type", "tmpfs"},
+         {"source", "tmpfs"},
+         {"options", {"nosuid", "strictatime", "mode=755", "size=65536k"}}},
+        {{"destination", "/dev/pts"},
+         {"type", "devpts"},
+         {"source", "devpts"},
+         {"options", {"nosuid", "noexec", "newinstance", "ptmxmode=0666", "mode=0620"}}},
+        {{"destination", "/dev/shm"},
+         {"type", "tmpfs"},
+         {"source", "shm"},
+         {"options", {"nosuid", "noexec", "nodev", "mode=1777", "size=65536k"}}},
+        {{"destination", "/sys"},
+         {"type", "sysfs"},
+         {"source", "sysfs"},
+         {"options", {"nosuid", "noexec", "nodev", "ro"}}},
+        {{"destination", guest_init_path},
+         {"type", "bind"},
+         {"source", in.init_binary.string()},
+         {"options", {"rbind", "ro"}}},
+    });
+
+    json resources = json::object();
+    if (in.spec.resources.memory) resources["memory"] = {{"limit", *in.spec.resources.memory}};
+    if (in.spec.resources.cpus) {
+        const long period = 100000;
+        resources["cpu"] = {
+            {"quota", static_cast<long>(std::lround(*in.spec.resources.cpus * period))},
+            {"period", period}};
+    }
+    if (in.spec.resources.pids) resources["pids"] = {{"limit", *in.spec.resources.pids}};
+
+    SandboxSpec root_spec = in.spec;
+    root_spec.user = UserSpec{0, 0};
+    std::vector<std::string> init_caps{"CAP_KILL"};
+    return json{
+        {"ociVersion", "1.0.0"},
+        {"process",
+         {{"terminal", false},
+          {"user", {{"uid", 0}, {"gid", 0}}},
+          {"args", {guest_init_path}},
+          {"env", guest_env(root_spec, {})},
+          {"cwd", "/"},
+          {"capabilities",
+           {{"bounding", init_caps}, {"effective", init_caps}, {"permitted", init_caps}}},
+          {"noNewPrivileges", true}}},
+        {"root", {{"path", in.rootfs.string()}, {"readonly", false}}},
+        {"hostname", in.hostname},
+        {"mounts", mounts},
+        {"linux",
+         {{"namespaces", json::array({{{"type", "pid"}},
+                                      {{"type", "network"}},
+                                      {{"type", "ipc"}},
+                                      {{"type", "uts"}},
+                                      {{"type", "mount"}}})},
+          {"resources", resources}}},
+    };
+}
+
+}  // namespace sandweave

@@ -1,0 +1,33 @@
+#pragma once
+// The OCI bundle handed to runsc. PID 1 is sandweave's guest init, bind-mounted
+// read-only from the host; the root filesystem is the sandbox's host overlay; the
+// guest's /proc carries the hidepid policy (gVisor applies the mount options of
+// the spec's /proc mount to the guest's initial procfs).
+
+#include <filesystem>
+#include <string>
+
+#include <nlohmann/json.hpp>
+
+#include "lib/spec/options.hpp"
+
+namespace sandweave {
+
+inline constexpr const char* guest_init_path = "/.sandweave/init";
+inline constexpr const char* default_path_env =
+    "PATH=/usr/local/sbin:/usr/local/bin:/usr/sbin:/usr/bin:/sbin:/bin";
+
+struct BundleInput {
+    SandboxSpec spec;
+    std::filesystem::path rootfs;
+    std::filesystem::path init_binary;  // host path of sandweave-init
+    std::string hostname;
+};
+
+nlohmann::json build_oci_config(const BundleInput& in);
+
+// The environment a guest command gets: PATH, HOME, the template's env, then the
+// caller's extra K=V entries (later wins).
+std::vector<std::string> guest_env(const SandboxSpec& spec, const std::vector<std::string>& extra);
+
+}  // namespace sandweave

@@ -1,0 +1,319 @@
+#include "lib/runtime/runsc.hpp"
+
+#include <fcntl.h>
+#include <signal.h>
+#include <sys/mman.h>
+#include <unistd.h>
+
+#include <cstdlib>
+#include <nlohmann/json.hpp>
+#include <sstream>
+
+#include "lib/core/error.hpp"
+#include "lib/core/fsutil.hpp"
+
+namespace sandweave {
+
+namespace fs = std::filesystem;
+using nlohmann::json;
+
+namespace {
+
+bool executable(const fs::path& p) {
+    return ::access(p.c_str(), X_OK) == 0 && fs::is_regular_file(p);
+}
+
+std::optional<fs::path> on_path(const std::string& name) {
+    const char* path = std::getenv("PATH");
+    std::string s = path ? path : "/usr/local/sbin:/usr/local/bin:/usr/sbin:/usr/bin:/sbin:/bin";
+    std::size_t start = 0;
+    while (start <= s.size()) {
+        auto end = s.find(':', start);
+        if (end == std::string::npos) end = s.size();
+        fs::path cand = fs::path(s.substr(start, end - start)) / name;
+        std::error_code ec;
+        if (end > start && executable(cand)) return cand;
+        start = end + 1;
+    }
+    return std::nullopt;
+}
+
+// The capabilities a guest process gets: Docker's default set for root (plus
+// SYS_PTRACE, so guest root can inspect every process, as documented); none for
+// any other uid, like a non-root process on Linux.
+json capabilities_for(const UserSpec& user) {
+    std::vector<std::string> caps;
+    if (user.uid == 0) {
+        caps = {"CAP_CHOWN",   "CAP_DAC_OVERRIDE", "CAP_FSETID",           "CAP_FOWNER",
+                "CAP_MKNOD",   "CAP_NET_RAW",      "CAP_SETGID",           "CAP_SETUID",
+                "CAP_SETFCAP", "CAP_SETPCAP",      "CAP_NET_BIND_SERVICE", "CAP_SYS_CHROOT",
+                "CAP_KILL",    "CAP_AUDIT_WRITE",  "CAP_SYS_PTRACE"};
+    }
+    return json{{"bounding", caps},
+                {"effective", caps},
+                {"inheritable", json::array()},
+                {"permitted", caps},
+                {"ambient", json::array()}};
+}
+
+std::string read_fd_all(int fd) {
+    std::string out;
+    ::lseek(fd, 0, SEEK_SET);
+    char buf[4096];
+    ssize_t n;
+    while ((n = ::read(fd, buf, sizeof buf)) > 0 && out.size() < (1u << 20))
+        out.append(buf, static_cast<std::size_t>(n));
+    return out;
+}
+
+// runsc writes {"msg": ..., "level": "error"} objects to --log-fd; take the last.
+std::optional<std::string> last_error_message(const std::string& log) {
+    std::optional<std::string> msg;
+    std::istringstream in(log);
+    while (in >> std::ws && in.peek() != std::char_traits<char>::eof()) {
+        json j;
+        try {
+            in >> j;
+        } catch (const json::exception&) {
+            break;  // not JSON: keep what was understood so far
+        }
+        if (j.is_object() && j.contains("msg") && j["msg"].is_string())
+            msg = j["msg"].get<std::string>();
+    }
+    return msg;
+}
+
+}  // namespace
+
+fs::path find_runsc(const std::optional<std::string>& flag) {
+    auto check = [](const fs::path& p, const std::string& how) {
+        if (!executable(p))
+            throw Error(ErrorCode::runtime,
+                        "runsc " + p.string() + " (from " + how + "): not an executable file");
+        return p;
+    };
+    if (flag && !flag->empty()) return check(*flag, "--runsc");
+    if (const char* env = std::getenv("SANDWEAVE_RUNSC"); env && *env)
+        return check(env, "SANDWEAVE_RUNSC");
+    if (executable(patched_runsc_path)) return patched_runsc_path;
+    if (auto p = on_path("runsc")) return *p;
+    throw Error(ErrorCode::runtime,
+                "runsc not found: build sandweave's runtime (runtime/build-runsc.sh), install "
+                "Debian's (apt-get install runsc), or set SANDWEAVE_RUNSC");
+}
+
+Runsc::Runsc(CommandRunner& runner, fs::path binary, std::vector<std::string> global_flags)
+    : runner_(runner), binary_(std::move(binary)), flags_(std::move(global_flags)) {}
+
+std::vector<std::string> Runsc::flags_for(const fs::path& root, const std::string& platform,
+                                          const std::string& network,
+                                          const std::optional<fs::path>& pod_init_config) {
+    std::vector<std::string> f{"--root=" + root.string(), "--platform=" + platform,
+                               "--network=" + network};
+    if (pod_init_config) f.push_back("--pod-init-config=" + pod_init_config->string());
+    return f;
+}
+
+std::vector<std::string> Runsc::argv(std::vector<std::string> args) const {
+    std::vector<std::string> out{binary_.string()};
+    out.insert(out.end(), flags_.begin(), flags_.end());
+    out.insert(out.end(), std::make_move_iterator(args.begin()),
+               std::make_move_iterator(args.end()));
+    return out;
+}
+
+std::string Runsc::version() {
+    Command c;
+    c.argv = {binary_.string(), "--version"};
+    c.timeout = std::chrono::seconds(20);
+    auto r = runner_.run(c);
+    if (!r.ok()) throw Error(ErrorCode::runtime, binary_.string() + " --version: " + r.describe());
+    auto nl = r.out.find('\n');
+    return r.out.substr(0, nl);
+}
+
+CommandResult Runsc::raw(std::vector<std::string> args) {
+    Command c;
+    c.argv = argv(std::move(args));
+    c.timeout = std::chrono::seconds(120);
+    return runner_.run(c);
+}
+
+namespace {
+
+void launch_or_throw(CommandRunner& runner, Command c, const fs::path& console_log,
+                     const std::string& what) {
+    c.argv.insert(c.argv.begin() + 1, "--log-fd=3");
+    c.timeout = std::chrono::seconds(60);
+    LaunchResult r = runner.launch_detached(c, console_log);
+    if (r.exit_status != 0) {
+        auto msg = last_error_message(r.runtime_error);
+        throw Error(ErrorCode::runtime,
+                    what + ": " +
+                        (msg                       ? *msg
+                         : r.runtime_error.empty() ? "exit status " + std::to_string(r.exit_status)
+                                                   : r.runtime_error));
+    }
+}
+
+}  // namespace
+
+void Runsc::run_detached(const std::string& id, const fs::path& bundle,
+                         const fs::path& console_log) {
+    Command c;
+    c.argv = argv({"run", "--detach", "--bundle", bundle.string(), id});
+    launch_or_throw(runner_, std::move(c), console_log, "runsc run");
+}
+
+void Runsc::restore_detached(const std::string& id, const fs::path& bundle, const fs::path& image,
+                             const fs::path& console_log) {
+    Command c;
+    c.argv = argv(
+        {"restore", "--detach", "--image-path", image.string(), "--bundle", bundle.string(), id});
+    launch_or_throw(runner_, std::move(c), console_log, "runsc restore");
+}
+
+Runsc::ExecResult Runsc::exec_attached(const std::string& id, const ExecRequest& req,
+                                       const fs::path& scratch_dir,
+                                       const AttachOptions& attach_in) {
+    // The process spec is a private scratch file read once by runsc exec; it
+    // needs no durability, so it is written without fsync.
+    std::string tag = random_hex(8);
+    fs::path process_file = scratch_dir / ("exec-" + tag + ".json");
+    fs::path pid_file = scratch_dir / ("exec-" + tag + ".pid");
+    json process{
+        {"terminal", false},
+        {"user", {{"uid", req.user.uid}, {"gid", req.user.gid}}},
+        {"args", req.argv},
+        {"env", req.env},
+        {"cwd", req.cwd},
+        {"capabilities", capabilities_for(req.user)},
+        {"noNewPrivileges", req.user.uid != 0},
+    };
+    {
+        std::string text = process.dump();
+        int fd = ::open(process_file.c_str(), O_WRONLY | O_CREAT | O_EXCL | O_CLOEXEC, 0600);
+        if (fd < 0) throw_errno("create " + process_file.string());
+        ssize_t n = ::write(fd, text.data(), text.size());
+        int err = errno;
+        ::close(fd);
+        if (n != static_cast<ssize_t>(text.size()))
+            throw_errno("write " + process_file.string(), err);
+    }
+    struct Cleanup {
+        fs::path a, b;
+        ~Cleanup() {
+            std::error_code ec;
+            fs::remove(a, ec);
+            fs::remove(b, ec);
+        }
+    } cleanup{process_file, pid_file};
+
+    int logfd = ::memfd_create("runsc-errors", MFD_CLOEXEC);
+    if (logfd < 0) throw_errno("memfd_create");
+    Command c;
+    c.argv = argv(
+        {"exec", "--process", process_file.string(), "--internal-pid-file", pid_file.string(), id});
+    c.argv.insert(c.argv.begin() + 1, "--log-fd=3");
+    c.pass_fds = {{logfd, 3}};
+
+    // On timeout or a forwarded signal, signal the guest process itself: runsc
+    // exec cannot forward SIGKILL, and killing runsc alone would orphan it.
+    auto guest_pid = [&]() -> std::optional<pid_t> {
+        try {
+            std::string s = read_file(pid_file, 64);
+            return static_cast<pid_t>(std::stol(s));
+        } catch (const std::exception&) {
+            return std::nullopt;
+        }
+    };
+    c.own_process_group = true;
+    c.relay_out = relay_needed(1);
+    c.relay_err = relay_needed(2);
+    AttachOptions attach = attach_in;
+    // runsc exec forwards signals only for a terminal; deliver them ourselves.
+    attach.forward_signal = [&](int sig) {
+        for (int i = 0; i < 50; ++i) {
+            if (auto p = guest_pid()) {
+                try {
+                    kill(id, sig, *p);
+                } catch (const Error&) {
+                    // The process exited meanwhile.
+                }
+                return;
+            }
+            ::usleep(20000);
+        }
+    };
+    attach.on_timeout = [&] {
+        if (auto p = guest_pid()) {
+            try {
+                kill(id, SIGKILL, *p);
+            } catch (const Error&) {
+            }
+        }
+    };
+    auto r = runner_.run_attached(c, attach);
+    std::string log = read_fd_all(logfd);
+    ::close(logfd);
+
+    ExecResult out;
+    out.timed_out = r.timed_out;
+    out.status = r.shell_status();
+    if (r.exit_status == 128 && !r.timed_out) {
+        if (auto msg = last_error_message(log)) {
+            out.runtime_error = *msg;
+            bool missing = msg->find("no such file or directory") != std::string::npos;
+            bool denied = msg->find("permission denied") != std::string::npos ||
+                          msg->find("exec format error") != std::string::npos;
+            out.status = missing ? 127 : denied ? 126 : 125;
+        }
+    }
+    return out;
+}
+
+std::optional<ContainerState> Runsc::state(const std::string& id) {
+    auto r = raw({"state", id});
+    if (!r.ok()) return std::nullopt;
+    try {
+        json j = json::parse(r.out);
+        return ContainerState{j.value("status", std::string()), j.value("pid", 0)};
+    } catch (const json::exception& e) {
+        throw Error(ErrorCode::runtime, "runsc state " + id + ": unreadable output: " + e.what());
+    }
+}
+
+std::map<std::string, ContainerState> Runsc::list() {
+    auto r = raw({"list", "--format=json"});
+    if (!r.ok()) throw Error(ErrorCode::runtime, "runsc list: " + r.describe());
+    std::map<std::string, ContainerState> out;
+    try {
+        json j = json::parse(r.out.empty() ? "[]" : r.out);
+        if (j.is_null()) return out;
+        for (const auto& c : j)
+            out[c.value("id", std::string())] =
+                ContainerState{c.value("status", std::string()), c.value("pid", 0)};
+    } catch (const json::exception& e) {
+        throw Error(ErrorCode::runtime, std::string("runsc list: unreadable output: ") + e.what());
+    }
+    return out;
+}
+
+void Runsc::kill(const std::string& id, int signal, std::optional<pid_t> guest_pid) {
+    std::vector<std::string> args{"kill"};
+    if (guest_pid) args.push_back("--pid=" + std::to_string(*guest_pid));
+    args.push_back(id);
+    args.push_back(std::to_string(signal));
+    auto r = raw(args);
+    if (!r.ok()) throw Error(ErrorCode::runtime, "runsc kill " + id + ": " + r.describe());
+}
+
+void Runsc::remove(const std::string& id, bool force) {
+    std::vector<std::string> args{"delete"};
+    if (force) args.push_back("--force");
+    args.push_back(id);
+    auto r = raw(args);
+    if (!r.ok()) throw Error(ErrorCode::runtime, "runsc delete " + id + ": " + r.describe());
+}
+
+}  // namespace sandweave

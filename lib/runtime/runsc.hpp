@@ -1,0 +1,86 @@
+#pragma once
+// The runsc driver: every call to gVisor's runtime goes through here, with the
+// same global flags on every call for a given sandbox (runsc refuses to start a
+// sandbox whose calls disagree, e.g. on --network). Output that runsc offers as
+// JSON (state, list) is parsed with nlohmann, never scraped.
+
+#include <sys/types.h>
+
+#include <filesystem>
+#include <map>
+#include <optional>
+#include <string>
+#include <vector>
+
+#include "lib/core/process.hpp"
+#include "lib/core/units.hpp"
+
+namespace sandweave {
+
+// Which runsc to use: --runsc, else $SANDWEAVE_RUNSC, else the patched runtime
+// installed by runtime/build-runsc.sh (/usr/local/lib/sandweave/runsc), else
+// `runsc` on PATH. Throws ErrorCode::runtime (exit 5) when none is usable.
+std::filesystem::path find_runsc(const std::optional<std::string>& flag);
+inline constexpr const char* patched_runsc_path = "/usr/local/lib/sandweave/runsc";
+
+struct ContainerState {
+    std::string status;  // "created", "running", "stopped", ...
+    pid_t pid = 0;       // host pid of the sandbox's root process
+};
+
+struct ExecRequest {
+    std::vector<std::string> argv;
+    UserSpec user;
+    std::string cwd = "/";
+    std::vector<std::string> env;  // "K=V"
+};
+
+class Runsc {
+  public:
+    Runsc(CommandRunner& runner, std::filesystem::path binary,
+          std::vector<std::string> global_flags);
+
+    // The flags every call for a sandbox carries.
+    static std::vector<std::string> flags_for(
+        const std::filesystem::path& root, const std::string& platform, const std::string& network,
+        const std::optional<std::filesystem::path>& pod_init_config);
+
+    const std::filesystem::path& binary() const { return binary_; }
+    std::string version();  // first line of `runsc --version`
+
+    // `runsc run --detach`: creates and starts. The sandbox inherits stdio, so it
+    // goes to `console_log`, never to a pipe we would wait on.
+    void run_detached(const std::string& id, const std::filesystem::path& bundle,
+                      const std::filesystem::path& console_log);
+
+    // `runsc restore --detach` of a checkpoint image into a new sandbox.
+    void restore_detached(const std::string& id, const std::filesystem::path& bundle,
+                          const std::filesystem::path& image,
+                          const std::filesystem::path& console_log);
+
+    // Runs a process in the sandbox attached to our stdio; returns its status.
+    // Exit 127/126 when the program is missing / not executable (runsc's own
+    // failure, read from its error log fd, not guessed from the status).
+    struct ExecResult {
+        int status = 0;  // Docker-style: exit code or 128+signal
+        bool timed_out = false;
+        std::optional<std::string> runtime_error;  // runsc itself failed
+    };
+    ExecResult exec_attached(const std::string& id, const ExecRequest& req,
+                             const std::filesystem::path& scratch_dir, const AttachOptions& attach);
+
+    std::optional<ContainerState> state(const std::string& id);
+    std::map<std::string, ContainerState> list();
+    void kill(const std::string& id, int signal, std::optional<pid_t> guest_pid = std::nullopt);
+    void remove(const std::string& id, bool force);    // runsc delete
+    CommandResult raw(std::vector<std::string> args);  // any other subcommand, captured
+
+  private:
+    std::vector<std::string> argv(std::vector<std::string> args) const;
+
+    CommandRunner& runner_;
+    std::filesystem::path binary_;
+    std::vector<std::string> flags_;
+};
+
+}  // namespace sandweave

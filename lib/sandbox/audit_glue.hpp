@@ -1,0 +1,41 @@
+#pragma once
+// The sandbox side of the protected runtime audit: what create, terminate, rm and
+// `audit export/status` do with lib/audit's writer. The writer lives in the
+// sandbox's state directory (<state>/sandboxes/<id>/audit, 0700), outside every
+// guest-visible path; runsc gets a --pod-init-config pointing its `remote` sink
+// at the writer's socket, and the writer is started before runsc creates the
+// sandbox, so no event of the guest predates it.
+
+#include <cstdint>
+#include <filesystem>
+#include <optional>
+
+#include "lib/audit/audit.hpp"
+#include "lib/runtime/runsc.hpp"
+#include "lib/sandbox/context.hpp"
+#include "lib/store/state.hpp"
+
+namespace sandweave {
+
+std::filesystem::path audit_dir(const StateStore& store, const std::string& id);
+
+// Starts the writer for a sandbox being created and returns the path of the
+// --pod-init-config file to hand to runsc.
+std::filesystem::path start_audit(Context& ctx, const SandboxRecord& r);
+
+// The sentry's own dropped count (`runsc trace list`), nullopt when the runtime
+// cannot say (stopped sandbox, runsc failure): the status then says
+// runtime_unavailable.
+std::optional<std::uint64_t> sentry_dropped(Runsc& runsc, const std::string& id);
+
+// Final barrier and writer stop (terminate); the runtime's count is read first.
+audit::Status finish_audit(Context& ctx, const SandboxRecord& r, bool sandbox_running);
+
+// `audit export ID PATH`: flush barrier, atomic copy and sidecar.
+audit::Status export_audit(Context& ctx, const std::string& id_or_name,
+                           const std::filesystem::path& dest);
+
+// `audit status ID`: the writer's live figures, no export.
+audit::Status audit_status(Context& ctx, const std::string& id_or_name);
+
+}  // namespace sandweave

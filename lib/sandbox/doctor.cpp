@@ -1,0 +1,139 @@
+#include "lib/sandbox/doctor.hpp"
+
+#include <sys/mount.h>
+#include <unistd.h>
+
+#include <fstream>
+
+#include "lib/core/error.hpp"
+#include "lib/core/fsutil.hpp"
+#include "lib/runtime/runsc.hpp"
+#include "lib/sandbox/features.hpp"
+
+namespace sandweave {
+
+namespace fs = std::filesystem;
+
+namespace {
+
+bool filesystem_known(const std::string& name) {
+    std::ifstream in("/proc/filesystems");
+    std::string line;
+    while (std::getline(in, line))
+        if (line.size() >= name.size() &&
+            line.compare(line.size() - name.size(), name.size(), name) == 0)
+            return true;
+    return false;
+}
+
+DoctorCheck overlay_check(const fs::path& state) {
+    DoctorCheck c{"overlayfs", false, true, ""};
+    if (!filesystem_known("overlay")) {
+        c.detail = "the kernel has no overlay filesystem (modprobe overlay)";
+        return c;
+    }
+    fs::path t = state / ("doctor-" + random_hex(6));
+    try {
+        for (const char* d : {"lower", "upper", "work", "merged"}) make_dirs(t / d, 0700);
+        std::string opts = "lowerdir=" + (t / "lower").string() +
+                           ",upperdir=" + (t / "upper").string() +
+                           ",workdir=" + (t / "work").string();
+        if (::mount("overlay", (t / "merged").c_str(), "overlay", 0, opts.c_str()) == 0) {
+            ::umount2((t / "merged").c_str(), MNT_DETACH);
+            c.ok = true;
+            c.detail = "mounts in " + state.string();
+        } else {
+            c.detail = errno_message("mount overlay in " + state.string());
+        }
+    } catch (const Error& e) {
+        c.detail = e.what();
+    }
+    remove_tree(t);
+    return c;
+}
+
+}  // namespace
+
+std::vector<DoctorCheck> run_doctor(Context& ctx) {
+    std::vector<DoctorCheck> out;
+
+    DoctorCheck runsc{"runsc", false, true, ""};
+    std::optional<fs::path> runsc_path;
+    try {
+        runsc_path = find_runsc(ctx.runsc_flag);
+        runsc.detail = runsc_path->string() + ": " + Runsc(ctx.runner, *runsc_path, {}).version();
+        runsc.ok = true;
+    } catch (const Error& e) {
+        runsc_path.reset();
+        runsc.detail = e.what();
+    }
+    out.push_back(runsc);
+
+    DoctorCheck patched{"patched runtime", ::access(patched_runsc_path, X_OK) == 0, false, ""};
+    patched.detail = patched.ok ? std::string(patched_runsc_path)
+                                : std::string("not installed at ") + patched_runsc_path +
+                                      " (runtime/build-runsc.sh)";
+    out.push_back(patched);
+
+    DoctorCheck root{"root", ::geteuid() == 0, true,
+                     ::geteuid() == 0 ? "running as root" : "runsc and overlay mounts need root"};
+    out.push_back(root);
+
+    DoctorCheck state{"state directory", ::access(ctx.store.root().c_str(), W_OK) == 0, true,
+                      ctx.store.root().string()};
+    if (!state.ok) state.detail += ": not writable";
+    out.push_back(state);
+
+    out.push_back(overlay_check(ctx.store.root()));
+
+    DoctorCheck cgroups{"cgroups", fs::exists("/sys/fs/cgroup"), false, ""};
+    cgroups.detail = fs::exists("/sys/fs/cgroup/cgroup.controllers") ? "cgroup v2"
+                     : fs::exists("/sys/fs/cgroup/memory")
+                         ? "cgroup v1"
+                         : "not mounted: resource limits unavailable";
+    cgroups.ok = cgroups.ok && cgroups.detail.rfind("not", 0) != 0;
+    out.push_back(cgroups);
+
+    DoctorCheck init{"guest init", false, true, ""};
+    try {
+        init.detail = find_guest_init().string();
+        init.ok = true;
+    } catch (const Error& e) {
+        init.detail = e.what();
+    }
+    out.push_back(init);
+
+    // Checked only when everything a guest needs is there (the probe boots one).
+    DoctorCheck hidepid{"hidepid", false, false, ""};
+    bool can_boot = runsc_path && ::geteuid() == 0 && out[out.size() - 1].ok;
+    for (const auto& c : out) can_boot = can_boot && (c.ok || !c.required);
+    if (!can_boot) {
+        hidepid.detail = "not checked: sandboxes cannot run here";
+    } else {
+        try {
+            HidepidVerdict v = hidepid_support(ctx, *runsc_path);
+            hidepid.ok = v.supported;
+            hidepid.detail = (v.supported ? "enforced by " : "NOT enforced by ") +
+                             runsc_path->string() + ": " + v.detail +
+                             (v.supported ? "" : " (--hidepid 1/2 will be refused)");
+        } catch (const Error& e) {
+            hidepid.detail = std::string("could not check: ") + e.what();
+        }
+    }
+    out.push_back(hidepid);
+
+    DoctorCheck busybox{"busybox-static", fs::exists("/bin/busybox"), false, ""};
+    busybox.detail = busybox.ok
+                         ? "/bin/busybox (image base)"
+                         : "missing: image base cannot be built (apt-get install busybox-static)";
+    out.push_back(busybox);
+
+    DoctorCheck deboot{"debootstrap", ::access("/usr/sbin/debootstrap", X_OK) == 0, false, ""};
+    deboot.detail = deboot.ok
+                        ? "/usr/sbin/debootstrap (image coding)"
+                        : "missing: image coding cannot be built (apt-get install debootstrap)";
+    out.push_back(deboot);
+    return out;
+}
+
+}  // namespace sandweave

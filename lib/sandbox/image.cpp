@@ -1,0 +1,260 @@
+#include "lib/sandbox/image.hpp"
+
+#include <sys/stat.h>
+#include <unistd.h>
+
+#include <algorithm>
+#include <fstream>
+#include <map>
+#include <optional>
+#include <regex>
+#include <sstream>
+
+#include "lib/core/error.hpp"
+#include "lib/core/fsutil.hpp"
+#include "lib/core/log.hpp"
+#include "lib/core/units.hpp"
+#include "lib/store/state.hpp"
+
+namespace sandweave {
+
+namespace fs = std::filesystem;
+using nlohmann::json;
+
+namespace {
+
+void write_text(const fs::path& p, const std::string& text, mode_t mode = 0644) {
+    write_file_atomic(p, text, mode);
+}
+
+// Directories and files every image has, whatever the recipe.
+void common_layout(const fs::path& rootfs) {
+    for (const char* d : {"bin", "sbin", "usr/bin", "usr/sbin", "etc", "proc", "sys", "dev", "tmp",
+                          "root", "home", "var/tmp", "run", ".sandweave"})
+        make_dirs(rootfs / d, 0755);
+    ::chmod((rootfs / "tmp").c_str(), 01777);
+    ::chmod((rootfs / "var/tmp").c_str(), 01777);
+    ::chmod((rootfs / "root").c_str(), 0700);
+    // Mount point for the guest init (bind-mounted read-only at start).
+    write_text(rootfs / ".sandweave/init", "", 0755);
+}
+
+std::string debian_mirror() {
+    // The first Debian archive serving bookworm that this host's apt already
+    // uses (only the files apt reads: sources.list, sources.list.d/*.list and
+    // *.sources, in apt's order); no other network.
+    std::vector<fs::path> files{"/etc/apt/sources.list"};
+    std::vector<fs::path> parts;
+    std::error_code ec;
+    for (const auto& e : fs::directory_iterator("/etc/apt/sources.list.d", ec)) {
+        auto ext = e.path().extension().string();
+        if (ext == ".list" || ext == ".sources") parts.push_back(e.path());
+    }
+    std::sort(parts.begin(), parts.end());
+    files.insert(files.end(), parts.begin(), parts.end());
+    std::regex deb_line(R"(^\s*deb\s+(\[[^\]]*\]\s+)?(https?://\S+)\s+bookworm\s+.*\bmain\b)");
+    auto words = [](const std::string& v) {
+        std::vector<std::string> w;
+        std::istringstream in(v);
+        for (std::string x; in >> x;) w.push_back(x);
+        return w;
+    };
+    for (const auto& f : files) {
+        std::ifstream in(f);
+        std::string line;
+        std::map<std::string, std::string> stanza;
+        auto check_stanza = [&]() -> std::optional<std::string> {
+            auto has = [&](const char* key, const std::string& want) {
+                auto w = words(stanza[key]);
+                return std::find(w.begin(), w.end(), want) != w.end();
+            };
+            std::optional<std::string> out;
+            if (has("Types", "deb") && has("Suites", "bookworm") && has("Components", "main") &&
+                stanza["Enabled"] != "no")
+                for (const auto& u : words(stanza["URIs"]))
+                    if (!out && (u.rfind("http://", 0) == 0 || u.rfind("https://", 0) == 0))
+                        out = u;
+            stanza.clear();
+            return out;
+        };
+        bool deb822 = f.extension() == ".sources";
+        while (std::getline(in, line)) {
+            if (!deb822) {
+                std::smatch m;
+                if (std::regex_search(line, m, deb_line)) return m[2];
+                continue;
+            }
+            if (line.find_first_not_of(" \t\r") == std::string::npos) {
+                if (auto u = check_stanza()) return *u;
+                continue;
+            }
+            if (line[0] == '#' || line[0] == ' ' || line[0] == '\t') continue;
+            auto colon = line.find(':');
+            if (colon == std::string::npos) continue;
+            std::string v = line.substr(colon + 1);
+            stanza[line.substr(0, colon)] = v;
+        }
+        if (deb822)
+            if (auto u = check_stanza()) return *u;
+    }
+    return "http://deb.debian.org/debian";
+}
+
+}  // namespace
+
+ImageStore::ImageStore(fs::path images_dir, CommandRunner& runner)
+    : dir_(std::move(images_dir)), runner_(runner) {}
+
+std::vector<std::string> ImageStore::recipes() {
+    return {"base", "coding"};
+}
+
+std::optional<ImageInfo> ImageStore::find(const std::string& name) const {
+    fs::path meta = dir_ / name / "image.json";
+    std::error_code ec;
+    if (name.find('/') != std::string::npos || !fs::exists(meta, ec)) return std::nullopt;
+    json j = json::parse(read_file(meta));
+    return ImageInfo{name, j.value("recipe", name), j.value("built_at", std::string()),
+                     j.value("bytes", std::uint64_t{0}), dir_ / name / "rootfs"};
+}
+
+fs::path ImageStore::ensure(const std::string& name) {
+    if (auto info = find(name)) return info->rootfs;
+    return build(name, false).rootfs;
+}
+
+ImageInfo ImageStore::build(const std::string& name, bool force) {
+    auto known = recipes();
+    if (std::find(known.begin(), known.end(), name) == known.end())
+        throw Error(ErrorCode::not_found, "unknown image '" + name + "'" +
+                                              did_you_mean(name, known) + "; images: base, coding");
+    // One builder at a time per image; the others wait and then find it built.
+    FileLock lock(dir_ / ("." + name + ".lock"));
+    if (!force) {
+        if (auto info = find(name)) return *info;
+    }
+    fs::path tmp = dir_ / (".build-" + name + "-" + random_hex(8));
+    make_dirs(tmp / "rootfs", 0755);
+    try {
+        log().info("building image '" + name + "'");
+        if (name == "base")
+            build_base(tmp / "rootfs");
+        else
+            build_coding(tmp / "rootfs");
+        common_layout(tmp / "rootfs");
+        ImageInfo info{name, name, now_rfc3339(), tree_bytes(tmp / "rootfs"),
+                       dir_ / name / "rootfs"};
+        write_text(tmp / "image.json",
+                   json{{"name", name},
+                        {"recipe", name},
+                        {"built_at", info.built_at},
+                        {"bytes", info.bytes}}
+                           .dump(2) +
+                       "\n",
+                   0600);
+        fs::path final_dir = dir_ / name;
+        fs::path old = dir_ / (".old-" + name + "-" + random_hex(8));
+        std::error_code ec;
+        // Running sandboxes keep their lower layer: the old tree is only renamed
+        // aside and removed, and overlay mounts hold their own references.
+        if (fs::exists(final_dir, ec)) fs::rename(final_dir, old);
+        fs::rename(tmp, final_dir);
+        fsync_dir(dir_);
+        remove_tree(old);
+        log().info("image '" + name + "' built (" + std::to_string(info.bytes / 1024) + " KiB)");
+        return info;
+    } catch (...) {
+        remove_tree(tmp);
+        throw;
+    }
+}
+
+void ImageStore::build_base(const fs::path& rootfs) {
+    const fs::path busybox = "/bin/busybox";
+    std::error_code ec;
+    if (!fs::exists(busybox, ec))
+        throw Error(ErrorCode::runtime,
+                    "image base: /bin/busybox not found (apt-get install busybox-static)");
+    make_dirs(rootfs / "bin", 0755);
+    fs::copy_file(busybox, rootfs / "bin/busybox", fs::copy_options::overwrite_existing);
+    ::chmod((rootfs / "bin/busybox").c_str(), 0755);
+    Command c;
+    c.argv = {busybox.string(), "--list-full"};
+    auto r = runner_.run(c);
+    if (!r.ok()) throw Error(ErrorCode::runtime, "busybox --list-full: " + r.describe());
+    std::size_t start = 0;
+    while (start < r.out.size()) {
+        auto end = r.out.find('\n', start);
+        if (end == std::string::npos) end = r.out.size();
+        std::string rel = r.out.substr(start, end - start);
+        start = end + 1;
+        if (rel.empty() || rel == "bin/busybox" || rel.find("..") != std::string::npos) continue;
+        fs::path link = rootfs / rel;
+        make_dirs(link.parent_path(), 0755);
+        fs::path target = fs::relative(rootfs / "bin/busybox", link.parent_path());
+        fs::create_symlink(target, link, ec);
+    }
+    make_dirs(rootfs / "etc", 0755);
+    write_text(
+        rootfs / "etc/passwd",
+        "root:x:0:0:root:/root:/bin/sh\nnobody:x:65534:65534:nobody:/nonexistent:/bin/false\n");
+    write_text(rootfs / "etc/group", "root:x:0:\nnogroup:x:65534:\n");
+    write_text(rootfs / "etc/hostname", "sandweave\n");
+    write_text(rootfs / "etc/hosts", "127.0.0.1\tlocalhost\n::1\tlocalhost\n");
+}
+
+void ImageStore::build_coding(const fs::path& rootfs) {
+    if (::access("/usr/sbin/debootstrap", X_OK) != 0)
+        throw Error(ErrorCode::runtime,
+                    "image coding: debootstrap not found (apt-get install debootstrap)");
+    std::string mirror = debian_mirror();
+    log().info("debootstrap bookworm from " + mirror + " (a few minutes)");
+    Command c;
+    c.argv = {"/usr/sbin/debootstrap",
+              "--variant=minbase",
+              "--include=python3,git,procps,ca-certificates,less",
+              "bookworm",
+              rootfs.string(),
+              mirror};
+    c.timeout = std::chrono::minutes(30);
+    std::size_t lines = 0;
+    auto progress = [&](const std::string& line) {
+        ++lines;
+        if (line.rfind("I: ", 0) == 0)
+            log().info("coding: " + line.substr(3));
+        else if (line.rfind("W: ", 0) == 0 || line.rfind("E: ", 0) == 0)
+            log().warn("coding: " + line);
+    };
+    c.on_out_line = progress;
+    c.on_err_line = progress;
+    auto r = runner_.run(c);
+    if (!r.ok()) throw Error(ErrorCode::general, "debootstrap: " + r.describe());
+    std::error_code ec;
+    fs::remove_all(rootfs / "var/cache/apt/archives", ec);
+    make_dirs(rootfs / "var/cache/apt/archives/partial", 0755);
+}
+
+std::vector<ImageInfo> ImageStore::list() const {
+    std::vector<ImageInfo> out;
+    std::error_code ec;
+    for (const auto& e : fs::directory_iterator(dir_, ec)) {
+        std::string n = e.path().filename().string();
+        if (n.empty() || n[0] == '.') continue;
+        try {
+            if (auto i = find(n)) out.push_back(*i);
+        } catch (const std::exception&) {
+        }
+    }
+    std::sort(out.begin(), out.end(), [](const auto& a, const auto& b) { return a.name < b.name; });
+    return out;
+}
+
+void ImageStore::remove(const std::string& name) {
+    if (!find(name)) throw Error(ErrorCode::not_found, "no such image: " + name);
+    FileLock lock(dir_ / ("." + name + ".lock"));
+    fs::path old = dir_ / (".old-" + name + "-" + random_hex(8));
+    fs::rename(dir_ / name, old);
+    remove_tree(old);
+}
+
+}  // namespace sandweave

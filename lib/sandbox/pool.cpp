@@ -1,0 +1,359 @@
+#include "lib/sandbox/pool.hpp"
+
+#include <sys/stat.h>
+
+#include <algorithm>
+#include <cerrno>
+
+#include "lib/core/error.hpp"
+#include "lib/core/fsutil.hpp"
+#include "lib/core/log.hpp"
+#include "lib/core/units.hpp"
+#include "lib/sandbox/audit_glue.hpp"
+
+namespace sandweave {
+
+namespace fs = std::filesystem;
+using nlohmann::json;
+
+namespace {
+
+fs::path pools_root(Context& ctx) {
+    fs::path p = ctx.store.root() / "pools";
+    make_dirs(p, 0700);
+    return p;
+}
+
+fs::path pool_dir(Context& ctx, const std::string& name) {
+    if (!valid_object_name(name))
+        throw Error(ErrorCode::usage,
+                    "invalid pool name '" + name + "': use letters, digits, '-', '_' or '.'");
+    return pools_root(ctx) / name;
+}
+
+std::optional<json> read_pool(Context& ctx, const std::string& name) {
+    fs::path file = pool_dir(ctx, name) / "pool.json";
+    std::error_code ec;
+    if (!fs::exists(file, ec)) return std::nullopt;
+    return json::parse(read_file(file, 1 << 20));
+}
+
+json require_pool(Context& ctx, const std::string& name) {
+    auto p = read_pool(ctx, name);
+    if (!p) throw Error(ErrorCode::not_found, "no such pool: " + name);
+    return *p;
+}
+
+json request_to_json(const CreateRequest& r) {
+    json j{{"template", r.template_ref}, {"labels", r.flags.labels}};
+    if (r.flags.hidepid) j["hidepid"] = *r.flags.hidepid;
+    if (r.flags.audit) j["audit"] = *r.flags.audit;
+    if (r.flags.user) j["user"] = r.flags.user->str();
+    if (!r.from_snapshot.empty()) j["from_snapshot"] = r.from_snapshot;
+    return j;
+}
+
+CreateRequest request_from_json(const json& j, const std::string& pool) {
+    CreateRequest r;
+    r.template_ref = j.value("template", std::string("base"));
+    r.template_given = j.contains("template") && !j.contains("from_snapshot");
+    r.flags.labels = j.value("labels", std::map<std::string, std::string>{});
+    if (j.contains("hidepid")) r.flags.hidepid = j["hidepid"].get<int>();
+    if (j.contains("audit")) r.flags.audit = j["audit"].get<bool>();
+    if (j.contains("user")) r.flags.user = parse_user(j["user"].get<std::string>());
+    r.from_snapshot = j.value("from_snapshot", std::string());
+    r.pool = pool;
+    return r;
+}
+
+std::vector<SandboxRecord> members(Context& ctx, const std::string& name) {
+    std::vector<SandboxRecord> out;
+    for (auto& r : ctx.store.list())
+        if (r.pool == name) out.push_back(std::move(r));
+    return out;
+}
+
+// A member still "creating" whose creator no longer holds its lock was
+// abandoned (a refill killed mid-create): it will never become warm.
+bool abandoned(Context& ctx, const SandboxRecord& r) {
+    if (r.state != SandboxState::creating) return false;
+    try {
+        return FileLock::try_lock(ctx.store.sandbox_dir(r.id) / "lock").locked();
+    } catch (const Error&) {
+        return true;
+    }
+}
+
+PoolInfo info_from(const std::string& name, const json& j, const std::vector<SandboxRecord>& m) {
+    PoolInfo p;
+    p.name = name;
+    p.size = j.value("size", 0);
+    p.request = j.value("request", json::object());
+    p.created_at = j.value("created_at", std::string());
+    if (j.contains("last_error")) p.last_error = j["last_error"].get<std::string>();
+    for (const auto& r : m) {
+        if (r.pool_state == "acquired")
+            ++p.in_use;
+        else if (r.state == SandboxState::running)
+            ++p.warm;
+        else if (r.state == SandboxState::creating)
+            ++p.starting;
+    }
+    return p;
+}
+
+void write_pool(Context& ctx, const std::string& name, const json& j) {
+    write_file_atomic(pool_dir(ctx, name) / "pool.json", j.dump(2) + "\n", 0600);
+}
+
+void set_last_error(Context& ctx, const std::string& name, const std::optional<std::string>& err) {
+    FileLock lock(pool_dir(ctx, name) / "lock");
+    auto j = read_pool(ctx, name);
+    if (!j) return;
+    if (err)
+        (*j)["last_error"] = *err;
+    else
+        j->erase("last_error");
+    write_pool(ctx, name, *j);
+}
+
+void start_refill(Context& ctx, const std::string& name) {
+    Command c;
+    c.argv = {self_exe().string(), pool_refill_verb, "--state-dir", ctx.store.root().string(),
+              name};
+    if (ctx.runsc_flag) {
+        c.argv.push_back("--runsc");
+        c.argv.push_back(*ctx.runsc_flag);
+    }
+    c.in = Command::Stdio::null;
+    c.out = Command::Stdio::file;
+    c.out_file = pool_dir(ctx, name) / "refill.log";
+    c.err = Command::Stdio::file;
+    c.err_file = c.out_file;
+    spawn_detached(c);
+}
+
+std::optional<std::uint64_t> audit_position(Context& ctx, const SandboxRecord& r) {
+    if (!r.spec.runtime.audit) return std::nullopt;
+    try {
+        // The live status's durable prefix may lag what is already written;
+        // the written position is the tighter cut between warm-up and episode.
+        auto st = audit_status(ctx, r.id);
+        return std::max<std::uint64_t>(st.last_sequence,
+                                       st.counters.value("written_sequence", std::uint64_t{0}));
+    } catch (const Error& e) {
+        log().warn("audit position of " + r.id + ": " + e.what());
+        return std::nullopt;
+    }
+}
+
+}  // namespace
+
+json to_json(const PoolInfo& p) {
+    json j{{"name", p.name},
+           {"size", p.size},
+           {"warm", p.warm},
+           {"in_use", p.in_use},
+           {"starting", p.starting},
+           {"options", p.request},
+           {"created_at", p.created_at}};
+    if (p.last_error) j["last_error"] = *p.last_error;
+    return j;
+}
+
+PoolInfo create_pool(Context& ctx, const std::string& name, int size, const CreateRequest& req) {
+    if (size < 0 || size > 1000)
+        throw Error(ErrorCode::usage, "--size " + std::to_string(size) + ": expected 0 to 1000");
+    fs::path dir = pool_dir(ctx, name);
+    if (::mkdir(dir.c_str(), 0700) != 0) {
+        if (errno == EEXIST) throw Error(ErrorCode::usage, "pool '" + name + "' already exists");
+        throw_errno("create " + dir.string());
+    }
+    json j{{"name", name},
+           {"size", size},
+           {"request", request_to_json(req)},
+           {"created_at", now_rfc3339()}};
+    std::vector<std::string> made;
+    try {
+        write_pool(ctx, name, j);
+        CreateRequest member = request_from_json(j["request"], name);
+        member.template_given = req.template_given;
+        for (int i = 0; i < size; ++i) {
+            made.push_back(create_sandbox(ctx, member).id);
+            log().info("pool " + name + ": " + std::to_string(i + 1) + "/" + std::to_string(size) +
+                       " warm");
+        }
+    } catch (const Error& e) {
+        // A pool whose sandboxes cannot start is reported, not left spinning.
+        for (const auto& id : made) {
+            try {
+                remove_sandbox(ctx, id);
+            } catch (const Error&) {
+            }
+        }
+        remove_tree(dir);
+        throw e.wrap("creating pool " + name);
+    }
+    return info_from(name, j, members(ctx, name));
+}
+
+SandboxRecord acquire_from_pool(Context& ctx, const std::string& name) {
+    json j = require_pool(ctx, name);
+    std::optional<SandboxRecord> picked;
+    {
+        FileLock lock(pool_dir(ctx, name) / "lock");
+        for (auto& r : members(ctx, name)) {
+            if (r.pool_state != "idle" || r.state != SandboxState::running) continue;
+            auto sandbox_lock = ctx.store.lock(r.id);
+            auto fresh = ctx.store.try_load(r.id);
+            if (!fresh || fresh->pool_state != "idle" || fresh->state != SandboxState::running)
+                continue;
+            fresh->pool_state = "acquired";
+            fresh->acquired_at = now_rfc3339();
+            ctx.store.save(*fresh);
+            picked = std::move(*fresh);
+            break;
+        }
+    }
+    if (picked) {
+        picked->acquired_audit_seq = audit_position(ctx, *picked);
+        if (picked->acquired_audit_seq) {
+            auto sandbox_lock = ctx.store.lock(picked->id);
+            ctx.store.save(*picked);
+        }
+        start_refill(ctx, name);
+        return *picked;
+    }
+    // Nothing warm: the caller gets a new one now, the pool refills behind.
+    CreateRequest req = request_from_json(j["request"], name);
+    req.pool_acquired = true;
+    SandboxRecord r;
+    try {
+        r = create_sandbox(ctx, req);
+    } catch (const Error& e) {
+        set_last_error(ctx, name, std::string(e.what()));
+        throw e.wrap("acquiring from pool " + name);
+    }
+    r.acquired_audit_seq = audit_position(ctx, r);
+    if (r.acquired_audit_seq) {
+        auto sandbox_lock = ctx.store.lock(r.id);
+        ctx.store.save(r);
+    }
+    start_refill(ctx, name);
+    return r;
+}
+
+std::vector<PoolInfo> list_pools(Context& ctx) {
+    std::vector<PoolInfo> out;
+    std::error_code ec;
+    auto all = ctx.store.list();
+    for (const auto& e : fs::directory_iterator(pools_root(ctx), ec)) {
+        std::string n = e.path().filename().string();
+        if (!valid_object_name(n)) continue;
+        auto j = read_pool(ctx, n);
+        if (!j) continue;
+        std::vector<SandboxRecord> m;
+        for (const auto& r : all)
+            if (r.pool == n) m.push_back(r);
+        out.push_back(info_from(n, *j, m));
+    }
+    std::sort(out.begin(), out.end(), [](const auto& a, const auto& b) { return a.name < b.name; });
+    return out;
+}
+
+PoolInfo pool_info(Context& ctx, const std::string& name) {
+    return info_from(name, require_pool(ctx, name), members(ctx, name));
+}
+
+PoolInfo resize_pool(Context& ctx, const std::string& name, int size) {
+    if (size < 0 || size > 1000)
+        throw Error(ErrorCode::usage, "size " + std::to_string(size) + ": expected 0 to 1000");
+    std::vector<std::string> excess;
+    require_pool(ctx, name);
+    {
+        FileLock lock(pool_dir(ctx, name) / "lock");
+        json j = require_pool(ctx, name);
+        j["size"] = size;
+        j.erase("last_error");
+        write_pool(ctx, name, j);
+        int idle = 0;
+        for (auto& r : members(ctx, name)) {
+            if (r.pool_state != "idle") continue;
+            if (++idle > size) {
+                // Claimed under the lock so no acquirer takes it meanwhile.
+                auto sandbox_lock = ctx.store.lock(r.id);
+                r.pool_state = "removing";
+                ctx.store.save(r);
+                excess.push_back(r.id);
+            }
+        }
+    }
+    for (const auto& id : excess) remove_sandbox(ctx, id);
+    start_refill(ctx, name);
+    return pool_info(ctx, name);
+}
+
+void remove_pool(Context& ctx, const std::string& name) {
+    fs::path dir = pool_dir(ctx, name);
+    require_pool(ctx, name);
+    {
+        FileLock lock(dir / "lock");
+        require_pool(ctx, name);
+        // Without its record the pool is gone for everyone, a refill included.
+        fs::remove(dir / "pool.json");
+    }
+    // Wait for a refill in flight to notice and stop.
+    FileLock refill(dir / "refill.lock");
+    for (auto& r : members(ctx, name)) {
+        if (r.pool_state == "acquired") continue;  // the caller's now
+        try {
+            remove_sandbox(ctx, r.id);
+        } catch (const Error& e) {
+            if (e.code() != ErrorCode::not_found) throw;
+        }
+    }
+    remove_tree(dir);
+}
+
+int pool_refill_main(Context& ctx, const std::string& name) {
+    fs::path dir = pool_dir(ctx, name);
+    auto refill = FileLock::try_lock(dir / "refill.lock");
+    if (!refill.locked()) return 0;  // another refill is at work
+    for (int created = 0; created < 1000; ++created) {
+        auto j = read_pool(ctx, name);
+        if (!j) return 0;
+        auto m = members(ctx, name);
+        // Clear what an earlier, killed refill left half-made, so it neither
+        // counts as starting nor leaks.
+        for (const auto& r : m) {
+            if (r.pool_state == "acquired" ||
+                (!abandoned(ctx, r) && r.state != SandboxState::failed))
+                continue;
+            try {
+                remove_sandbox(ctx, r.id);
+            } catch (const Error& e) {
+                log().warn("pool " + name + ": removing abandoned member " + r.id + ": " +
+                           e.what());
+            }
+        }
+        m = members(ctx, name);
+        PoolInfo info = info_from(name, *j, m);
+        if (info.warm + info.starting >= info.size) return 0;
+        CreateRequest req = request_from_json((*j)["request"], name);
+        SandboxRecord r;
+        try {
+            r = create_sandbox(ctx, req);
+        } catch (const Error& e) {
+            log().error("pool " + name + ": refill failed: " + e.what());
+            set_last_error(ctx, name, std::string(e.what()));
+            return 1;
+        }
+        if (!read_pool(ctx, name)) {
+            remove_sandbox(ctx, r.id);  // the pool was removed meanwhile
+            return 0;
+        }
+    }
+    return 0;
+}
+
+}  // namespace sandweave

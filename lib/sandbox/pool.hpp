@@ -1,0 +1,52 @@
+#pragma once
+// Warm pools (docs/design.md, "Pools"): N started sandboxes with identical options, handed out
+// atomically. A pool is <state>/pools/<name>/pool.json (size, the create
+// request); its members are ordinary sandboxes whose record names the pool and
+// says "idle" or "acquired".
+//
+// acquire: under the pool's flock, pick an idle running member and mark it
+// acquired (two callers never get the same one); with none idle, create one on
+// demand outside the lock. Either way a background refill (`sandweave
+// __pool-refill`, one at a time per pool via its own flock) brings the pool back
+// to N without making acquire wait. A refill that fails records the error in
+// pool.json and stops instead of spinning; the next acquire reports it.
+// pool rm removes the pool record first (a running refill then stops and
+// discards what it made), then every idle member with its audit writer.
+
+#include <cstdint>
+#include <optional>
+#include <string>
+#include <vector>
+
+#include <nlohmann/json.hpp>
+
+#include "lib/sandbox/sandbox.hpp"
+
+namespace sandweave {
+
+struct PoolInfo {
+    std::string name;
+    int size = 0;
+    nlohmann::json request;  // template, hidepid, audit, user, labels
+    std::string created_at;
+    std::optional<std::string> last_error;
+    int warm = 0;      // idle members that are running
+    int in_use = 0;    // acquired members that still exist
+    int starting = 0;  // members being created
+};
+
+nlohmann::json to_json(const PoolInfo& p);
+
+PoolInfo create_pool(Context& ctx, const std::string& name, int size, const CreateRequest& req);
+// Returns the acquired sandbox (already marked as the caller's).
+SandboxRecord acquire_from_pool(Context& ctx, const std::string& name);
+std::vector<PoolInfo> list_pools(Context& ctx);
+PoolInfo pool_info(Context& ctx, const std::string& name);
+PoolInfo resize_pool(Context& ctx, const std::string& name, int size);
+void remove_pool(Context& ctx, const std::string& name);
+
+// Body of `sandweave __pool-refill NAME` (state dir from the environment).
+int pool_refill_main(Context& ctx, const std::string& name);
+inline constexpr const char* pool_refill_verb = "__pool-refill";
+
+}  // namespace sandweave

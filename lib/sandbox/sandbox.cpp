@@ -1,0 +1,364 @@
+#include "lib/sandbox/sandbox.hpp"
+
+#include <signal.h>
+#include <sys/mount.h>
+#include <sys/stat.h>
+#include <unistd.h>
+
+#include <algorithm>
+#include <cerrno>
+#include <fstream>
+
+#include "lib/core/error.hpp"
+#include "lib/core/fsutil.hpp"
+#include "lib/core/log.hpp"
+#include "lib/runtime/bundle.hpp"
+#include "lib/runtime/runsc.hpp"
+#include "lib/sandbox/audit_glue.hpp"
+#include "lib/sandbox/features.hpp"
+#include "lib/sandbox/image.hpp"
+#include "lib/sandbox/snapshot.hpp"
+
+namespace sandweave {
+
+namespace fs = std::filesystem;
+using nlohmann::json;
+
+namespace {
+
+bool is_mounted(const fs::path& p) {
+    std::ifstream in("/proc/self/mountinfo");
+    std::string line;
+    std::string target = " " + p.string() + " ";
+    while (std::getline(in, line)) {
+        // Field 5 is the mount point; paths with spaces are octal-escaped and ours have none.
+        std::size_t pos = 0;
+        for (int i = 0; i < 4 && pos != std::string::npos; ++i) pos = line.find(' ', pos + 1);
+        if (pos != std::string::npos && line.compare(pos, target.size(), target) == 0) return true;
+    }
+    return false;
+}
+
+void mount_overlay(const fs::path& lower, const fs::path& upper, const fs::path& work,
+                   const fs::path& target) {
+    for (const auto& p : {lower, upper, work})
+        if (p.string().find_first_of(",:") != std::string::npos)
+            throw Error(ErrorCode::general, "overlay: path contains ',' or ':': " + p.string());
+    std::string opts =
+        "lowerdir=" + lower.string() + ",upperdir=" + upper.string() + ",workdir=" + work.string();
+    if (::mount("overlay", target.c_str(), "overlay", MS_NOSUID | MS_NODEV, opts.c_str()) != 0)
+        throw_errno("mount overlay on " + target.string());
+}
+
+void unmount_if_mounted(const fs::path& p) {
+    if (!is_mounted(p)) return;
+    if (::umount2(p.c_str(), 0) != 0) {
+        // Busy (a gofer still exiting): detach it now, the kernel finishes later.
+        if (::umount2(p.c_str(), MNT_DETACH) != 0 && errno != EINVAL && errno != ENOENT)
+            throw_errno("unmount " + p.string());
+    }
+}
+
+Runsc runsc_for(Context& ctx, const SandboxRecord& r) {
+    return Runsc(ctx.runner, r.runsc, r.runsc_flags);
+}
+
+// Kills every process whose arguments name this sandbox's bundle: what a
+// launch that failed half-way (a timed-out runsc run) leaves behind where
+// `runsc delete` cannot see it.
+void kill_leftover_processes(const fs::path& bundle) {
+    const std::string needle = bundle.string();
+    std::error_code ec;
+    for (const auto& e : fs::directory_iterator("/proc", ec)) {
+        std::string pid_text = e.path().filename().string();
+        if (pid_text.empty() || !std::all_of(pid_text.begin(), pid_text.end(), ::isdigit)) continue;
+        pid_t pid = static_cast<pid_t>(std::stol(pid_text));
+        if (pid == ::getpid()) continue;
+        std::string cmdline;
+        try {
+            cmdline = read_file(e.path() / "cmdline", 1 << 16);
+        } catch (const Error&) {
+            continue;
+        }
+        if (cmdline.find(needle) == std::string::npos) continue;
+        log().debug("killing leftover process " + pid_text + " of " + needle);
+        ::kill(pid, SIGKILL);
+    }
+}
+
+// Deletes runsc's container (if any), then the mount. Tolerates partial state.
+void stop_runtime(Context& ctx, const SandboxRecord& r) {
+    if (!r.runsc.empty()) {
+        Runsc runsc = runsc_for(ctx, r);
+        if (runsc.state(r.id)) {
+            try {
+                runsc.remove(r.id, true);
+            } catch (const Error& e) {
+                // Gone between state and delete is fine; anything else is not.
+                if (runsc.state(r.id)) throw;
+            }
+        }
+    }
+    kill_leftover_processes(ctx.store.sandbox_dir(r.id) / "bundle");
+    unmount_if_mounted(ctx.store.sandbox_dir(r.id) / "rootfs");
+}
+
+SandboxState live_state(const SandboxRecord& r,
+                        const std::map<std::string, ContainerState>& runtime,
+                        const StateStore& store) {
+    if (r.state == SandboxState::creating) {
+        // The creator holds the lock for the whole create; a free lock means it died.
+        auto lock = FileLock::try_lock(store.sandbox_dir(r.id) / "lock");
+        return lock.locked() ? SandboxState::failed : SandboxState::creating;
+    }
+    if (r.state != SandboxState::running) return r.state;
+    auto it = runtime.find(r.id);
+    if (it != runtime.end() && it->second.status == "running") return SandboxState::running;
+    return SandboxState::failed;
+}
+
+}  // namespace
+
+fs::path find_guest_init() {
+    std::error_code ec;
+    fs::path beside = self_exe().parent_path() / "sandweave-init";
+    if (fs::is_regular_file(beside, ec)) return beside;
+    fs::path installed = fs::path(SANDWEAVE_INSTALLED_LIBEXEC) / "sandweave-init";
+    if (fs::is_regular_file(installed, ec)) return installed;
+    throw Error(ErrorCode::runtime, "guest init sandweave-init not found beside " +
+                                        self_exe().string() +
+                                        " or in " SANDWEAVE_INSTALLED_LIBEXEC);
+}
+
+SandboxRecord create_sandbox(Context& ctx, const CreateRequest& req) {
+    std::optional<SnapshotRecord> snap;
+    SandboxSpec spec;
+    if (!req.from_snapshot.empty()) {
+        if (req.template_given)
+            throw Error(ErrorCode::usage,
+                        "--template and --from-snapshot cannot be combined: a snapshot carries its "
+                        "settings");
+        snap = load_snapshot(ctx, req.from_snapshot);
+        spec = spec_for_restore(*snap, req.flags);
+    } else {
+        auto resolver = TemplateResolver::with_default_paths(ctx.store.root());
+        spec = resolve_spec(resolver.resolve(req.template_ref), nullptr, "", req.flags);
+    }
+    bool memory_restore = snap && snap->kind == SnapshotKind::memory;
+
+    // A memory image only restores into the runtime that wrote it.
+    fs::path runsc_path = memory_restore ? fs::path(snap->runsc) : find_runsc(ctx.runsc_flag);
+    std::string version = runtime_version(ctx, runsc_path);
+    require_runtime_features(ctx, spec, runsc_path);
+
+    fs::path init = find_guest_init();
+    ImageStore images(ctx.store.images_dir(), ctx.runner);
+
+    SandboxRecord r;
+    r.id = ctx.store.reserve(req.name);
+    r.name = req.name;
+    r.created_at = now_rfc3339();
+    r.spec = spec;
+    r.runsc = runsc_path.string();
+    r.runtime_version = version;
+    if (snap) r.from_snapshot = snap->id;
+    if (!req.pool.empty()) {
+        r.pool = req.pool;
+        r.pool_state = req.pool_acquired ? "acquired" : "idle";
+        if (req.pool_acquired) r.acquired_at = now_rfc3339();
+    }
+    fs::path dir = ctx.store.sandbox_dir(r.id);
+    r.runsc_flags = Runsc::flags_for(ctx.store.runsc_root(), spec.runtime.platform,
+                                     spec.runtime.network, std::nullopt);
+
+    auto lock = ctx.store.lock(r.id);
+    try {
+        return with_context("creating sandbox " + r.id, [&] {
+            ctx.store.save(r);
+            fs::path lower = images.ensure(spec.image);
+            for (const char* sub : {"rootfs", "upper", "work", "bundle", "logs", "tmp"})
+                make_dirs(dir / sub, 0700);
+            ::chmod((dir / "upper").c_str(), 0755);
+            if (snap) {
+                with_context("restoring the snapshot's layer", [&] {
+                    copy_tree(ctx, snapshot_dir(ctx, snap->id) / "layer", dir / "upper");
+                });
+            }
+            mount_overlay(lower, dir / "upper", dir / "work", dir / "rootfs");
+
+            if (spec.runtime.audit) {
+                // The writer listens before runsc exists: no guest event predates
+                // it, and a restored sandbox starts a new stream at seq 1.
+                fs::path pod_init = start_audit(ctx, r);
+                r.runsc_flags = Runsc::flags_for(ctx.store.runsc_root(), spec.runtime.platform,
+                                                 spec.runtime.network, pod_init);
+                ctx.store.save(r);
+            }
+            BundleInput in{spec, dir / "rootfs", init, "sandweave"};
+            write_file_atomic(dir / "bundle/config.json", build_oci_config(in).dump(2), 0600);
+
+            Runsc runsc(ctx.runner, runsc_path, r.runsc_flags);
+            if (memory_restore)
+                runsc.restore_detached(r.id, dir / "bundle",
+                                       snapshot_dir(ctx, snap->id) / "checkpoint",
+                                       dir / "logs/console.log");
+            else
+                runsc.run_detached(r.id, dir / "bundle", dir / "logs/console.log");
+            r.state = SandboxState::running;
+            ctx.store.save(r);
+            return r;
+        });
+    } catch (...) {
+        try {
+            stop_runtime(ctx, r);
+            if (spec.runtime.audit && fs::exists(audit_dir(ctx.store, r.id)))
+                audit::finish(audit_dir(ctx.store, r.id), std::nullopt);
+            ctx.store.release_name(r.name, r.id);
+            remove_tree(dir);
+        } catch (const std::exception& e) {
+            log().warn("cleaning up after a failed create of " + r.id + ": " + e.what());
+        }
+        throw;
+    }
+}
+
+int run_in_sandbox(Context& ctx, const RunRequest& req) {
+    std::string id = ctx.store.resolve_id(req.id);
+    SandboxRecord r = ctx.store.load(id);
+    if (r.state != SandboxState::running)
+        throw Error(ErrorCode::general,
+                    "sandbox " + id + " is not running (" + to_string(r.state) + ")");
+    ExecRequest ex;
+    ex.argv = req.argv;
+    ex.user = req.user.value_or(r.spec.user);
+    ex.cwd = req.cwd.value_or(r.spec.cwd);
+    SandboxSpec env_spec = r.spec;
+    env_spec.user = ex.user;
+    ex.env = guest_env(env_spec, req.env);
+    AttachOptions attach;
+    attach.timeout = req.timeout;
+    Runsc runsc = runsc_for(ctx, r);
+    auto res = runsc.exec_attached(id, ex, ctx.store.sandbox_dir(id) / "tmp", attach);
+    if (res.timed_out) {
+        log().error("command timed out after " + std::to_string(req.timeout->count()) +
+                    " ms and was killed");
+        return 124;
+    }
+    if (res.runtime_error && res.status == 125) {
+        // runsc could not exec at all: say why in the sandbox's terms when its
+        // runtime is gone (checked only now, off the fast path).
+        auto st = runsc.state(id);
+        if (!st || st->status != "running")
+            throw Error(ErrorCode::general, "sandbox " + id +
+                                                " is not running (failed: its runtime is " +
+                                                (st ? st->status : std::string("gone")) + ")");
+    }
+    if (res.runtime_error) {
+        if (res.status == 127)
+            log().error("command not found in sandbox " + id + ": " + req.argv[0]);
+        else if (res.status == 126)
+            log().error("command not executable in sandbox " + id + ": " + req.argv[0]);
+        else
+            log().error("runsc exec failed: " + *res.runtime_error);
+    }
+    return res.status;
+}
+
+SandboxRecord terminate_sandbox(Context& ctx, const std::string& ref) {
+    std::string id = ctx.store.resolve_id(ref);
+    auto lock = ctx.store.lock(id);
+    SandboxRecord r = ctx.store.load(id);
+    if (r.state == SandboxState::stopped) return r;
+    with_context("terminating sandbox " + id, [&] {
+        if (r.spec.runtime.audit) {
+            // The final barrier comes before the stop, so an export after
+            // terminate covers everything the guest did.
+            auto st = Runsc(ctx.runner, r.runsc, r.runsc_flags).state(id);
+            auto status = finish_audit(ctx, r, st && st->status == "running");
+            if (!status.complete)
+                log().warn("audit log of " + id +
+                           " is incomplete at terminate: " + nlohmann::json(status.reasons).dump());
+        }
+        stop_runtime(ctx, r);
+    });
+    r.state = SandboxState::stopped;
+    r.stopped_at = now_rfc3339();
+    ctx.store.save(r);
+    return r;
+}
+
+void remove_sandbox(Context& ctx, const std::string& ref) {
+    std::string id = ctx.store.resolve_id(ref);
+    auto lock = ctx.store.lock(id);
+    SandboxRecord r = ctx.store.load(id);
+    with_context("removing sandbox " + id, [&] {
+        stop_runtime(ctx, r);
+        // Stop the writer (a no-op after terminate) before its directory goes.
+        if (r.spec.runtime.audit && fs::exists(audit_dir(ctx.store, id)))
+            audit::finish(audit_dir(ctx.store, id), std::nullopt);
+        fs::path dir = ctx.store.sandbox_dir(id);
+        // The record goes first: from here on the sandbox no longer exists for
+        // other sandweave processes, even if removing the files is interrupted.
+        fs::path graveyard = ctx.store.root() / "sandboxes" / (".rm-" + id);
+        fs::rename(dir, graveyard);
+        ctx.store.release_name(r.name, id);
+        remove_tree(graveyard);
+    });
+}
+
+std::vector<SandboxView> list_sandboxes(Context& ctx) {
+    auto records = ctx.store.list();
+    std::map<std::string, ContainerState> runtime;
+    bool need_runtime = std::any_of(records.begin(), records.end(),
+                                    [](const auto& r) { return r.state == SandboxState::running; });
+    if (need_runtime) {
+        fs::path runsc_path = find_runsc(ctx.runsc_flag);
+        runtime =
+            Runsc(ctx.runner, runsc_path, {"--root=" + ctx.store.runsc_root().string()}).list();
+    }
+    std::vector<SandboxView> out;
+    for (auto& r : records) {
+        try {
+            SandboxState s = live_state(r, runtime, ctx.store);
+            out.push_back(SandboxView{std::move(r), s});
+        } catch (const Error&) {
+            // Removed by another sandweave process while we looked: not listed.
+            std::error_code ec;
+            if (fs::exists(ctx.store.sandbox_dir(r.id), ec)) throw;
+        }
+    }
+    return out;
+}
+
+SandboxView inspect_sandbox(Context& ctx, const std::string& ref) {
+    std::string id = ctx.store.resolve_id(ref);
+    SandboxRecord r = ctx.store.load(id);
+    std::map<std::string, ContainerState> runtime;
+    if (r.state == SandboxState::running) {
+        if (auto st = Runsc(ctx.runner, r.runsc, r.runsc_flags).state(id)) runtime[id] = *st;
+    }
+    SandboxState s = live_state(r, runtime, ctx.store);
+    return SandboxView{std::move(r), s};
+}
+
+json to_json(const SandboxView& v) {
+    json j = to_json(v.record);
+    j["state"] = to_string(v.live);
+    return j;
+}
+
+std::vector<std::string> prune_sandboxes(Context& ctx) {
+    std::vector<std::string> removed;
+    for (const auto& v : list_sandboxes(ctx)) {
+        if (v.live != SandboxState::stopped && v.live != SandboxState::failed) continue;
+        try {
+            remove_sandbox(ctx, v.record.id);
+            removed.push_back(v.record.id);
+        } catch (const Error& e) {
+            if (e.code() != ErrorCode::not_found) throw;
+        }
+    }
+    return removed;
+}
+
+}  // namespace sandweave

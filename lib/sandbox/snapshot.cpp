@@ -1,0 +1,339 @@
+#include "lib/sandbox/snapshot.hpp"
+
+#include <sys/stat.h>
+
+#include "lib/core/error.hpp"
+#include "lib/core/fsutil.hpp"
+#include "lib/core/log.hpp"
+#include "lib/runtime/runsc.hpp"
+#include "lib/sandbox/sandbox.hpp"
+#include "lib/store/state.hpp"
+
+namespace sandweave {
+
+namespace fs = std::filesystem;
+using nlohmann::json;
+
+namespace {
+
+fs::path snapshots_root(Context& ctx) {
+    fs::path p = ctx.store.root() / "snapshots";
+    make_dirs(p, 0700);
+    return p;
+}
+
+SnapshotRecord record_from_json(const json& j) {
+    SnapshotRecord s;
+    s.id = j.at("id").get<std::string>();
+    s.name = j.value("name", std::string());
+    std::string kind = j.at("kind").get<std::string>();
+    if (kind != "fs" && kind != "memory")
+        throw Error(ErrorCode::general, "unknown snapshot kind '" + kind + "'");
+    s.kind = kind == "fs" ? SnapshotKind::fs : SnapshotKind::memory;
+    s.source = j.value("source", std::string());
+    s.created_at = j.value("created_at", std::string());
+    s.bytes = j.value("bytes", std::uint64_t{0});
+    s.spec = spec_from_json(j.at("spec"));
+    s.runsc = j.value("runsc", std::string());
+    s.runtime_version = j.value("runtime_version", std::string());
+    return s;
+}
+
+// Everything a restore needs must be there and parse.
+SnapshotRecord read_and_verify(const fs::path& dir) {
+    SnapshotRecord s;
+    std::string name = dir.filename().string();
+    try {
+        s = record_from_json(json::parse(read_file(dir / "snapshot.json", 4u << 20)));
+    } catch (const json::exception& e) {
+        throw Error(ErrorCode::general, "snapshot " + name + " is corrupt: " + e.what());
+    } catch (const Error& e) {
+        throw Error(ErrorCode::general, "snapshot " + name + " is corrupt: " + e.what());
+    }
+    std::error_code ec;
+    if (!fs::is_directory(dir / "layer", ec))
+        throw Error(ErrorCode::general, "snapshot " + s.id + " is corrupt: its layer is missing");
+    if (s.kind == SnapshotKind::memory) {
+        auto size = fs::file_size(dir / "checkpoint/checkpoint.img", ec);
+        if (ec || size == 0)
+            throw Error(ErrorCode::general,
+                        "snapshot " + s.id + " is corrupt: its checkpoint image is missing");
+    }
+    return s;
+}
+
+// Removes temporary snapshot directories whose builder is gone, resuming a
+// source sandbox that the builder had paused.
+void sweep_abandoned(Context& ctx, const fs::path& root) {
+    std::error_code ec;
+    for (const auto& e : fs::directory_iterator(root, ec)) {
+        std::string n = e.path().filename().string();
+        if (n.rfind(".tmp-", 0) != 0 && n.rfind(".rm-", 0) != 0) continue;
+        auto lock = FileLock::try_lock(root / (n + ".lock"));
+        if (!lock.locked()) continue;
+        try {
+            std::string paused = read_file(e.path() / "paused-source", 256);
+            if (auto r = ctx.store.try_load(paused)) {
+                Runsc(ctx.runner, r->runsc, r->runsc_flags).raw({"resume", r->id});
+                log().warn("resumed sandbox " + r->id + ", left paused by an interrupted snapshot");
+            }
+        } catch (const Error&) {
+            // No paused source recorded.
+        }
+        remove_tree(e.path());
+        std::error_code ec2;
+        fs::remove(root / (n + ".lock"), ec2);
+    }
+}
+
+}  // namespace
+
+void copy_tree(Context& ctx, const fs::path& from, const fs::path& to) {
+    make_dirs(to, 0755);
+    Command c;
+    c.argv = {"cp", "-a", "--reflink=auto", "--", (from / ".").string(), to.string()};
+    auto r = ctx.runner.run(c);
+    if (!r.ok())
+        throw Error(ErrorCode::general,
+                    "copy " + from.string() + " to " + to.string() + ": " + r.describe());
+}
+
+std::string to_string(SnapshotKind k) {
+    return k == SnapshotKind::fs ? "fs" : "memory";
+}
+
+json to_json(const SnapshotRecord& s) {
+    return json{{"id", s.id},
+                {"name", s.name},
+                {"kind", to_string(s.kind)},
+                {"source", s.source},
+                {"created_at", s.created_at},
+                {"bytes", s.bytes},
+                {"settings",
+                 {{"template", s.spec.template_name},
+                  {"hidepid", s.spec.runtime.hidepid},
+                  {"audit", s.spec.runtime.audit}}},
+                {"spec", to_json(s.spec)},
+                {"runsc", s.runsc},
+                {"runtime_version", s.runtime_version}};
+}
+
+fs::path snapshot_dir(Context& ctx, const std::string& id) {
+    return snapshots_root(ctx) / id;
+}
+
+SnapshotRecord create_snapshot(Context& ctx, const SnapshotRequest& req) {
+    if (req.kind != "fs" && req.kind != "memory" && req.kind != "auto")
+        throw Error(ErrorCode::usage, "--kind '" + req.kind + "': expected fs, memory or auto");
+    std::string id = ctx.store.resolve_id(req.sandbox);
+    auto sandbox_lock = ctx.store.lock(id);
+    SandboxRecord r = ctx.store.load(id);
+    Runsc runsc(ctx.runner, r.runsc, r.runsc_flags);
+    auto st = r.state == SandboxState::running ? runsc.state(id) : std::nullopt;
+    if (!st || st->status != "running")
+        throw Error(ErrorCode::general,
+                    "snapshot: sandbox " + id + " is not running (" +
+                        (r.state == SandboxState::running ? "failed" : to_string(r.state)) + ")");
+
+    SnapshotKind kind = req.kind == "fs"       ? SnapshotKind::fs
+                        : req.kind == "memory" ? SnapshotKind::memory
+                        : r.spec.runtime.audit ? SnapshotKind::fs
+                                               : SnapshotKind::memory;
+    if (kind == SnapshotKind::memory && r.spec.runtime.audit)
+        throw Error(ErrorCode::usage,
+                    "snapshot: sandbox " + id +
+                        " has audit on, which rejects memory snapshots (trace continuity "
+                        "across a live restore is not supported); use --kind fs");
+
+    fs::path root = snapshots_root(ctx);
+    sweep_abandoned(ctx, root);
+    SnapshotRecord s;
+    s.id = "snap-" + random_hex(12);
+    s.name = req.name;
+    if (!s.name.empty()) {
+        for (const auto& other : list_snapshots(ctx))
+            if (other.name == s.name)
+                throw Error(ErrorCode::usage, "snapshot name '" + s.name + "' is already in use");
+    }
+    s.kind = kind;
+    s.source = id;
+    s.spec = r.spec;
+    s.runsc = r.runsc;
+    s.runtime_version = r.runtime_version;
+    fs::path tmp = root / (".tmp-" + s.id);
+    FileLock build_lock(root / (".tmp-" + s.id + ".lock"));
+    fs::path sdir = ctx.store.sandbox_dir(id);
+    try {
+        make_dirs(tmp, 0700);
+        if (kind == SnapshotKind::fs) {
+            // Flush the guest's dirty file data through the gofer, then hold the
+            // guest still while the layer is copied.
+            auto sync = runsc.raw({"exec", "--user", "0:0", id, "/bin/sync"});
+            if (!sync.ok()) log().warn("guest sync before snapshot failed: " + sync.describe());
+            // Recorded first: if we die while it is paused, the next snapshot
+            // command (sweep_abandoned) resumes it.
+            write_file_atomic(tmp / "paused-source", id, 0600);
+            auto pause = runsc.raw({"pause", id});
+            if (!pause.ok()) throw Error(ErrorCode::runtime, "runsc pause: " + pause.describe());
+            try {
+                copy_tree(ctx, sdir / "upper", tmp / "layer");
+            } catch (...) {
+                runsc.raw({"resume", id});
+                throw;
+            }
+            auto resume = runsc.raw({"resume", id});
+            if (!resume.ok()) throw Error(ErrorCode::runtime, "runsc resume: " + resume.describe());
+            fs::remove(tmp / "paused-source");
+        } else {
+            // checkpoint stops the sandbox; the layer is copied at that instant,
+            // then the source is restored in place and keeps running.
+            make_dirs(tmp / "checkpoint", 0700);
+            auto cp = runsc.raw({"checkpoint", "--image-path", (tmp / "checkpoint").string(), id});
+            if (!cp.ok()) throw Error(ErrorCode::runtime, "runsc checkpoint: " + cp.describe());
+            std::optional<Error> copy_error;
+            try {
+                copy_tree(ctx, sdir / "upper", tmp / "layer");
+            } catch (const Error& e) {
+                copy_error = e;
+            }
+            runsc.raw({"delete", id});
+            Command restore;
+            restore.argv = {r.runsc, "--log-fd=3"};
+            restore.argv.insert(restore.argv.end(), r.runsc_flags.begin(), r.runsc_flags.end());
+            for (const auto& a : {std::string("restore"), std::string("--detach"),
+                                  std::string("--image-path"), (tmp / "checkpoint").string(),
+                                  std::string("--bundle"), (sdir / "bundle").string(), id})
+                restore.argv.push_back(a);
+            restore.timeout = std::chrono::seconds(60);
+            auto res = ctx.runner.launch_detached(restore, sdir / "logs/console.log");
+            if (res.exit_status != 0) {
+                r.state = SandboxState::failed;
+                r.error = "restore after memory snapshot failed: " + res.runtime_error;
+                ctx.store.save(r);
+                throw Error(ErrorCode::runtime,
+                            "sandbox " + id +
+                                " could not be resumed after its checkpoint: " + res.runtime_error);
+            }
+            if (copy_error) throw *copy_error;
+        }
+        s.created_at = now_rfc3339();
+        s.bytes = tree_bytes(tmp);
+        write_file_atomic(tmp / "snapshot.json", to_json(s).dump(2) + "\n", 0600);
+        read_and_verify(tmp);
+        fs::rename(tmp, root / s.id);
+        fsync_dir(root);
+    } catch (...) {
+        remove_tree(tmp);
+        std::error_code ec;
+        fs::remove(root / (".tmp-" + s.id + ".lock"), ec);
+        throw;
+    }
+    std::error_code ec;
+    fs::remove(root / (".tmp-" + s.id + ".lock"), ec);
+    return s;
+}
+
+std::vector<SnapshotRecord> list_snapshots(Context& ctx) {
+    std::vector<SnapshotRecord> out;
+    std::error_code ec;
+    sweep_abandoned(ctx, snapshots_root(ctx));
+    for (const auto& e : fs::directory_iterator(snapshots_root(ctx), ec)) {
+        std::string n = e.path().filename().string();
+        if (n.empty() || n[0] == '.' || !e.is_directory()) continue;
+        try {
+            out.push_back(read_and_verify(e.path()));
+        } catch (const Error& err) {
+            log().warn("skipping " + n + ": " + err.what());
+        }
+    }
+    std::sort(out.begin(), out.end(),
+              [](const auto& a, const auto& b) { return a.created_at < b.created_at; });
+    return out;
+}
+
+SnapshotRecord load_snapshot(Context& ctx, const std::string& ref) {
+    if (ref.empty() || ref.find('/') != std::string::npos || ref[0] == '.')
+        throw Error(ErrorCode::usage, "invalid snapshot id '" + ref + "'");
+    fs::path root = snapshots_root(ctx);
+    std::error_code ec;
+    if (fs::exists(root / ref, ec)) return read_and_verify(root / ref);
+    std::vector<std::string> matches;
+    for (const auto& e : fs::directory_iterator(root, ec)) {
+        std::string n = e.path().filename().string();
+        if (n.empty() || n[0] == '.') continue;
+        if (n.rfind(ref, 0) == 0 || n.rfind("snap-" + ref, 0) == 0) {
+            matches.push_back(n);
+            continue;
+        }
+        try {
+            json j = json::parse(read_file(e.path() / "snapshot.json", 4u << 20));
+            if (j.value("name", std::string()) == ref) matches.push_back(n);
+        } catch (const std::exception&) {
+        }
+    }
+    if (matches.size() == 1) return read_and_verify(root / matches[0]);
+    if (matches.size() > 1) throw Error(ErrorCode::usage, "snapshot '" + ref + "' is ambiguous");
+    throw Error(ErrorCode::not_found, "no such snapshot: " + ref);
+}
+
+std::string remove_snapshot(Context& ctx, const std::string& ref) {
+    fs::path root = snapshots_root(ctx);
+    std::string id;
+    std::error_code ec;
+    // A corrupt snapshot must still be removable: an exact id needs no reading.
+    if (!ref.empty() && ref.find('/') == std::string::npos && ref[0] != '.' &&
+        fs::is_directory(root / ref, ec)) {
+        id = ref;
+    } else {
+        id = load_snapshot(ctx, ref).id;
+    }
+    fs::path grave = root / (".rm-" + id);
+    fs::rename(root / id, grave);
+    remove_tree(grave);
+    return id;
+}
+
+SandboxSpec spec_for_restore(const SnapshotRecord& snap, const FlagOverrides& flags) {
+    if (snap.kind == SnapshotKind::memory) {
+        if (flags.audit && *flags.audit)
+            throw Error(ErrorCode::usage,
+                        "snapshot " + snap.id +
+                            " is a memory snapshot: audit rejects live restores (trace "
+                            "continuity across a live restore is not supported)");
+        if (flags.hidepid && *flags.hidepid != snap.spec.runtime.hidepid)
+            throw Error(ErrorCode::usage, "snapshot " + snap.id +
+                                              " is a memory snapshot taken with hidepid " +
+                                              std::to_string(snap.spec.runtime.hidepid) +
+                                              "; a restore cannot change hidepid: use a fresh "
+                                              "launch or a filesystem snapshot");
+    }
+    // The snapshot's own settings become the template layer; its hidepid and
+    // audit form the snapshot layer, which only explicit flags override.
+    ResolvedTemplate t;
+    t.name = snap.spec.template_name;
+    json doc = to_json(snap.spec);
+    t.doc = json{{"image", doc["image"]},
+                 {"user", doc["user"]},
+                 {"env", doc["env"]},
+                 {"cwd", doc["cwd"]},
+                 {"labels", doc["labels"]},
+                 {"resources", doc["resources"]},
+                 {"runtime_options",
+                  {{"audit_max_bytes", doc["runtime_options"]["audit_max_bytes"]},
+                   {"platform", doc["runtime_options"]["platform"]},
+                   {"network", doc["runtime_options"]["network"]}}}};
+    for (const auto& [ptr, origin] : snap.spec.origin)
+        t.origin[ptr] = origin.rfind("template ", 0) == 0 ? origin.substr(9) : origin;
+    json settings{{"hidepid", snap.spec.runtime.hidepid}, {"audit", snap.spec.runtime.audit}};
+    SandboxSpec spec = resolve_spec(t, &settings, snap.name.empty() ? snap.id : snap.name, flags);
+    spec.template_name = snap.spec.template_name;
+    // Values from the saved settings keep the origin they had in the source.
+    for (auto& [ptr, origin] : spec.origin) {
+        if (origin.rfind("template ", 0) != 0) continue;
+        auto it = snap.spec.origin.find(ptr);
+        if (it != snap.spec.origin.end()) origin = it->second;
+    }
+    return spec;
+}
+
+}  // namespace sandweave

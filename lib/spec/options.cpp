@@ -1,0 +1,139 @@
+#include "lib/spec/options.hpp"
+
+#include "lib/core/error.hpp"
+
+namespace sandweave {
+
+using nlohmann::json;
+
+namespace {
+
+// Fills `field` from the highest layer that has `ptr`, recording the origin.
+template <typename T, typename Get>
+void pick(T& field, const std::string& ptr, SandboxSpec& spec, const ResolvedTemplate& tmpl,
+          const json* snap, const std::string& snap_label, const std::optional<T>& flag, Get get) {
+    json::json_pointer jp(ptr);
+    // The snapshot layer is its saved runtime_options object.
+    const std::string rt_prefix = "/runtime_options";
+    json::json_pointer snap_jp(ptr.rfind(rt_prefix, 0) == 0 ? ptr.substr(rt_prefix.size()) : ptr);
+    if (flag) {
+        field = *flag;
+        spec.origin[ptr] = "flag";
+    } else if (snap && snap->contains(snap_jp)) {
+        field = get(snap->at(snap_jp));
+        spec.origin[ptr] = snap_label;
+    } else if (tmpl.doc.contains(jp)) {
+        field = get(tmpl.doc.at(jp));
+        auto it = tmpl.origin.find(ptr);
+        spec.origin[ptr] = "template " + (it != tmpl.origin.end() ? it->second : tmpl.name);
+    } else {
+        spec.origin[ptr] = "default";
+    }
+}
+
+std::string tmpl_origin(const ResolvedTemplate& tmpl, const std::string& ptr) {
+    auto it = tmpl.origin.find(ptr);
+    return "template " + (it != tmpl.origin.end() ? it->second : tmpl.name);
+}
+
+}  // namespace
+
+SandboxSpec resolve_spec(const ResolvedTemplate& tmpl, const json* snapshot_settings,
+                         const std::string& snapshot_name, const FlagOverrides& flags) {
+    SandboxSpec s;
+    const std::string snap_label = "snapshot " + snapshot_name;
+    s.template_name = tmpl.name;
+    s.image = tmpl.doc.at("image").get<std::string>();
+    s.origin["/image"] = tmpl_origin(tmpl, "/image");
+
+    const json* rt_snap = snapshot_settings;
+    pick<int>(s.runtime.hidepid, "/runtime_options/hidepid", s, tmpl, rt_snap, snap_label,
+              flags.hidepid, [](const json& j) { return j.get<int>(); });
+    pick<bool>(s.runtime.audit, "/runtime_options/audit", s, tmpl, rt_snap, snap_label, flags.audit,
+               [](const json& j) { return j.get<bool>(); });
+    pick<std::uint64_t>(s.runtime.audit_max_bytes, "/runtime_options/audit_max_bytes", s, tmpl,
+                        rt_snap, snap_label, std::nullopt,
+                        [](const json& j) { return j.get<std::uint64_t>(); });
+    pick<std::string>(s.runtime.platform, "/runtime_options/platform", s, tmpl, nullptr, snap_label,
+                      std::nullopt, [](const json& j) { return j.get<std::string>(); });
+    pick<std::string>(s.runtime.network, "/runtime_options/network", s, tmpl, nullptr, snap_label,
+                      std::nullopt, [](const json& j) { return j.get<std::string>(); });
+
+    pick<UserSpec>(s.user, "/user", s, tmpl, nullptr, snap_label, flags.user,
+                   [](const json& j) { return *parse_user(j.get<std::string>()); });
+    pick<std::string>(s.cwd, "/cwd", s, tmpl, nullptr, snap_label, std::nullopt,
+                      [](const json& j) { return j.get<std::string>(); });
+
+    if (tmpl.doc.contains("env")) {
+        for (const auto& [k, v] : tmpl.doc["env"].items()) {
+            s.env[k] = v.get<std::string>();
+            s.origin["/env/" + k] = tmpl_origin(tmpl, "/env/" + k);
+        }
+    }
+    if (tmpl.doc.contains("labels")) {
+        for (const auto& [k, v] : tmpl.doc["labels"].items()) {
+            s.labels[k] = v.get<std::string>();
+            s.origin["/labels/" + k] = tmpl_origin(tmpl, "/labels/" + k);
+        }
+    }
+    for (const auto& [k, v] : flags.labels) {
+        s.labels[k] = v;
+        s.origin["/labels/" + k] = "flag";
+    }
+    if (tmpl.doc.contains("resources")) {
+        const json& r = tmpl.doc["resources"];
+        if (r.contains("cpus")) s.resources.cpus = r["cpus"].get<double>();
+        if (r.contains("memory")) s.resources.memory = r["memory"].get<std::uint64_t>();
+        if (r.contains("pids")) s.resources.pids = r["pids"].get<std::int64_t>();
+        for (const auto& [k, v] : r.items())
+            s.origin["/resources/" + k] = tmpl_origin(tmpl, "/resources/" + k);
+    }
+    return s;
+}
+
+json to_json(const SandboxSpec& s) {
+    json res = json::object();
+    if (s.resources.cpus) res["cpus"] = *s.resources.cpus;
+    if (s.resources.memory) res["memory"] = *s.resources.memory;
+    if (s.resources.pids) res["pids"] = *s.resources.pids;
+    return json{
+        {"template", s.template_name},
+        {"image", s.image},
+        {"user", s.user.str()},
+        {"env", s.env},
+        {"cwd", s.cwd},
+        {"resources", res},
+        {"runtime_options",
+         {{"hidepid", s.runtime.hidepid},
+          {"audit", s.runtime.audit},
+          {"audit_max_bytes", s.runtime.audit_max_bytes},
+          {"platform", s.runtime.platform},
+          {"network", s.runtime.network}}},
+        {"labels", s.labels},
+        {"origin", s.origin},
+    };
+}
+
+SandboxSpec spec_from_json(const json& j) {
+    SandboxSpec s;
+    s.template_name = j.at("template").get<std::string>();
+    s.image = j.at("image").get<std::string>();
+    s.user = parse_user(j.at("user").get<std::string>()).value_or(UserSpec{});
+    s.env = j.value("env", std::map<std::string, std::string>{});
+    s.cwd = j.value("cwd", std::string("/"));
+    const json& res = j.value("resources", json::object());
+    if (res.contains("cpus")) s.resources.cpus = res["cpus"].get<double>();
+    if (res.contains("memory")) s.resources.memory = res["memory"].get<std::uint64_t>();
+    if (res.contains("pids")) s.resources.pids = res["pids"].get<std::int64_t>();
+    const json& rt = j.at("runtime_options");
+    s.runtime.hidepid = rt.value("hidepid", 0);
+    s.runtime.audit = rt.value("audit", false);
+    s.runtime.audit_max_bytes = rt.value("audit_max_bytes", default_audit_max_bytes);
+    s.runtime.platform = rt.value("platform", std::string("ptrace"));
+    s.runtime.network = rt.value("network", std::string("none"));
+    s.labels = j.value("labels", std::map<std::string, std::string>{});
+    s.origin = j.value("origin", std::map<std::string, std::string>{});
+    return s;
+}
+
+}  // namespace sandweave

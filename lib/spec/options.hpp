@@ -1,0 +1,66 @@
+#pragma once
+// Option resolution in one place. Precedence, highest first:
+//   explicit flag  >  filesystem snapshot's settings  >  template (after extends)  >  default
+// An explicit `--hidepid 0` or `--no-audit` always wins. Every resolved value
+// remembers where it came from so `inspect` and `template show` can explain it.
+
+#include <cstdint>
+#include <map>
+#include <optional>
+#include <string>
+#include <vector>
+
+#include <nlohmann/json.hpp>
+
+#include "lib/core/units.hpp"
+#include "lib/spec/template.hpp"
+
+namespace sandweave {
+
+inline constexpr std::uint64_t default_audit_max_bytes = 1ull << 30;
+
+struct RuntimeOptions {
+    int hidepid = 0;
+    bool audit = false;
+    std::uint64_t audit_max_bytes = default_audit_max_bytes;
+    std::string platform = "ptrace";
+    std::string network = "none";
+};
+
+struct Resources {
+    std::optional<double> cpus;
+    std::optional<std::uint64_t> memory;
+    std::optional<std::int64_t> pids;
+};
+
+// Everything needed to launch a sandbox, fully resolved.
+struct SandboxSpec {
+    std::string template_name;
+    std::string image;
+    UserSpec user;  // default user for `run`
+    std::map<std::string, std::string> env;
+    std::string cwd = "/";
+    Resources resources;
+    RuntimeOptions runtime;
+    std::map<std::string, std::string> labels;
+    // "/runtime_options/hidepid" -> "flag" | "snapshot S" | "template T" | "default"
+    std::map<std::string, std::string> origin;
+};
+
+// What the command line said explicitly (unset = not given).
+struct FlagOverrides {
+    std::optional<int> hidepid;
+    std::optional<bool> audit;
+    std::optional<UserSpec> user;
+    std::map<std::string, std::string> labels;
+};
+
+// `snapshot_settings` is a filesystem snapshot's saved runtime_options object
+// ({"hidepid": 2, "audit": true, ...}), if any.
+SandboxSpec resolve_spec(const ResolvedTemplate& tmpl, const nlohmann::json* snapshot_settings,
+                         const std::string& snapshot_name, const FlagOverrides& flags);
+
+nlohmann::json to_json(const SandboxSpec& spec);
+SandboxSpec spec_from_json(const nlohmann::json& j);
+
+}  // namespace sandweave

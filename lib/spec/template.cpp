@@ -1,0 +1,431 @@
+#include "lib/spec/template.hpp"
+
+#include <yaml-cpp/yaml.h>
+
+#include <algorithm>
+#include <cstdlib>
+#include <functional>
+#include <set>
+
+#include "lib/core/error.hpp"
+#include "lib/core/fsutil.hpp"
+#include "lib/core/units.hpp"
+
+namespace sandweave {
+
+namespace fs = std::filesystem;
+using nlohmann::json;
+
+namespace {
+
+constexpr std::size_t max_template_bytes = 1u << 20;
+constexpr std::size_t max_extends_depth = 32;
+
+// Where a document came from, for error messages.
+struct Where {
+    std::string label;  // "template 'coding' (/usr/share/.../coding.yaml)"
+    std::string chain;  // " (extends chain: a -> b)" or ""
+};
+
+[[noreturn]] void fail(const Where& w, const YAML::Node& node, const std::string& key,
+                       const std::string& msg) {
+    std::string line;
+    if (node.IsDefined() && node.Mark().line >= 0)
+        line = " line " + std::to_string(node.Mark().line + 1);
+    throw Error(ErrorCode::usage, w.label + line + ": " + key + ": " + msg + w.chain);
+}
+
+std::string scalar_text(const YAML::Node& n) {
+    return n.Scalar();
+}
+bool is_plain(const YAML::Node& n) {
+    return n.Tag() != "!";
+}
+
+std::string shown(const YAML::Node& n) {
+    if (n.IsMap()) return "a map";
+    if (n.IsSequence()) return "a list";
+    if (n.IsNull()) return "nothing";
+    return is_plain(n) ? scalar_text(n) : "\"" + scalar_text(n) + "\"";
+}
+
+using Validator = std::function<json(const YAML::Node&, const Where&, const std::string& key)>;
+
+json as_string(const YAML::Node& n, const Where& w, const std::string& key) {
+    if (!n.IsScalar()) fail(w, n, key, "expected a string, got " + shown(n));
+    return scalar_text(n);
+}
+
+json as_abs_path(const YAML::Node& n, const Where& w, const std::string& key) {
+    std::string s = as_string(n, w, key);
+    if (s.empty() || s[0] != '/') fail(w, n, key, "expected an absolute path, got " + shown(n));
+    return s;
+}
+
+json as_user(const YAML::Node& n, const Where& w, const std::string& key) {
+    std::string s = as_string(n, w, key);
+    if (!parse_user(s)) fail(w, n, key, "expected UID[:GID] with numeric ids, got " + shown(n));
+    return s;
+}
+
+json as_bool(const YAML::Node& n, const Where& w, const std::string& key) {
+    if (n.IsScalar() && is_plain(n)) {
+        std::string s = scalar_text(n);
+        if (s == "true" || s == "True" || s == "TRUE") return true;
+        if (s == "false" || s == "False" || s == "FALSE") return false;
+    }
+    fail(w, n, key, "expected true or false, got " + shown(n));
+}
+
+json as_hidepid(const YAML::Node& n, const Where& w, const std::string& key) {
+    if (n.IsScalar() && is_plain(n)) {
+        std::string s = scalar_text(n);
+        if (s == "0" || s == "1" || s == "2") return std::stoi(s);
+    }
+    fail(w, n, key, "expected 0, 1 or 2, got " + shown(n));
+}
+
+json as_size(const YAML::Node& n, const Where& w, const std::string& key) {
+    if (n.IsScalar()) {
+        if (auto v = parse_size(scalar_text(n))) return *v;
+    }
+    fail(w, n, key, "expected a positive byte count (e.g. 1073741824 or 8GiB), got " + shown(n));
+}
+
+json as_positive_number(const YAML::Node& n, const Where& w, const std::string& key) {
+    if (n.IsScalar() && is_plain(n)) {
+        char* end = nullptr;
+        std::string s = scalar_text(n);
+        double v = std::strtod(s.c_str(), &end);
+        if (!s.empty() && end && *end == '\0' && v > 0 && v < 1e6) return v;
+    }
+    fail(w, n, key, "expected a positive number, got " + shown(n));
+}
+
+json as_positive_int(const YAML::Node& n, const Where& w, const std::string& key) {
+    if (n.IsScalar() && is_plain(n)) {
+        std::string s = scalar_text(n);
+        if (!s.empty() && s.size() < 10 && std::all_of(s.begin(), s.end(), ::isdigit) &&
+            std::stol(s) > 0)
+            return std::stol(s);
+    }
+    fail(w, n, key, "expected a positive integer, got " + shown(n));
+}
+
+Validator one_of(std::vector<std::string> allowed) {
+    return [allowed](const YAML::Node& n, const Where& w, const std::string& key) -> json {
+        if (n.IsScalar() &&
+            std::find(allowed.begin(), allowed.end(), scalar_text(n)) != allowed.end())
+            return scalar_text(n);
+        std::string list;
+        for (const auto& a : allowed) list += (list.empty() ? "" : ", ") + a;
+        fail(w, n, key,
+             "expected one of " + list + ", got " + shown(n) +
+                 (n.IsScalar() ? did_you_mean(scalar_text(n), allowed) : ""));
+    };
+}
+
+json as_string_map(const YAML::Node& n, const Where& w, const std::string& key) {
+    if (!n.IsMap()) fail(w, n, key, "expected a map of strings, got " + shown(n));
+    json out = json::object();
+    for (const auto& kv : n) {
+        std::string k = kv.first.Scalar();
+        if (k.empty()) fail(w, kv.first, key, "empty key");
+        if (!kv.second.IsScalar())
+            fail(w, kv.second, key + "." + k, "expected a string, got " + shown(kv.second));
+        out[k] = scalar_text(kv.second);
+    }
+    return out;
+}
+
+using Table = std::vector<std::pair<std::string, Validator>>;
+
+json validate_map(const YAML::Node& n, const Where& w, const std::string& prefix,
+                  const Table& table) {
+    if (!n.IsMap())
+        fail(w, n, prefix.empty() ? "template" : prefix, "expected a map, got " + shown(n));
+    std::vector<std::string> names;
+    for (const auto& [k, v] : table) names.push_back(k);
+    json out = json::object();
+    for (const auto& kv : n) {
+        std::string k = kv.first.Scalar();
+        std::string full = prefix.empty() ? k : prefix + "." + k;
+        auto it =
+            std::find_if(table.begin(), table.end(), [&](const auto& e) { return e.first == k; });
+        if (it == table.end()) fail(w, kv.first, full, "unknown key" + did_you_mean(k, names));
+        out[k] = it->second(kv.second, w, full);
+    }
+    return out;
+}
+
+json validate_resources(const YAML::Node& n, const Where& w, const std::string& key) {
+    static const Table table = {
+        {"cpus", as_positive_number}, {"memory", as_size}, {"pids", as_positive_int}};
+    return validate_map(n, w, key, table);
+}
+
+json validate_runtime_options(const YAML::Node& n, const Where& w, const std::string& key) {
+    static const Table table = {
+        {"hidepid", as_hidepid},       {"audit", as_bool},
+        {"audit_max_bytes", as_size},  {"platform", one_of({"ptrace", "kvm"})},
+        {"network", one_of({"none"})},
+    };
+    return validate_map(n, w, key, table);
+}
+
+const Table& top_level_table() {
+    static const Table table = {
+        {"description", as_string},
+        {"extends", as_string},
+        {"image", as_string},
+        {"user", as_user},
+        {"env", as_string_map},
+        {"cwd", as_abs_path},
+        {"labels", as_string_map},
+        {"resources", validate_resources},
+        {"runtime_options", validate_runtime_options},
+    };
+    return table;
+}
+
+void collect_leaves(const json& j, const std::string& ptr, const std::string& src,
+                    std::map<std::string, std::string>& origin) {
+    if (j.is_object() && !j.empty()) {
+        for (const auto& [k, v] : j.items()) collect_leaves(v, ptr + "/" + k, src, origin);
+    } else {
+        origin[ptr] = src;
+    }
+}
+
+void erase_under(std::map<std::string, std::string>& origin, const std::string& ptr) {
+    auto it = origin.lower_bound(ptr);
+    while (it != origin.end() && (it->first == ptr || it->first.rfind(ptr + "/", 0) == 0))
+        it = origin.erase(it);
+}
+
+// Child over parent: maps merge key by key, everything else is replaced.
+void merge_into(json& base, const json& child, const std::string& ptr, const std::string& src,
+                std::map<std::string, std::string>& origin) {
+    for (const auto& [k, v] : child.items()) {
+        std::string p = ptr + "/" + k;
+        if (v.is_object() && base.contains(k) && base[k].is_object()) {
+            merge_into(base[k], v, p, src, origin);
+        } else {
+            erase_under(origin, p);
+            base[k] = v;
+            collect_leaves(v, p, src, origin);
+        }
+    }
+}
+
+std::string chain_text(const std::vector<std::string>& chain) {
+    if (chain.size() < 2) return "";
+    std::string s = " (extends chain: ";
+    for (std::size_t i = 0; i < chain.size(); ++i) s += (i ? " -> " : "") + chain[i];
+    return s + ")";
+}
+
+bool looks_like_path(const std::string& ref) {
+    return ref.find('/') != std::string::npos || ref.ends_with(".yaml") || ref.ends_with(".yml") ||
+           ref.ends_with(".json");
+}
+
+}  // namespace
+
+bool is_inline_template(const std::string& ref) {
+    auto first = ref.find_first_not_of(" \t\r\n");
+    return first != std::string::npos && (ref[first] == '{' || ref.find('\n') != std::string::npos);
+}
+
+struct TemplateResolver::Loaded {
+    std::string name;   // short name for chains and origins
+    std::string label;  // for error messages
+    std::optional<fs::path> file;
+    YAML::Node root;
+};
+
+TemplateResolver::TemplateResolver(std::vector<fs::path> user_dirs,
+                                   std::vector<fs::path> builtin_dirs)
+    : user_dirs_(std::move(user_dirs)), builtin_dirs_(std::move(builtin_dirs)) {}
+
+TemplateResolver TemplateResolver::with_default_paths(const fs::path& state_dir) {
+    std::vector<fs::path> user;
+    if (const char* env = std::getenv("SANDWEAVE_TEMPLATE_PATH")) {
+        std::string s = env;
+        std::size_t start = 0;
+        while (start <= s.size()) {
+            auto end = s.find(':', start);
+            if (end == std::string::npos) end = s.size();
+            if (end > start) user.emplace_back(s.substr(start, end - start));
+            start = end + 1;
+        }
+    }
+    if (const char* xdg = std::getenv("XDG_CONFIG_HOME"); xdg && *xdg)
+        user.push_back(fs::path(xdg) / "sandweave/templates");
+    else if (const char* home = std::getenv("HOME"); home && *home)
+        user.push_back(fs::path(home) / ".config/sandweave/templates");
+    user.push_back(state_dir / "templates");
+    std::vector<fs::path> builtin;
+    std::error_code ec;
+    if (fs::is_directory(SANDWEAVE_SOURCE_TEMPLATES, ec))
+        builtin.emplace_back(SANDWEAVE_SOURCE_TEMPLATES);
+    builtin.emplace_back(SANDWEAVE_INSTALLED_TEMPLATES);
+    return TemplateResolver(std::move(user), std::move(builtin));
+}
+
+std::optional<fs::path> TemplateResolver::find_named(const std::string& name, bool* builtin) const {
+    std::error_code ec;
+    auto search = [&](const std::vector<fs::path>& dirs) -> std::optional<fs::path> {
+        for (const auto& d : dirs)
+            for (const char* ext : {".yaml", ".yml", ".json"})
+                if (fs::is_regular_file(d / (name + ext), ec)) return d / (name + ext);
+        return std::nullopt;
+    };
+    if (auto p = search(user_dirs_)) {
+        if (builtin) *builtin = false;
+        return p;
+    }
+    if (auto p = search(builtin_dirs_)) {
+        if (builtin) *builtin = true;
+        return p;
+    }
+    return std::nullopt;
+}
+
+TemplateResolver::Loaded TemplateResolver::load_ref(const std::string& ref,
+                                                    const std::optional<fs::path>& base_dir) const {
+    Loaded l;
+    std::string text;
+    if (is_inline_template(ref)) {
+        l.name = "inline";
+        l.label = "inline template";
+        text = ref;
+    } else {
+        if (ref.empty()) throw Error(ErrorCode::usage, "template name is empty");
+        fs::path file;
+        if (looks_like_path(ref)) {
+            file = fs::path(ref);
+            if (file.is_relative() && base_dir) file = *base_dir / file;
+            std::error_code ec;
+            if (!fs::is_regular_file(file, ec))
+                throw Error(ErrorCode::not_found, "template file " + file.string() + ": not found");
+            l.name = file.string();
+        } else {
+            auto found = find_named(ref, nullptr);
+            if (!found) {
+                std::vector<std::string> names;
+                for (const auto& t : list()) names.push_back(t.name);
+                throw Error(ErrorCode::not_found, "unknown template '" + ref + "'" +
+                                                      did_you_mean(ref, names) +
+                                                      "; `sandweave template ls` lists them");
+            }
+            file = *found;
+            l.name = ref;
+        }
+        l.file = fs::absolute(file);
+        l.label = "template '" + l.name + "' (" + l.file->string() + ")";
+        text = read_file(*l.file, max_template_bytes);
+    }
+    try {
+        l.root = YAML::Load(text);
+    } catch (const YAML::Exception& e) {
+        throw Error(ErrorCode::usage, l.label + " line " + std::to_string(e.mark.line + 1) +
+                                          ": malformed YAML: " + e.msg);
+    }
+    return l;
+}
+
+ResolvedTemplate TemplateResolver::resolve_loaded(Loaded loaded,
+                                                  std::vector<std::string> chain) const {
+    chain.push_back(loaded.name);
+    Where where{loaded.label, chain_text(chain)};
+    if (chain.size() > max_extends_depth)
+        throw Error(ErrorCode::usage, "template extends chain deeper than " +
+                                          std::to_string(max_extends_depth) + where.chain);
+    if (!loaded.root.IsDefined() || loaded.root.IsNull())
+        throw Error(ErrorCode::usage, loaded.label + ": empty template" + where.chain);
+    json doc = validate_map(loaded.root, where, "", top_level_table());
+
+    ResolvedTemplate out;
+    if (doc.contains("extends")) {
+        std::string parent = doc["extends"];
+        doc.erase("extends");
+        std::optional<fs::path> base_dir;
+        if (loaded.file) base_dir = loaded.file->parent_path();
+        Loaded p = with_context(loaded.label + ": extends '" + parent + "'", [&] {
+            try {
+                return load_ref(parent, base_dir);
+            } catch (const Error& e) {
+                // A missing parent makes this template bad (exit 2), unlike a
+                // missing template the user named directly (exit 4).
+                if (e.code() == ErrorCode::not_found) throw Error(ErrorCode::usage, e.what());
+                throw;
+            }
+        });
+        // A cycle: the parent's identity is already on the chain.
+        if (std::find(chain.begin(), chain.end(), p.name) != chain.end()) {
+            auto cyc = chain;
+            cyc.push_back(p.name);
+            std::string s;
+            for (std::size_t i = 0; i < cyc.size(); ++i) s += (i ? " -> " : "") + cyc[i];
+            throw Error(ErrorCode::usage, "template cycle: " + s);
+        }
+        out = resolve_loaded(std::move(p), chain);
+    } else {
+        out.doc = json::object();
+    }
+    merge_into(out.doc, doc, "", loaded.name, out.origin);
+    out.chain.insert(out.chain.begin(), loaded.name);
+    out.name = loaded.name;
+    return out;
+}
+
+ResolvedTemplate TemplateResolver::resolve(const std::string& ref) const {
+    ResolvedTemplate r = resolve_loaded(load_ref(ref, std::nullopt), {});
+    if (!r.doc.contains("image"))
+        throw Error(ErrorCode::usage,
+                    "template '" + r.name +
+                        "': no image (set `image:` or extend a template that has one)" +
+                        chain_text(r.chain));
+    return r;
+}
+
+ResolvedTemplate TemplateResolver::validate_file(const fs::path& file) const {
+    std::string ref = file.string();
+    if (!looks_like_path(ref)) ref = "./" + ref;
+    return resolve(ref);
+}
+
+std::vector<TemplateInfo> TemplateResolver::list() const {
+    std::vector<TemplateInfo> out;
+    std::set<std::string> seen;
+    auto scan = [&](const std::vector<fs::path>& dirs, bool builtin) {
+        for (const auto& d : dirs) {
+            std::error_code ec;
+            if (!fs::is_directory(d, ec)) continue;
+            std::vector<fs::path> files;
+            for (const auto& e : fs::directory_iterator(d, ec)) files.push_back(e.path());
+            std::sort(files.begin(), files.end());
+            for (const auto& f : files) {
+                auto ext = f.extension().string();
+                if (ext != ".yaml" && ext != ".yml" && ext != ".json") continue;
+                std::string name = f.stem().string();
+                if (!seen.insert(name).second) continue;
+                TemplateInfo info{name, f, "", builtin};
+                try {
+                    YAML::Node n = YAML::Load(read_file(f, max_template_bytes));
+                    if (n.IsMap() && n["description"] && n["description"].IsScalar())
+                        info.description = n["description"].Scalar();
+                } catch (const std::exception&) {
+                    info.description = "(unreadable)";
+                }
+                out.push_back(std::move(info));
+            }
+        }
+    };
+    scan(user_dirs_, false);
+    scan(builtin_dirs_, true);
+    return out;
+}
+
+}  // namespace sandweave
