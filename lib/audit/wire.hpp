@@ -1,10 +1,9 @@
 #pragma once
-// gVisor remote-sink wire format (docs/design.md, "gVisor's trace wire"): the 8-byte little-endian header
-// in front of every message after the handshake, the message-type table of
-// runsc 20221219 (types 1-34), and the syscall-number names used to turn a
-// schematized syscall message into its point name (syscall/<name>/exit).
-// Everything here treats its input as hostile: parse functions report what is
-// wrong instead of trusting lengths.
+// gVisor remote-sink wire format (docs/design.md, "gVisor's trace wire"): the 8-byte little-endian
+// header in front of every message after the handshake, the message-type table of runsc 20221219
+// (types 1-34), and the syscall-number names used to turn a schematized syscall message into its
+// point name (syscall/<name>/exit). Everything here treats its input as hostile: parse functions
+// report what is wrong instead of trusting lengths.
 
 #include <cstdint>
 #include <optional>
