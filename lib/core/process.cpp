@@ -15,6 +15,7 @@
 #include <cstring>
 
 #include "lib/core/error.hpp"
+#include "lib/core/fd.hpp"
 
 extern char** environ;
 
@@ -22,44 +23,6 @@ namespace sandweave {
 namespace {
 
 using Clock = std::chrono::steady_clock;
-
-class Fd {
-  public:
-    Fd() = default;
-    explicit Fd(int fd) : fd_(fd) {}
-    ~Fd() { reset(); }
-    Fd(Fd&& o) noexcept : fd_(o.release()) {}
-    Fd& operator=(Fd&& o) noexcept {
-        if (this != &o) {
-            reset();
-            fd_ = o.release();
-        }
-        return *this;
-    }
-    int get() const { return fd_; }
-    int release() {
-        int f = fd_;
-        fd_ = -1;
-        return f;
-    }
-    void reset() {
-        if (fd_ >= 0) ::close(fd_);
-        fd_ = -1;
-    }
-
-  private:
-    int fd_ = -1;
-};
-
-struct Pipe {
-    Fd read, write;
-};
-
-Pipe make_pipe() {
-    int fds[2];
-    if (::pipe2(fds, O_CLOEXEC) != 0) throw_errno("pipe");
-    return Pipe{Fd(fds[0]), Fd(fds[1])};
-}
 
 // Everything a spawn needs that must outlive posix_spawn: the child's ends.
 struct ChildStdio {
@@ -270,6 +233,12 @@ void relay(Fd& from, int to, short revents) {
 }
 
 }  // namespace
+
+Pipe make_pipe() {
+    int fds[2];
+    if (::pipe2(fds, O_CLOEXEC) != 0) throw_errno("pipe");
+    return Pipe{Fd(fds[0]), Fd(fds[1])};
+}
 
 bool relay_needed(int fd) {
     struct stat st {};
