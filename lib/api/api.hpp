@@ -12,10 +12,12 @@
 // client.
 
 #include <cstdint>
+#include <functional>
 #include <map>
 #include <memory>
 #include <optional>
 #include <string>
+#include <string_view>
 #include <vector>
 
 #include <nlohmann/json.hpp>
@@ -426,6 +428,12 @@ class Api {
     virtual RemovedList prune() = 0;
 
     virtual audit::Status audit_export(const AuditExportParams& p) = 0;
+    // The same flush barrier and export, with the exported bytes handed to
+    // `on_data` as they are read instead of written on the worker; the status
+    // describes exactly those bytes (sha256, bytes). For a client that is not
+    // on the worker's host (export_to_client).
+    virtual audit::Status audit_fetch(const IdParams& p,
+                                      const std::function<void(std::string_view)>& on_data) = 0;
     virtual audit::Status audit_status(const IdParams& p) = 0;
 
     virtual SnapshotRecord snapshot_create(const SnapshotCreateParams& p) = 0;
@@ -463,6 +471,8 @@ class LocalApi final : public Api {
     Removed rm(const IdParams& p) override;
     RemovedList prune() override;
     audit::Status audit_export(const AuditExportParams& p) override;
+    audit::Status audit_fetch(const IdParams& p,
+                              const std::function<void(std::string_view)>& on_data) override;
     audit::Status audit_status(const IdParams& p) override;
     SnapshotRecord snapshot_create(const SnapshotCreateParams& p) override;
     SnapshotList snapshot_ls() override;
@@ -499,6 +509,9 @@ struct OneShotParams {
     CreateParams create;
     RunParams run;  // run.id is filled in
     std::optional<std::string> audit_log;
+    // Set for a remote connection: the log is fetched and written here, on the
+    // client (export_to_client), and the status says it came via this address.
+    std::optional<std::string> via;
 };
 struct OneShotResult {
     RunResult run;
@@ -507,5 +520,17 @@ struct OneShotResult {
     bool audit_log_refused = false;
 };
 OneShotResult one_shot(Api& api, const OneShotParams& p, const RunIo& io);
+
+// ---- an export written on the client ---------------------------------------
+
+// `audit export` for a client that is not on the worker: fetches the log
+// through audit_fetch and writes PATH and PATH.status.json on this host (0600,
+// temp file + fsync + rename), but only after the bytes received match the
+// worker's byte count and sha256. The old sidecar goes first, and a failure
+// leaves neither a partial PATH nor a new sidecar. The status gains "via"; it
+// is complete only when the worker's export was complete and every byte
+// arrived.
+audit::Status export_to_client(Api& api, const std::string& id, const std::string& path,
+                               const std::string& via);
 
 }  // namespace sandweave::api

@@ -80,7 +80,9 @@ struct RpcClient::Impl {
         json result;
         std::optional<json> error;
         const api::RunIo* run = nullptr;  // a sandbox.run: where its output goes
-        int wake_fd = -1;                 // an eventfd written when it is done
+        const std::function<void(std::string_view)>* data = nullptr;  // audit.fetch
+        int wake_fd = -1;                        // an eventfd written when it is done
+        std::optional<std::string> local_error;  // our side of a stream failed
     };
 
     static void wake(const Pending& p) {
@@ -169,18 +171,36 @@ struct RpcClient::Impl {
                 log().info(msg);
             return;
         }
-        if (method != "run.output") return;
+        if (method != "run.output" && method != "audit.data") return;
         auto req = params.find("request");
         if (req == params.end() || !req->is_number_integer()) return;
         const api::RunIo* io = nullptr;
+        const std::function<void(std::string_view)>* sink = nullptr;
         {
             std::lock_guard<std::mutex> g(mu);
             auto it = pending.find(req->get<std::int64_t>());
-            if (it != pending.end()) io = it->second.run;
+            if (it != pending.end()) {
+                io = it->second.run;
+                sink = it->second.data;
+            }
+        }
+        auto data = base64_decode(params.value("data", std::string()));
+        if (!data) return fail_all("the server sent data that is not base64");
+        if (method == "audit.data") {
+            if (!sink) return;
+            try {
+                (*sink)(*data);
+            } catch (const std::exception& e) {
+                // The local write failed: the call fails when its answer comes.
+                std::lock_guard<std::mutex> g(mu);
+                auto it = pending.find(req->get<std::int64_t>());
+                if (it != pending.end() && !it->second.local_error)
+                    it->second.local_error = e.what();
+                it->second.data = nullptr;
+            }
+            return;
         }
         if (!io) return;
-        auto data = base64_decode(params.value("data", std::string()));
-        if (!data) return fail_all("the server sent output that is not base64");
         // Delivered on this thread: a slow local reader slows the remote command.
         deliver(params.value("stream", std::string()) == "stderr" ? io->err : io->out, *data);
     }
@@ -225,6 +245,21 @@ struct RpcClient::Impl {
         return id;
     }
 
+    std::int64_t start_with_data(const std::string& method, const json& params,
+                                 const std::function<void(std::string_view)>* sink) {
+        std::int64_t id = next_id++;
+        {
+            std::lock_guard<std::mutex> g(mu);
+            if (broken) throw lost();
+            pending[id].data = sink;
+        }
+        if (!send_line({{"jsonrpc", "2.0"}, {"id", id}, {"method", method}, {"params", params}})) {
+            fail_all("could not send a request");
+            throw lost();
+        }
+        return id;
+    }
+
     // Waits for the answer to `id`; throws its error.
     json finish(std::int64_t id) {
         std::unique_lock<std::mutex> lock(mu);
@@ -236,6 +271,7 @@ struct RpcClient::Impl {
             int c = p.error->value("code", 1);
             throw Error(code_of(c), p.error->value("message", std::string("error")));
         }
+        if (p.local_error) throw Error(ErrorCode::general, *p.local_error);
         return p.result;
     }
 
@@ -446,6 +482,16 @@ api::RemovedList RpcClient::prune() {
 audit::Status RpcClient::audit_export(const api::AuditExportParams& p) {
     return decoded<audit::Status>(call("audit.export", api::to_json(p)), "audit.export");
 }
+audit::Status RpcClient::audit_fetch(const api::IdParams& p,
+                                     const std::function<void(std::string_view)>& on_data) {
+    if (!has_method("audit.fetch"))
+        throw Error(ErrorCode::runtime,
+                    impl_->peer + " cannot send an audit log to the client (its sandweave is " +
+                        impl_->hello.server + "; update it)");
+    std::int64_t id = impl_->start_with_data("audit.fetch", api::to_json(p), &on_data);
+    return decoded<audit::Status>(impl_->finish(id), "audit.fetch");
+}
+
 audit::Status RpcClient::audit_status(const api::IdParams& p) {
     return decoded<audit::Status>(call("audit.status", api::to_json(p)), "audit.status");
 }

@@ -47,6 +47,8 @@ class RpcClient final : public api::Api {
     api::Removed rm(const api::IdParams& p) override;
     api::RemovedList prune() override;
     audit::Status audit_export(const api::AuditExportParams& p) override;
+    audit::Status audit_fetch(const api::IdParams& p,
+                              const std::function<void(std::string_view)>& on_data) override;
     audit::Status audit_status(const api::IdParams& p) override;
     SnapshotRecord snapshot_create(const api::SnapshotCreateParams& p) override;
     api::SnapshotList snapshot_ls() override;

@@ -114,6 +114,7 @@ class Connection {
     void dispatch(Request r);
     void hello(const Request& r);
     void start_run(Request r);
+    void start_fetch(Request r);
     void run_stdin(const Request& r);
     void run_signal(const Request& r);
     void run_cancel(const Request& r);
@@ -279,6 +280,7 @@ void Connection::dispatch(Request r) {
         in_flight_.insert(key);
     }
     if (r.method == "sandbox.run") return start_run(std::move(r));
+    if (r.method == "audit.fetch") return start_fetch(std::move(r));
 
     start_thread([this, r = std::move(r), m, key] {
         RequestLogger logger(*this, r.id);
@@ -384,6 +386,30 @@ void Connection::start_run(Request r) {
             std::lock_guard<std::mutex> g(running->feed->mu);
             running->feed->stop = true;
             running->feed->cv.notify_all();
+        }
+        finish_request(key);
+        send(line);
+    });
+}
+
+void Connection::start_fetch(Request r) {
+    std::string key = key_of(r.id);
+    start_thread([this, r = std::move(r), key] {
+        RequestLogger logger(*this, r.id);
+        ThreadLogger scope(logger);
+        std::string line;
+        try {
+            auto p = api::from_json<api::IdParams>(r.params);
+            auto st = api_.audit_fetch(p, [&](std::string_view chunk) {
+                notify("audit.data", {{"request", r.id}, {"data", base64_encode(chunk)}});
+            });
+            line = encode_result(r.id, api::encode_value(st));
+        } catch (const Error& e) {
+            int status = static_cast<int>(e.code());
+            line = encode_error(r.id, status, e.what(), error_data(status));
+        } catch (const std::exception& e) {
+            line = encode_error(r.id, code::internal_error,
+                                std::string("internal error: ") + e.what(), error_data(1));
         }
         finish_request(key);
         send(line);
