@@ -1,5 +1,6 @@
 // sandweave serve: the API over JSON-RPC on stdin/stdout or a Unix socket.
 #include <signal.h>
+#include <stdlib.h>
 #include <sys/signalfd.h>
 
 #include "cmd/common.hpp"
@@ -25,7 +26,17 @@ void register_serve(CLI::App& app, GlobalOptions& g, Outcome& out) {
         if (g.json)
             throw Error(ErrorCode::usage, "serve: --json does not apply (the protocol is JSON)");
         Session s(g);
-        rpc::ServeOptions opts{std::string("sandweave ") + SANDWEAVE_VERSION_STRING};
+        rpc::ServeOptions opts{std::string("sandweave ") + SANDWEAVE_VERSION_STRING, {}};
+        if (const char* w = std::getenv("SANDWEAVE_SERVE_WITHOUT")) {
+            std::string list = w;
+            for (std::size_t pos = 0; pos <= list.size();) {
+                auto comma = list.find(',', pos);
+                std::string m = list.substr(pos, comma == std::string::npos ? comma : comma - pos);
+                if (!m.empty()) opts.without.push_back(m);
+                if (comma == std::string::npos) break;
+                pos = comma + 1;
+            }
+        }
         if (*stdio) {
             rpc::serve_connection(s.api(), 0, 1, opts);
         } else {

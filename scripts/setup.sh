@@ -35,7 +35,7 @@ packages=(
   busybox-static debootstrap procps util-linux python3
 )
 if [ "$test_deps" = 1 ]; then
-  packages+=(clang clang-format libclang-rt-14-dev jq bc iproute2 libc6-dev)
+  packages+=(clang clang-format libclang-rt-14-dev jq bc iproute2 libc6-dev openssh-server openssh-client tmux)
 fi
 
 missing=()

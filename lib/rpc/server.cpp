@@ -7,6 +7,7 @@
 #include <sys/un.h>
 #include <unistd.h>
 
+#include <algorithm>
 #include <cerrno>
 #include <condition_variable>
 #include <cstring>
@@ -321,7 +322,9 @@ void Connection::hello(const Request& r) {
     res.protocol = std::min(p.protocol, protocol_version);
     res.server = opts_.server_name;
     res.capabilities = {"log", "run.cancel", "run.signal", "run.stdin"};
-    res.methods = api::method_names();
+    for (const auto& name : api::method_names())
+        if (std::find(opts_.without.begin(), opts_.without.end(), name) == opts_.without.end())
+            res.methods.push_back(name);
     if (!r.is_notification()) send(encode_result(r.id, api::to_json(res)));
 }
 

@@ -17,6 +17,7 @@
 #include <filesystem>
 #include <functional>
 #include <string>
+#include <vector>
 
 #include "lib/api/api.hpp"
 
@@ -24,6 +25,9 @@ namespace sandweave::rpc {
 
 struct ServeOptions {
     std::string server_name;  // "sandweave 0.1.0"
+    // Methods this server neither lists nor serves: simulates an older
+    // worker in tests (SANDWEAVE_SERVE_WITHOUT=audit.fetch,run.signal).
+    std::vector<std::string> without;
 };
 
 // Serves one connection until the peer closes it; reads in_fd, writes out_fd.
