@@ -210,6 +210,9 @@ int main_impl(int argc, char** argv) {
         int code = static_cast<int>(e.code());
         if (out.docker_exit_codes && e.code() == ErrorCode::general) code = 125;
         return report_error(g, e.what(), code);
+    } catch (const std::filesystem::filesystem_error& e) {
+        // A file operation the library did not wrap: still an ordinary error.
+        return report_error(g, e.what(), out.docker_exit_codes ? 125 : 1);
     } catch (const std::exception& e) {
         return report_error(g, std::string("internal error: ") + e.what(),
                             out.docker_exit_codes ? 125 : 1);
