@@ -14,6 +14,7 @@ reps="${1:-50}"
 top="$(cd "$(dirname "${BASH_SOURCE[0]}")/.." && pwd)"
 sw="${SANDWEAVE:-$top/build/sandweave}"
 py=/usr/bin/python3
+export PYTHONDONTWRITEBYTECODE=1
 [[ -x "$py" ]] || py="$(command -v python3)"
 state="$(mktemp -d /tmp/sw-bench-serve.XXXXXX)"
 export SANDWEAVE_STATE_DIR="$state"

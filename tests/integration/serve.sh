@@ -9,6 +9,7 @@ source "$(dirname "${BASH_SOURCE[0]}")/lib.sh"
 sw_setup
 
 PY=/usr/bin/python3
+export PYTHONDONTWRITEBYTECODE=1  # no __pycache__ in the source tree
 [[ -x "$PY" ]] || PY="$(command -v python3)"
 HERE="$(cd "$(dirname "${BASH_SOURCE[0]}")" && pwd)"
 
