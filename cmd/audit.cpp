@@ -2,17 +2,16 @@
 #include <iostream>
 
 #include "cmd/common.hpp"
-#include "lib/sandbox/audit_glue.hpp"
 
 namespace sandweave::cli {
 
-void print_audit_status(const audit::Status& st, bool to_stderr) {
-    std::string doc = audit::to_json(st).dump(2);
-    if (to_stderr)
-        std::cerr << doc << std::endl;
-    else
-        std::cout << doc << std::endl;
+namespace {
+
+void print_audit_status(const audit::Status& st) {
+    print_json(api::encode_value(st));
 }
+
+}  // namespace
 
 void register_audit(CLI::App& app, GlobalOptions& g, Outcome& out) {
     auto* audit =
@@ -28,8 +27,8 @@ void register_audit(CLI::App& app, GlobalOptions& g, Outcome& out) {
     exp->add_option("path", *path, "Where to write the JSONL log")->required();
     exp->callback([&g, &out, id, path] {
         Session s(g);
-        auto st = export_audit(s.ctx(), *id, *path);
-        print_audit_status(st, false);
+        auto st = s.api().audit_export({*id, *path});
+        print_audit_status(st);
         out.exit_code = st.complete ? 0 : 3;
     });
 
@@ -39,7 +38,7 @@ void register_audit(CLI::App& app, GlobalOptions& g, Outcome& out) {
     status->add_option("id", *sid, "Sandbox id or name")->required();
     status->callback([&g, &out, sid] {
         Session s(g);
-        print_audit_status(audit_status(s.ctx(), *sid), false);
+        print_audit_status(s.api().audit_status({*sid}));
         out.exit_code = 0;
     });
 }

@@ -4,20 +4,29 @@
 
 #include "lib/core/error.hpp"
 #include "lib/core/units.hpp"
+#include "lib/sandbox/context.hpp"
 
 namespace sandweave::cli {
+
+struct Session::Local {
+    LocalRunner runner;
+    std::unique_ptr<StateStore> store;
+};
 
 Session::Session(const GlobalOptions& g) {
     if (g.host != "local" && !g.host.empty())
         throw Error(
             ErrorCode::usage,
             "--host " + g.host + ": only the local connection is available in this version");
+    local_ = std::make_unique<Local>();
     std::filesystem::path root =
         g.state_dir.empty() ? StateStore::default_root() : std::filesystem::path(g.state_dir);
-    store_ = std::make_unique<StateStore>(root);
-    ctx_ = std::make_unique<Context>(
-        Context{*store_, runner_, g.runsc.empty() ? std::nullopt : std::optional(g.runsc)});
+    local_->store = std::make_unique<StateStore>(root);
+    api_ = std::make_unique<api::LocalApi>(Context{
+        *local_->store, local_->runner, g.runsc.empty() ? std::nullopt : std::optional(g.runsc)});
 }
+
+Session::~Session() = default;
 
 void print_json(const nlohmann::json& j) {
     std::cout << j.dump(2) << std::endl;
@@ -53,33 +62,41 @@ void add_create_flags(CLI::App& sub, CreateFlags& f, bool with_user) {
                    "Start from a snapshot (fs or memory; see sandweave-snapshot(1))");
 }
 
-CreateRequest to_create_request(const CreateFlags& f) {
-    CreateRequest req;
-    req.template_ref = f.template_ref;
-    req.name = f.name;
+void check_user_flag(const std::string& flag, const std::string& value) {
+    if (!parse_user(value))
+        throw Error(
+            ErrorCode::usage,
+            flag + " '" + value + "': expected UID[:GID] with numeric ids (e.g. 1001:1001)");
+}
+
+api::CreateParams to_create_params(const CreateFlags& f, const CLI::App& sub) {
+    api::CreateParams p;
+    bool template_given = sub.count("--template") > 0;
+    if (template_given && !f.from_snapshot.empty())
+        throw Error(ErrorCode::usage,
+                    "--template and --from-snapshot cannot be combined: a snapshot carries its "
+                    "settings");
+    if (template_given) p.template_ref = f.template_ref;
+    if (!f.from_snapshot.empty()) p.from_snapshot = f.from_snapshot;
     if (!f.hidepid.empty()) {
         if (f.hidepid != "0" && f.hidepid != "1" && f.hidepid != "2")
             throw Error(ErrorCode::usage, "--hidepid '" + f.hidepid + "': expected 0, 1 or 2");
-        req.flags.hidepid = f.hidepid[0] - '0';
+        p.hidepid = f.hidepid[0] - '0';
     }
-    if (f.audit) req.flags.audit = true;
-    if (f.no_audit) req.flags.audit = false;
+    if (f.audit) p.audit = true;
+    if (f.no_audit) p.audit = false;
     if (!f.user.empty()) {
-        auto u = parse_user(f.user);
-        if (!u)
-            throw Error(
-                ErrorCode::usage,
-                "--user '" + f.user + "': expected UID[:GID] with numeric ids (e.g. 1001:1001)");
-        req.flags.user = *u;
+        check_user_flag("--user", f.user);
+        p.user = f.user;
     }
     for (const auto& l : f.labels) {
         auto eq = l.find('=');
         if (eq == std::string::npos || eq == 0)
             throw Error(ErrorCode::usage, "--label '" + l + "': expected key=value");
-        req.flags.labels[l.substr(0, eq)] = l.substr(eq + 1);
+        p.labels[l.substr(0, eq)] = l.substr(eq + 1);
     }
-    req.from_snapshot = f.from_snapshot;
-    return req;
+    if (!f.name.empty()) p.name = f.name;
+    return p;
 }
 
 }  // namespace sandweave::cli

@@ -1,7 +1,9 @@
 #pragma once
-// What every verb shares: the global options, the connection, and output. Verbs
-// print data to stdout (one JSON document with --json) and nothing else; logs and
-// progress go to stderr through the library's logger.
+// What every verb shares: the global options, the connection, and output. A
+// verb turns its flags into an API request, calls the connection's Api, and
+// prints the result: data on stdout (one JSON document with --json), nothing
+// else; logs and progress go to stderr through the library's logger. Errors
+// are thrown and turned into exit codes in one place, main().
 
 #include <CLI/CLI.hpp>
 
@@ -11,9 +13,7 @@
 
 #include <nlohmann/json.hpp>
 
-#include "lib/core/process.hpp"
-#include "lib/sandbox/sandbox.hpp"
-#include "lib/store/state.hpp"
+#include "lib/api/api.hpp"
 
 namespace sandweave::cli {
 
@@ -33,24 +33,24 @@ struct Outcome {
     bool docker_exit_codes = false;
 };
 
-// The library objects for one invocation (local connection).
+// The connection for one invocation. Only the local one exists so far: the
+// API is called in-process.
 class Session {
   public:
     explicit Session(const GlobalOptions& g);
-    StateStore& store() { return *store_; }
-    CommandRunner& runner() { return runner_; }
-    Context& ctx() { return *ctx_; }
+    ~Session();
+    api::Api& api() { return *api_; }
 
   private:
-    LocalRunner runner_;
-    std::unique_ptr<StateStore> store_;
-    std::unique_ptr<Context> ctx_;
+    struct Local;
+    std::unique_ptr<Local> local_;
+    std::unique_ptr<api::Api> api_;
 };
 
 void print_json(const nlohmann::json& j);
 void print_line(const std::string& s);
 
-// Adds --json, --state-dir, --host, --runsc, -v, -q to a (sub)command.
+// Adds --json, --state-dir, --host, --runsc, -v, -q.
 void add_global_options(CLI::App& app, GlobalOptions& g);
 
 // Registration, one per verb (cmd/<verb>.cpp).
@@ -64,8 +64,9 @@ void register_doctor(CLI::App& app, GlobalOptions& g, Outcome& out);
 void register_audit(CLI::App& app, GlobalOptions& g, Outcome& out);
 void register_snapshot(CLI::App& app, GlobalOptions& g, Outcome& out);
 void register_pool(CLI::App& app, GlobalOptions& g, Outcome& out);
+void register_serve(CLI::App& app, GlobalOptions& g, Outcome& out);
 
-// Shared by create and run: the create flags.
+// Shared by create, run and pool create: the create flags.
 struct CreateFlags {
     std::string template_ref = "base";
     std::string hidepid;
@@ -77,6 +78,10 @@ struct CreateFlags {
     std::string from_snapshot;
 };
 void add_create_flags(CLI::App& sub, CreateFlags& f, bool with_user = true);
-CreateRequest to_create_request(const CreateFlags& f);
+// `sub` tells which flags were given explicitly (a default template is not).
+api::CreateParams to_create_params(const CreateFlags& f, const CLI::App& sub);
+
+// Checks a UID[:GID] flag value, in the flag's words.
+void check_user_flag(const std::string& flag, const std::string& value);
 
 }  // namespace sandweave::cli

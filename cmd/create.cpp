@@ -7,14 +7,13 @@ void register_create(CLI::App& app, GlobalOptions& g, Outcome& out) {
     auto flags = std::make_shared<CreateFlags>();
     add_create_flags(*sub, *flags);
     sub->callback([&g, &out, flags, sub] {
+        auto params = to_create_params(*flags, *sub);
         Session s(g);
-        CreateRequest req = to_create_request(*flags);
-        req.template_given = sub->count("--template") > 0;
-        SandboxRecord r = create_sandbox(s.ctx(), req);
+        auto v = s.api().create(params);
         if (g.json)
-            print_json(to_json(r));
+            print_json(api::encode_value(v));
         else
-            print_line(r.id);
+            print_line(v.record.id);
         out.exit_code = 0;
     });
 }

@@ -1,7 +1,6 @@
 #include <cstdio>
 
 #include "cmd/common.hpp"
-#include "lib/sandbox/doctor.hpp"
 
 namespace sandweave::cli {
 
@@ -10,17 +9,11 @@ void register_doctor(CLI::App& app, GlobalOptions& g, Outcome& out) {
         app.add_subcommand("doctor", "Check the runtime, overlayfs, cgroups and permissions");
     doctor->callback([&g, &out] {
         Session s(g);
-        auto checks = run_doctor(s.ctx());
-        bool usable = true;
-        for (const auto& c : checks) usable = usable && (c.ok || !c.required);
+        auto report = s.api().doctor();
+        const auto& checks = report.checks;
+        bool usable = report.ok;
         if (g.json) {
-            nlohmann::json arr = nlohmann::json::array();
-            for (const auto& c : checks)
-                arr.push_back({{"name", c.name},
-                               {"ok", c.ok},
-                               {"required", c.required},
-                               {"detail", c.detail}});
-            print_json({{"ok", usable}, {"checks", arr}});
+            print_json(api::to_json(report));
         } else {
             for (const auto& c : checks)
                 std::printf("%-5s %-18s %s\n", c.ok ? "ok" : (c.required ? "FAIL" : "warn"),

@@ -1,7 +1,6 @@
 #include <cstdio>
 
 #include "cmd/common.hpp"
-#include "lib/sandbox/image.hpp"
 
 namespace sandweave::cli {
 
@@ -17,13 +16,9 @@ void register_image(CLI::App& app, GlobalOptions& g, Outcome& out) {
     build->add_flag("--force", *force, "Rebuild even if it exists");
     build->callback([&g, &out, name, force] {
         Session s(g);
-        ImageStore images(s.store().images_dir(), s.runner());
-        auto info = images.build(*name, *force);
+        auto info = s.api().image_build({*name, *force});
         if (g.json)
-            print_json({{"name", info.name},
-                        {"rootfs", info.rootfs},
-                        {"bytes", info.bytes},
-                        {"built_at", info.built_at}});
+            print_json(api::to_json(info));
         else
             print_line(info.name);
         out.exit_code = 0;
@@ -32,13 +27,9 @@ void register_image(CLI::App& app, GlobalOptions& g, Outcome& out) {
     auto* ls = image->add_subcommand("ls", "List built images");
     ls->callback([&g, &out] {
         Session s(g);
-        ImageStore images(s.store().images_dir(), s.runner());
-        auto list = images.list();
+        auto list = s.api().image_ls().images;
         if (g.json) {
-            nlohmann::json arr = nlohmann::json::array();
-            for (const auto& i : list)
-                arr.push_back({{"name", i.name}, {"bytes", i.bytes}, {"built_at", i.built_at}});
-            print_json(arr);
+            print_json(api::encode_value(list));
         } else {
             std::printf("%-12s %-10s %s\n", "NAME", "SIZE", "BUILT");
             for (const auto& i : list)
@@ -53,7 +44,7 @@ void register_image(CLI::App& app, GlobalOptions& g, Outcome& out) {
     rm->add_option("name", *rm_name, "Image name")->required();
     rm->callback([&g, &out, rm_name] {
         Session s(g);
-        ImageStore(s.store().images_dir(), s.runner()).remove(*rm_name);
+        s.api().image_rm({*rm_name});
         if (g.json)
             print_json({{"removed", *rm_name}});
         else

@@ -37,7 +37,8 @@ class SpdLogger final : public Logger {
 };
 
 void setup_logging(const GlobalOptions& g) {
-    auto logger = spdlog::stderr_logger_st("sandweave");
+    // Thread-safe: `serve` logs from many request threads.
+    auto logger = spdlog::stderr_logger_mt("sandweave");
     logger->set_pattern("%v");
     if (g.quiet)
         logger->set_level(spdlog::level::err);
@@ -48,9 +49,40 @@ void setup_logging(const GlobalOptions& g) {
     set_logger(std::make_shared<SpdLogger>(logger));
 }
 
-const std::vector<std::string> verbs = {"create", "run",      "ls",       "inspect", "terminate",
-                                        "rm",     "prune",    "template", "image",   "doctor",
-                                        "audit",  "snapshot", "pool"};
+// The verb path of `args` must exist in the command tree that also produces
+// --help, aliases included ("list" is "ls"); an unknown word at any level is
+// refused with the closest verb of that level. Returns an error message, or
+// "" when the words name commands.
+std::string check_verbs(CLI::App& app, const std::vector<std::string>& args) {
+    CLI::App* level = &app;
+    std::string path;
+    for (std::size_t i = 0; i < args.size(); ++i) {
+        const std::string& a = args[i];
+        if (a == "--runsc" || a == "--state-dir" || a == "--host") {
+            ++i;  // its value
+            continue;
+        }
+        if (a.empty() || a[0] == '-') continue;
+        auto subs = level->get_subcommands({});
+        if (subs.empty()) break;  // a leaf: the rest are its arguments
+        CLI::App* next = nullptr;
+        for (auto* sub : subs)
+            if (sub->check_name(a)) next = sub;
+        if (!next) {
+            std::vector<std::string> known;
+            for (const auto* sub : subs) {
+                known.push_back(sub->get_name());
+                for (const auto& alias : sub->get_aliases()) known.push_back(alias);
+            }
+            std::string where = path.empty() ? "" : " " + path;
+            return "unknown command '" + (path.empty() ? a : path + " " + a) + "'" +
+                   did_you_mean(a, known) + "; see `sandweave" + where + " --help`";
+        }
+        path += (path.empty() ? "" : " ") + next->get_name();
+        level = next;
+    }
+    return "";
+}
 
 int report_error(const GlobalOptions& g, const std::string& msg, int code) {
     std::cerr << "sandweave: " << msg << std::endl;
@@ -148,25 +180,10 @@ int main_impl(int argc, char** argv) {
     register_audit(app, g, out);
     register_snapshot(app, g, out);
     register_pool(app, g, out);
+    register_serve(app, g, out);
 
     // An unknown verb gets a suggestion before CLI11's generic message.
-    for (std::size_t i = 0; i < args.size(); ++i) {
-        const std::string& a = args[i];
-        if (a == "--runsc" || a == "--state-dir" || a == "--host") {
-            ++i;  // its value
-            continue;
-        }
-        if (a.empty() || a[0] == '-') continue;
-        if (std::find(verbs.begin(), verbs.end(), a) == verbs.end()) {
-            std::vector<std::string> known;
-            for (const auto* s : app.get_subcommands({})) known.push_back(s->get_name());
-            return report_error(
-                g,
-                "unknown command '" + a + "'" + did_you_mean(a, known) + "; see `sandweave --help`",
-                2);
-        }
-        break;
-    }
+    if (std::string bad = check_verbs(app, args); !bad.empty()) return report_error(g, bad, 2);
     if (has_separator && (args.empty() || std::find(args.begin(), args.end(), "run") == args.end()))
         return report_error(g, "`--` is only used by `sandweave run ... -- COMMAND`", 2);
 
@@ -225,8 +242,11 @@ int main(int argc, char** argv) {
         g.state_dir = a[1];
         if (a.size() >= 5 && a[3] == "--runsc") g.runsc = a[4];
         try {
-            sandweave::cli::Session s(g);
-            return sandweave::pool_refill_main(s.ctx(), a[2]);
+            sandweave::LocalRunner runner;
+            sandweave::StateStore store(g.state_dir);
+            sandweave::Context ctx{store, runner,
+                                   g.runsc.empty() ? std::nullopt : std::optional(g.runsc)};
+            return sandweave::pool_refill_main(ctx, a[2]);
         } catch (const std::exception& e) {
             std::fprintf(stderr, "sandweave pool refill: %s\n", e.what());
             return 1;

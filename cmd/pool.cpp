@@ -2,7 +2,6 @@
 
 #include "cmd/common.hpp"
 #include "lib/core/error.hpp"
-#include "lib/sandbox/pool.hpp"
 
 namespace sandweave::cli {
 
@@ -21,12 +20,14 @@ void register_pool(CLI::App& app, GlobalOptions& g, Outcome& out) {
     create->callback([&g, &out, name, size, flags, create] {
         if (!flags->name.empty())
             throw Error(ErrorCode::usage, "pool create: --name does not apply to pool members");
+        if (*size < 0 || *size > 1000)
+            throw Error(ErrorCode::usage,
+                        "--size " + std::to_string(*size) + ": expected 0 to 1000");
+        api::PoolCreateParams p{*name, *size, to_create_params(*flags, *create)};
         Session s(g);
-        CreateRequest req = to_create_request(*flags);
-        req.template_given = create->count("--template") > 0;
-        auto info = create_pool(s.ctx(), *name, *size, req);
+        auto info = s.api().pool_create(p);
         if (g.json)
-            print_json(to_json(info));
+            print_json(api::encode_value(info));
         else
             print_line(info.name);
         out.exit_code = 0;
@@ -38,22 +39,20 @@ void register_pool(CLI::App& app, GlobalOptions& g, Outcome& out) {
     acquire->add_option("name", *aname, "Pool name")->required();
     acquire->callback([&g, &out, aname] {
         Session s(g);
-        auto r = acquire_from_pool(s.ctx(), *aname);
+        auto v = s.api().pool_acquire({*aname});
         if (g.json)
-            print_json(to_json(r));
+            print_json(api::encode_value(v));
         else
-            print_line(r.id);
+            print_line(v.record.id);
         out.exit_code = 0;
     });
 
     auto* ls = pool->add_subcommand("ls", "List pools: size, warm, in use, options");
     ls->callback([&g, &out] {
         Session s(g);
-        auto list = list_pools(s.ctx());
+        auto list = s.api().pool_ls().pools;
         if (g.json) {
-            nlohmann::json arr = nlohmann::json::array();
-            for (const auto& p : list) arr.push_back(to_json(p));
-            print_json(arr);
+            print_json(api::encode_value(list));
         } else {
             std::printf("%-16s %-5s %-5s %-7s %s\n", "NAME", "SIZE", "WARM", "IN_USE", "OPTIONS");
             for (const auto& p : list)
@@ -71,9 +70,9 @@ void register_pool(CLI::App& app, GlobalOptions& g, Outcome& out) {
     resize->add_option("size", *rsize, "New size")->required();
     resize->callback([&g, &out, rname, rsize] {
         Session s(g);
-        auto info = resize_pool(s.ctx(), *rname, *rsize);
+        auto info = s.api().pool_resize({*rname, *rsize});
         if (g.json)
-            print_json(to_json(info));
+            print_json(api::encode_value(info));
         else
             print_line(info.name);
         out.exit_code = 0;
@@ -86,7 +85,7 @@ void register_pool(CLI::App& app, GlobalOptions& g, Outcome& out) {
     rm->callback([&g, &out, names] {
         Session s(g);
         for (const auto& n : *names) {
-            remove_pool(s.ctx(), n);
+            s.api().pool_rm({n});
             if (!g.json) print_line(n);
         }
         if (g.json) print_json({{"removed", *names}});

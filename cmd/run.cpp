@@ -4,7 +4,6 @@
 #include "lib/core/error.hpp"
 #include "lib/core/log.hpp"
 #include "lib/core/units.hpp"
-#include "lib/sandbox/audit_glue.hpp"
 
 namespace sandweave::cli {
 namespace {
@@ -16,8 +15,8 @@ struct RunFlags {
     std::vector<std::string> env;
 };
 
-RunRequest to_run_request(const RunFlags& f, std::vector<std::string> command) {
-    RunRequest req;
+api::RunParams to_run_params(const RunFlags& f, std::vector<std::string> command) {
+    api::RunParams p;
     if (!f.shell.empty() && !command.empty())
         throw Error(ErrorCode::usage,
                     "run: give either -c 'shell string' or `-- COMMAND`, not both");
@@ -26,87 +25,78 @@ RunRequest to_run_request(const RunFlags& f, std::vector<std::string> command) {
         throw Error(
             ErrorCode::usage,
             "run: missing command: put it after `--` (sandweave run ID -- id -u) or use -c");
-    req.argv = std::move(command);
+    p.argv = std::move(command);
     if (!f.user.empty()) {
-        auto u = parse_user(f.user);
-        if (!u)
-            throw Error(
-                ErrorCode::usage,
-                "--user '" + f.user + "': expected UID[:GID] with numeric ids (e.g. 1001:1001)");
-        req.user = *u;
+        check_user_flag("--user", f.user);
+        p.user = f.user;
     }
     if (!f.cwd.empty()) {
         if (f.cwd[0] != '/')
             throw Error(ErrorCode::usage, "--cwd '" + f.cwd + "': must be an absolute path");
-        req.cwd = f.cwd;
+        p.cwd = f.cwd;
     }
     for (const auto& e : f.env) {
         auto eq = e.find('=');
         if (eq == std::string::npos || eq == 0)
             throw Error(ErrorCode::usage, "--env '" + e + "': expected KEY=VALUE");
     }
-    req.env = f.env;
+    p.env = f.env;
     if (!f.timeout.empty()) {
         auto d = parse_duration(f.timeout);
-        if (!d)
+        if (!d || d->count() <= 0)
             throw Error(ErrorCode::usage, "--timeout '" + f.timeout +
                                               "': expected a duration such as 30s, 500ms or 2m");
-        req.timeout = *d;
+        p.timeout_ms = d->count();
     }
-    return req;
+    p.stdin = true;
+    return p;
 }
 
-// One-shot: create, run, remove. Termination signals are held back (blocked)
-// for the whole call, so cleanup always runs; one that arrives while the command
-// runs is forwarded to it by the attached runner.
-int one_shot(Session& s, const RunFlags& f, RunRequest req, bool template_given) {
+// The command's stdio is ours. A regular file opened without O_APPEND (`cmd >
+// log`) is written through a pipe: gVisor writes a donated file at offsets of
+// its own, from 0, and would clobber what the shell already wrote there.
+api::RunIo our_stdio() {
+    api::RunIo io;
+    io.stdin_fd = 0;
+    io.out = relay_needed(1) ? relaying_sink(1) : OutputSink{1, {}};
+    io.err = relay_needed(2) ? relaying_sink(2) : OutputSink{2, {}};
+    io.forward_own_signals = true;
+    return io;
+}
+
+int finish(const api::RunResult& r) {
+    if (r.message) log().error(*r.message);
+    return r.exit_code;
+}
+
+// One-shot: create, run, export, remove. Termination signals are held back
+// (blocked) for the whole call, so cleanup always runs; one that arrives while
+// the command runs is forwarded to it.
+int one_shot(Session& s, const RunFlags& f, const CLI::App& sub, api::RunParams run) {
     sigset_t set;
     sigemptyset(&set);
     for (int sig : {SIGINT, SIGTERM, SIGHUP, SIGQUIT}) sigaddset(&set, sig);
     sigprocmask(SIG_BLOCK, &set, nullptr);
 
-    CreateRequest creq = to_create_request(f.create);
-    creq.template_given = template_given;
-    SandboxRecord r = create_sandbox(s.ctx(), creq);
-    req.id = r.id;
-    if (!f.audit_log.empty() && !r.spec.runtime.audit) {
-        remove_sandbox(s.ctx(), r.id);
+    api::OneShotParams p;
+    p.create = to_create_params(f.create, sub);
+    p.run = std::move(run);
+    if (!f.audit_log.empty()) p.audit_log = f.audit_log;
+    auto res = api::one_shot(s.api(), p, our_stdio());
+    if (res.audit_log_refused)
         throw Error(
             ErrorCode::usage,
             "run: --audit-log needs audit (add --audit or use a template with audit: true)");
+    if (res.audit) {
+        const auto& st = *res.audit;
+        log().info("audit: " + f.audit_log + " complete=" + (st.complete ? "true" : "false") +
+                   " events=" + std::to_string(st.events) +
+                   " dropped=" + std::to_string(st.dropped) +
+                   (st.reasons.empty() ? "" : " reasons=" + nlohmann::json(st.reasons).dump()));
+        if (!st.complete)
+            log().warn("the audit log " + f.audit_log + " is incomplete (see its .status.json)");
     }
-    int status = 125;
-    std::optional<Error> failure;
-    try {
-        status = run_in_sandbox(s.ctx(), req);
-    } catch (const Error& e) {
-        failure = e;
-    }
-    if (!f.audit_log.empty()) {
-        // terminate's final barrier first, so the export covers the whole run.
-        try {
-            terminate_sandbox(s.ctx(), r.id);
-            auto st = export_audit(s.ctx(), r.id, f.audit_log);
-            log().info("audit: " + f.audit_log + " complete=" + (st.complete ? "true" : "false") +
-                       " events=" + std::to_string(st.events) +
-                       " dropped=" + std::to_string(st.dropped) +
-                       (st.reasons.empty() ? "" : " reasons=" + nlohmann::json(st.reasons).dump()));
-            if (!st.complete)
-                log().warn("the audit log " + f.audit_log +
-                           " is incomplete (see its .status.json)");
-        } catch (const Error& e) {
-            log().error("audit export to " + f.audit_log + " failed: " + e.what());
-            if (!failure) failure = e;
-        }
-    }
-    try {
-        remove_sandbox(s.ctx(), r.id);
-    } catch (const Error& e) {
-        log().error("removing one-shot sandbox " + r.id + ": " + e.what());
-        if (!failure) failure = e;
-    }
-    if (failure) throw *failure;
-    return status;
+    return finish(res.run);
 }
 
 }  // namespace
@@ -134,7 +124,7 @@ void register_run(CLI::App& app, GlobalOptions& g, Outcome& out,
         "One-shot with audit: export the log here (and PATH.status.json) before removal");
     sub->callback([&g, &out, &command, f, sub] {
         out.docker_exit_codes = true;
-        RunRequest req = to_run_request(*f, command);
+        api::RunParams params = to_run_params(*f, command);
         bool one_shot_mode = sub->count("--template") > 0 || sub->count("--from-snapshot") > 0;
         if (!f->id.empty() && one_shot_mode)
             throw Error(
@@ -155,10 +145,10 @@ void register_run(CLI::App& app, GlobalOptions& g, Outcome& out,
                         "run: create options (--hidepid, --audit, ...) only apply with --template");
         Session s(g);
         if (one_shot_mode) {
-            out.exit_code = one_shot(s, *f, std::move(req), sub->count("--template") > 0);
+            out.exit_code = one_shot(s, *f, *sub, std::move(params));
         } else {
-            req.id = f->id;
-            out.exit_code = run_in_sandbox(s.ctx(), req);
+            params.id = f->id;
+            out.exit_code = finish(s.api().run(params, our_stdio()));
         }
     });
 }

@@ -36,11 +36,9 @@ void register_sandbox_verbs(CLI::App& app, GlobalOptions& g, Outcome& out) {
     ls->add_flag("--ids", *quiet_ids, "Print only ids");
     ls->callback([&g, &out, quiet_ids] {
         Session s(g);
-        auto views = list_sandboxes(s.ctx());
+        auto views = s.api().ls().sandboxes;
         if (g.json) {
-            nlohmann::json arr = nlohmann::json::array();
-            for (const auto& v : views) arr.push_back(to_json(v));
-            print_json(arr);
+            print_json(api::encode_value(views));
         } else if (*quiet_ids) {
             for (const auto& v : views) print_line(v.record.id);
         } else {
@@ -55,7 +53,7 @@ void register_sandbox_verbs(CLI::App& app, GlobalOptions& g, Outcome& out) {
     inspect->add_option("id", *inspect_id, "Sandbox id or name")->required();
     inspect->callback([&g, &out, inspect_id] {
         Session s(g);
-        print_json(to_json(inspect_sandbox(s.ctx(), *inspect_id)));
+        print_json(api::encode_value(s.api().inspect({*inspect_id})));
         out.exit_code = 0;
     });
 
@@ -67,11 +65,11 @@ void register_sandbox_verbs(CLI::App& app, GlobalOptions& g, Outcome& out) {
         Session s(g);
         nlohmann::json arr = nlohmann::json::array();
         for (const auto& id : *term_ids) {
-            auto r = terminate_sandbox(s.ctx(), id);
+            auto v = s.api().terminate({id});
             if (g.json)
-                arr.push_back(to_json(r));
+                arr.push_back(api::encode_value(v));
             else
-                print_line(r.id);
+                print_line(v.record.id);
         }
         if (g.json) print_json(arr);
         out.exit_code = 0;
@@ -85,8 +83,7 @@ void register_sandbox_verbs(CLI::App& app, GlobalOptions& g, Outcome& out) {
         Session s(g);
         nlohmann::json arr = nlohmann::json::array();
         for (const auto& ref : *rm_ids) {
-            std::string id = s.store().resolve_id(ref);
-            remove_sandbox(s.ctx(), id);
+            std::string id = s.api().rm({ref}).removed;
             if (g.json)
                 arr.push_back(id);
             else
@@ -99,7 +96,7 @@ void register_sandbox_verbs(CLI::App& app, GlobalOptions& g, Outcome& out) {
     auto* prune = app.add_subcommand("prune", "Remove every stopped or failed sandbox");
     prune->callback([&g, &out] {
         Session s(g);
-        auto removed = prune_sandboxes(s.ctx());
+        auto removed = s.api().prune().removed;
         if (g.json)
             print_json({{"removed", removed}});
         else

@@ -13,22 +13,27 @@ void register_snapshot(CLI::App& app, GlobalOptions& g, Outcome& out) {
     auto* create = snap->add_subcommand(
         "create",
         "Snapshot a running sandbox; prints the snapshot id (restore: create --from-snapshot)");
-    auto req = std::make_shared<SnapshotRequest>();
+    auto req = std::make_shared<api::SnapshotCreateParams>();
+    auto kind = std::make_shared<std::string>("auto");
+    auto name = std::make_shared<std::string>();
     create->add_option("id", req->sandbox, "Sandbox id or name")->required();
-    create
-        ->add_option("--kind", req->kind, "fs, memory, or auto (fs when audit is on, else memory)")
+    create->add_option("--kind", *kind, "fs, memory, or auto (fs when audit is on, else memory)")
         ->capture_default_str();
-    create->add_option("--name", req->name, "A unique name for the snapshot");
-    create->callback([&g, &out, req] {
+    create->add_option("--name", *name, "A unique name for the snapshot");
+    create->callback([&g, &out, req, kind, name] {
+        if (*kind != "fs" && *kind != "memory" && *kind != "auto")
+            throw Error(ErrorCode::usage, "--kind '" + *kind + "': expected fs, memory or auto");
+        req->kind = *kind;
+        if (!name->empty()) req->name = *name;
         Session s(g);
-        auto r = create_snapshot(s.ctx(), *req);
+        auto r = s.api().snapshot_create(*req);
         if (g.json) {
             print_json(to_json(r));
         } else {
             print_line(r.id);
             std::fprintf(
                 stderr, "%s snapshot of %s (%s)\n", to_string(r.kind).c_str(), r.source.c_str(),
-                req->kind == "auto"
+                *kind == "auto"
                     ? (r.kind == SnapshotKind::fs ? "auto: audit is on" : "auto: audit is off")
                     : "as asked");
         }
@@ -38,11 +43,9 @@ void register_snapshot(CLI::App& app, GlobalOptions& g, Outcome& out) {
     auto* ls = snap->add_subcommand("ls", "List snapshots");
     ls->callback([&g, &out] {
         Session s(g);
-        auto list = list_snapshots(s.ctx());
+        auto list = s.api().snapshot_ls().snapshots;
         if (g.json) {
-            nlohmann::json arr = nlohmann::json::array();
-            for (const auto& r : list) arr.push_back(to_json(r));
-            print_json(arr);
+            print_json(api::encode_value(list));
         } else {
             std::printf("%-18s %-12s %-7s %-16s %-9s %-8s %-6s %s\n", "ID", "NAME", "KIND",
                         "SOURCE", "SIZE", "HIDEPID", "AUDIT", "CREATED");
@@ -63,7 +66,7 @@ void register_snapshot(CLI::App& app, GlobalOptions& g, Outcome& out) {
         Session s(g);
         nlohmann::json removed = nlohmann::json::array();
         for (const auto& id : *ids) {
-            std::string removed_id = remove_snapshot(s.ctx(), id);
+            std::string removed_id = s.api().snapshot_rm({id}).removed;
             removed.push_back(removed_id);
             if (!g.json) print_line(removed_id);
         }

@@ -1,14 +1,14 @@
 #include <cstdio>
 
 #include "cmd/common.hpp"
-#include "lib/spec/template.hpp"
+#include "lib/core/error.hpp"
 
 namespace sandweave::cli {
 namespace {
 
 // The resolved document, one leaf per line with where it came from.
-void print_with_origins(const nlohmann::json& j, const std::string& ptr, const ResolvedTemplate& t,
-                        int indent) {
+void print_with_origins(const nlohmann::json& j, const std::string& ptr,
+                        const api::TemplateShowResult& t, int indent) {
     for (const auto& [k, v] : j.items()) {
         std::string p = ptr + "/" + k;
         std::string pad(static_cast<std::size_t>(indent) * 2, ' ');
@@ -32,15 +32,9 @@ void register_template(CLI::App& app, GlobalOptions& g, Outcome& out) {
     auto* ls = tmpl->add_subcommand("ls", "List templates (user directories first, then built-in)");
     ls->callback([&g, &out] {
         Session s(g);
-        auto list = TemplateResolver::with_default_paths(s.store().root()).list();
+        auto list = s.api().template_ls().templates;
         if (g.json) {
-            nlohmann::json arr = nlohmann::json::array();
-            for (const auto& t : list)
-                arr.push_back({{"name", t.name},
-                               {"file", t.file},
-                               {"description", t.description},
-                               {"builtin", t.builtin}});
-            print_json(arr);
+            print_json(api::encode_value(list));
         } else {
             std::printf("%-16s %-8s %s\n", "NAME", "SOURCE", "DESCRIPTION");
             for (const auto& t : list)
@@ -56,15 +50,14 @@ void register_template(CLI::App& app, GlobalOptions& g, Outcome& out) {
     show->add_option("template", *show_ref, "Name, file or inline JSON/YAML")->required();
     show->callback([&g, &out, show_ref] {
         Session s(g);
-        auto t = TemplateResolver::with_default_paths(s.store().root()).resolve(*show_ref);
+        auto t = s.api().template_show({*show_ref});
         if (g.json) {
-            print_json(
-                {{"name", t.name}, {"chain", t.chain}, {"resolved", t.doc}, {"origin", t.origin}});
+            print_json(api::to_json(t));
         } else {
             std::string chain;
             for (const auto& c : t.chain) chain += (chain.empty() ? "" : " -> ") + c;
             std::printf("# %s (chain: %s)\n", t.name.c_str(), chain.c_str());
-            print_with_origins(t.doc, "", t, 0);
+            print_with_origins(t.resolved, "", t, 0);
         }
         out.exit_code = 0;
     });
@@ -75,9 +68,9 @@ void register_template(CLI::App& app, GlobalOptions& g, Outcome& out) {
     validate->add_option("file", *file, "Template file")->required();
     validate->callback([&g, &out, file] {
         Session s(g);
-        auto t = TemplateResolver::with_default_paths(s.store().root()).validate_file(*file);
+        auto t = s.api().template_validate({*file});
         if (g.json)
-            print_json({{"valid", true}, {"file", *file}, {"chain", t.chain}});
+            print_json(api::to_json(t));
         else
             print_line(*file + ": ok");
         out.exit_code = 0;

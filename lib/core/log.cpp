@@ -18,10 +18,21 @@ std::shared_ptr<Logger>& current() {
     return logger;
 }
 
+thread_local Logger* thread_logger = nullptr;
+
 }  // namespace
 
 Logger& log() {
+    if (thread_logger) return *thread_logger;
     return *std::atomic_load(&current());
+}
+
+ThreadLogger::ThreadLogger(Logger& logger) : previous_(thread_logger) {
+    thread_logger = &logger;
+}
+
+ThreadLogger::~ThreadLogger() {
+    thread_logger = previous_;
 }
 
 void set_logger(std::shared_ptr<Logger> logger) {

@@ -22,4 +22,17 @@ class Logger {
 Logger& log();
 void set_logger(std::shared_ptr<Logger> logger);
 
+// While alive, log() on this thread goes to `logger` (a server sends a
+// request's log lines to the client that made it). Nests.
+class ThreadLogger {
+  public:
+    explicit ThreadLogger(Logger& logger);
+    ~ThreadLogger();
+    ThreadLogger(const ThreadLogger&) = delete;
+    ThreadLogger& operator=(const ThreadLogger&) = delete;
+
+  private:
+    Logger* previous_;
+};
+
 }  // namespace sandweave

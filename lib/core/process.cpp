@@ -4,6 +4,7 @@
 #include <poll.h>
 #include <signal.h>
 #include <spawn.h>
+#include <sys/eventfd.h>
 #include <sys/signalfd.h>
 #include <sys/stat.h>
 #include <sys/syscall.h>
@@ -13,6 +14,8 @@
 #include <algorithm>
 #include <cerrno>
 #include <cstring>
+#include <mutex>
+#include <utility>
 
 #include "lib/core/error.hpp"
 #include "lib/core/fd.hpp"
@@ -213,25 +216,6 @@ CommandResult wait_capturing(pid_t pid, ChildStdio& stdio, const Command& cmd) {
     return r;
 }
 
-// Copies what is readable on `from` to `to`; closes `from` at EOF.
-void relay(Fd& from, int to, short revents) {
-    if (from.get() < 0 || !(revents & (POLLIN | POLLHUP | POLLERR))) return;
-    char buf[65536];
-    ssize_t n = ::read(from.get(), buf, sizeof buf);
-    if (n < 0 && errno == EINTR) return;
-    if (n <= 0) {
-        from.reset();
-        return;
-    }
-    std::size_t off = 0;
-    while (off < static_cast<std::size_t>(n)) {
-        ssize_t w = ::write(to, buf + off, static_cast<std::size_t>(n) - off);
-        if (w < 0 && errno == EINTR) continue;
-        if (w <= 0) return;  // our own output is gone: drop, keep draining
-        off += static_cast<std::size_t>(w);
-    }
-}
-
 }  // namespace
 
 Pipe make_pipe() {
@@ -271,70 +255,185 @@ CommandResult LocalRunner::run(const Command& cmd) {
     return wait_capturing(pid, stdio, cmd);
 }
 
+namespace {
+
+// Writes all of `data` to `fd`; false when the reader is gone.
+bool write_all(int fd, std::string_view data) {
+    while (!data.empty()) {
+        ssize_t w = ::write(fd, data.data(), data.size());
+        if (w < 0 && errno == EINTR) continue;
+        if (w <= 0) return false;
+        data.remove_prefix(static_cast<std::size_t>(w));
+    }
+    return true;
+}
+
+// Reads what is there on `from` and hands it to `sink`; closes `from` at EOF.
+void pump(Fd& from, const OutputSink& sink, short revents) {
+    if (!from.valid() || !(revents & (POLLIN | POLLHUP | POLLERR))) return;
+    char buf[65536];
+    ssize_t n = ::read(from.get(), buf, sizeof buf);
+    if (n < 0 && errno == EINTR) return;
+    if (n <= 0) {
+        from.reset();
+        return;
+    }
+    sink.on_data(std::string_view(buf, static_cast<std::size_t>(n)));
+}
+
+}  // namespace
+
+struct RunControl::State {
+    std::mutex mu;
+    std::vector<int> signals;
+    bool cancelled = false;
+    Fd efd;
+};
+
+RunControl::RunControl() : s_(new State) {
+    s_->efd.reset(::eventfd(0, EFD_CLOEXEC | EFD_NONBLOCK));
+    if (!s_->efd.valid()) {
+        delete s_;
+        throw_errno("eventfd");
+    }
+}
+RunControl::~RunControl() {
+    delete s_;
+}
+void RunControl::signal(int sig) {
+    std::lock_guard<std::mutex> g(s_->mu);
+    s_->signals.push_back(sig);
+    std::uint64_t one = 1;
+    (void)!::write(s_->efd.get(), &one, sizeof one);
+}
+void RunControl::cancel() {
+    std::lock_guard<std::mutex> g(s_->mu);
+    s_->cancelled = true;
+    std::uint64_t one = 1;
+    (void)!::write(s_->efd.get(), &one, sizeof one);
+}
+bool RunControl::cancelled() const {
+    std::lock_guard<std::mutex> g(s_->mu);
+    return s_->cancelled;
+}
+int RunControl::fd() const {
+    return s_->efd.get();
+}
+std::vector<int> RunControl::take_signals() {
+    std::lock_guard<std::mutex> g(s_->mu);
+    std::uint64_t n;
+    (void)!::read(s_->efd.get(), &n, sizeof n);
+    return std::exchange(s_->signals, {});
+}
+
 CommandResult LocalRunner::run_attached(const Command& cmd_in, const AttachOptions& opts) {
     Command cmd = cmd_in;
     cmd.in = Command::Stdio::inherit;
-    cmd.out = cmd.relay_out ? Command::Stdio::capture : Command::Stdio::inherit;
-    cmd.err = cmd.relay_err ? Command::Stdio::capture : Command::Stdio::inherit;
+    cmd.out = Command::Stdio::inherit;
+    cmd.err = Command::Stdio::inherit;
 
+    // Our own termination signals are taken through a signalfd (blocked in
+    // this thread only; the child starts with an empty mask).
     sigset_t forward, old;
     sigemptyset(&forward);
     for (int s : {SIGINT, SIGTERM, SIGHUP, SIGQUIT}) sigaddset(&forward, s);
-    if (::sigprocmask(SIG_BLOCK, &forward, &old) != 0) throw_errno("sigprocmask");
+    Fd sfd;
+    if (opts.forward_own_signals) {
+        if (::pthread_sigmask(SIG_BLOCK, &forward, &old) != 0) throw_errno("sigprocmask");
+        sfd.reset(::signalfd(-1, &forward, SFD_CLOEXEC | SFD_NONBLOCK));
+        if (!sfd.valid()) throw_errno("signalfd");
+    }
     struct Restore {
+        bool active;
         sigset_t* old;
-        ~Restore() { ::sigprocmask(SIG_SETMASK, old, nullptr); }
-    } restore{&old};
-    Fd sfd(::signalfd(-1, &forward, SFD_CLOEXEC | SFD_NONBLOCK));
-    if (sfd.get() < 0) throw_errno("signalfd");
+        ~Restore() {
+            if (active) ::pthread_sigmask(SIG_SETMASK, old, nullptr);
+        }
+    } restore{opts.forward_own_signals, &old};
 
-    ChildStdio stdio = prepare_stdio(cmd);
+    ChildStdio stdio;
+    if (opts.stdin_fd >= 0) {
+        stdio.in.reset(::fcntl(opts.stdin_fd, F_DUPFD_CLOEXEC, 3));
+        if (!stdio.in.valid()) throw_errno("dup stdin");
+    } else {
+        stdio.in = open_for_child(Command::Stdio::null, 0, {});
+    }
+    auto bind_output = [](const OutputSink& sink, Fd& child_end, Fd& our_end, int target) {
+        if (sink.on_data) {
+            Pipe p = make_pipe();
+            our_end = std::move(p.read);
+            child_end = std::move(p.write);
+        } else if (sink.fd >= 0) {
+            child_end.reset(::fcntl(sink.fd, F_DUPFD_CLOEXEC, 3));
+            if (!child_end.valid()) throw_errno("dup output");
+        } else {
+            child_end = open_for_child(Command::Stdio::null, target, {});
+        }
+    };
+    bind_output(opts.out, stdio.out, stdio.out_read, 1);
+    bind_output(opts.err, stdio.err, stdio.err_read, 2);
     pid_t pid = spawn(cmd, stdio, false);
 
     CommandResult r;
     auto deadline = opts.timeout ? std::optional(Clock::now() + *opts.timeout) : std::nullopt;
     std::optional<Clock::time_point> kill_at;
+    auto stop = [&] {
+        if (opts.on_timeout) opts.on_timeout();
+        kill_at = Clock::now() + opts.kill_grace;
+    };
+    auto deliver = [&](int sig) {
+        if (opts.forward_signal)
+            opts.forward_signal(sig);
+        else
+            ::kill(pid, sig);
+    };
     Fd pidfd = open_pidfd(pid);
     for (;;) {
         auto now = Clock::now();
-        if (deadline && now >= *deadline && !r.timed_out) {
+        if (deadline && now >= *deadline && !r.timed_out && !r.cancelled) {
             r.timed_out = true;
-            if (opts.on_timeout) opts.on_timeout();
-            kill_at = Clock::now() + opts.kill_grace;
+            stop();
         }
         if (kill_at && Clock::now() >= *kill_at) {
             ::kill(pid, SIGKILL);
             kill_at.reset();
         }
-        int wait_ms = remaining_ms(kill_at ? kill_at : (r.timed_out ? std::nullopt : deadline));
-        pollfd pfds[4] = {
-            {pidfd.get(), POLLIN, 0}, {sfd.get(), POLLIN, 0}, {-1, POLLIN, 0}, {-1, POLLIN, 0}};
-        pfds[2].fd = stdio.out_read.get();
-        pfds[3].fd = stdio.err_read.get();
-        int rc = ::poll(pfds, 4, wait_ms);
+        int wait_ms = remaining_ms(
+            kill_at ? kill_at : ((r.timed_out || r.cancelled) ? std::nullopt : deadline));
+        pollfd pfds[5] = {{pidfd.get(), POLLIN, 0},
+                          {sfd.get(), POLLIN, 0},
+                          {opts.control ? opts.control->fd() : -1, POLLIN, 0},
+                          {stdio.out_read.get(), POLLIN, 0},
+                          {stdio.err_read.get(), POLLIN, 0}};
+        int rc = ::poll(pfds, 5, wait_ms);
         if (rc < 0 && errno != EINTR) throw_errno("poll");
-        relay(stdio.out_read, 1, pfds[2].revents);
-        relay(stdio.err_read, 2, pfds[3].revents);
-        if (rc > 0 && (pfds[0].revents & POLLIN)) break;
+        if (rc <= 0) continue;
+        pump(stdio.out_read, opts.out, pfds[3].revents);
+        pump(stdio.err_read, opts.err, pfds[4].revents);
+        if (pfds[0].revents & POLLIN) break;
         signalfd_siginfo si;
-        while (::read(sfd.get(), &si, sizeof si) == static_cast<ssize_t>(sizeof si)) {
-            int sig = static_cast<int>(si.ssi_signo);
+        while (sfd.valid() &&
+               ::read(sfd.get(), &si, sizeof si) == static_cast<ssize_t>(sizeof si)) {
             // A terminal's Ctrl-C (sent by the kernel) already reached a child in
             // our process group; only forward what it did not get.
             if (si.ssi_code == SI_KERNEL && !cmd.own_process_group) continue;
-            if (opts.forward_signal)
-                opts.forward_signal(sig);
-            else
-                ::kill(pid, sig);
+            deliver(static_cast<int>(si.ssi_signo));
+        }
+        if (opts.control && (pfds[2].revents & POLLIN)) {
+            for (int sig : opts.control->take_signals()) deliver(sig);
+            if (opts.control->cancelled() && !r.cancelled) {
+                r.cancelled = true;
+                if (!r.timed_out) stop();
+            }
         }
     }
     // Drain what the child wrote before it exited; a guest process it left
     // behind may hold the pipe open, so stop as soon as nothing is pending.
-    for (Fd* f : {&stdio.out_read, &stdio.err_read}) {
-        while (f->get() >= 0) {
+    for (auto [f, sink] : {std::pair{&stdio.out_read, &opts.out}, {&stdio.err_read, &opts.err}}) {
+        while (f->valid()) {
             pollfd p{f->get(), POLLIN, 0};
             if (::poll(&p, 1, 20) <= 0) break;
-            relay(*f, f == &stdio.out_read ? 1 : 2, p.revents);
+            pump(*f, *sink, p.revents);
         }
     }
     int status = 0;
@@ -343,6 +442,13 @@ CommandResult LocalRunner::run_attached(const Command& cmd_in, const AttachOptio
     }
     set_status(r, status);
     return r;
+}
+
+OutputSink relaying_sink(int fd) {
+    return OutputSink{-1, [fd](std::string_view chunk) {
+                          // Our own output gone: drop, keep draining the command.
+                          (void)write_all(fd, chunk);
+                      }};
 }
 
 pid_t spawn_detached(const Command& cmd) {

@@ -14,6 +14,7 @@
 #include <functional>
 #include <optional>
 #include <string>
+#include <string_view>
 #include <vector>
 
 namespace sandweave {
@@ -35,10 +36,6 @@ struct Command {
     // Start the child in a process group of its own, so a terminal's signals
     // reach only us (run_attached forwards them deliberately).
     bool own_process_group = false;
-    // run_attached only: give the child a pipe for stdout/stderr and copy it to
-    // ours, instead of handing it our descriptor (see relay_needed()).
-    bool relay_out = false;
-    bool relay_err = false;
     // Descriptors handed to the child: {our fd, the child's fd number}.
     std::vector<std::pair<int, int>> pass_fds;
 };
@@ -47,6 +44,7 @@ struct CommandResult {
     int exit_status = -1;  // valid when term_signal == 0
     int term_signal = 0;
     bool timed_out = false;
+    bool cancelled = false;  // run_attached: RunControl::cancel() ended it
     std::string out;
     std::string err;
 
@@ -57,16 +55,58 @@ struct CommandResult {
     std::string describe() const;
 };
 
-// For commands attached to the user's terminal (sandweave run): stdio inherited,
-// signals forwarded, a timeout hook.
+// Where one output stream of an attached command goes: a descriptor handed to
+// the child as it is (fd >= 0), or a pipe we read, giving each chunk to
+// on_data as it arrives (on_data set). on_data may block: the command then
+// blocks on a full pipe, which is the flow control a slow reader needs.
+struct OutputSink {
+    int fd = -1;
+    std::function<void(std::string_view chunk)> on_data;
+};
+
+// Requests for a running attached command from other threads (the API server
+// relays a client's signal and cancel requests this way). Thread-safe.
+class RunControl {
+  public:
+    RunControl();
+    ~RunControl();
+    RunControl(const RunControl&) = delete;
+    RunControl& operator=(const RunControl&) = delete;
+
+    void signal(int sig);
+    // Ends the command: on_timeout's stop hook, then SIGKILL after the grace.
+    void cancel();
+    bool cancelled() const;
+
+    // For the waiting loop: readable while something is pending.
+    int fd() const;
+    std::vector<int> take_signals();
+
+  private:
+    struct State;
+    State* s_;
+};
+
+// For commands attached to streams (sandweave run): stdin, stdout and stderr
+// as given (by default our own 0, 1 and 2), signals forwarded, a timeout hook.
 struct AttachOptions {
     std::optional<std::chrono::milliseconds> timeout;
-    // Runs when the timeout expires; should ask the child to stop the workload.
-    // The child gets SIGKILL if it is still alive `kill_grace` later.
+    // Runs when the timeout expires or the command is cancelled; should ask
+    // the child to stop the workload. The child gets SIGKILL if it is still
+    // alive `kill_grace` later.
     std::function<void()> on_timeout;
     std::chrono::milliseconds kill_grace{3000};
     // Called when a forwardable signal arrives, instead of kill(child, sig).
     std::function<void(int sig)> forward_signal;
+
+    int stdin_fd = 0;  // handed to the child; -1 for /dev/null
+    OutputSink out{1, {}};
+    OutputSink err{2, {}};
+    // SIGINT, SIGTERM, SIGHUP and SIGQUIT sent to this process are forwarded
+    // (a command attached to the user's terminal). Off in a multi-threaded
+    // server, which forwards a client's signals through `control` instead.
+    bool forward_own_signals = true;
+    RunControl* control = nullptr;
 };
 
 // The outcome of a detaching launch (see launch_detached).
@@ -85,9 +125,10 @@ class CommandRunner {
     virtual LaunchResult launch_detached(const Command& cmd,
                                          const std::filesystem::path& console_log) = 0;
     virtual CommandResult run(const Command& cmd) = 0;
-    // Stdio inherited; SIGINT/SIGTERM/SIGHUP/SIGQUIT are forwarded to the child (or
-    // to opts.forward_signal). With own_process_group unset, a terminal's Ctrl-C
-    // already reached the child and is not sent twice.
+    // Stdio as opts says; SIGINT/SIGTERM/SIGHUP/SIGQUIT (and opts.control's
+    // signals) are forwarded to the child (or to opts.forward_signal). With
+    // own_process_group unset, a terminal's Ctrl-C already reached the child
+    // and is not sent twice.
     virtual CommandResult run_attached(const Command& cmd, const AttachOptions& opts) = 0;
 };
 
@@ -103,6 +144,9 @@ class LocalRunner final : public CommandRunner {
 // it: a regular file opened without O_APPEND (`cmd > log` in a shell). gVisor
 // writes a donated file at offsets it tracks itself, from 0.
 bool relay_needed(int fd);
+// An OutputSink that copies the command's output to `fd` through a pipe (for
+// an fd where relay_needed() is true).
+OutputSink relaying_sink(int fd);
 
 // Spawns a detached child (new session, stdio as given) and returns its pid
 // without waiting; used for long-lived helpers such as the audit writer.

@@ -228,8 +228,6 @@ Runsc::ExecResult Runsc::exec_attached(const std::string& id, const ExecRequest&
         }
     };
     c.own_process_group = true;
-    c.relay_out = relay_needed(1);
-    c.relay_err = relay_needed(2);
     AttachOptions attach = attach_in;
     // runsc exec forwards signals only for a terminal; deliver them ourselves.
     attach.forward_signal = [&](int sig) {
@@ -259,8 +257,9 @@ Runsc::ExecResult Runsc::exec_attached(const std::string& id, const ExecRequest&
 
     ExecResult out;
     out.timed_out = r.timed_out;
+    out.cancelled = r.cancelled;
     out.status = r.shell_status();
-    if (r.exit_status == 128 && !r.timed_out) {
+    if (r.exit_status == 128 && !r.timed_out && !r.cancelled) {
         if (auto msg = last_error_message(log)) {
             out.runtime_error = *msg;
             bool missing = msg->find("no such file or directory") != std::string::npos;

@@ -58,12 +58,14 @@ class Runsc {
                           const std::filesystem::path& image,
                           const std::filesystem::path& console_log);
 
-    // Runs a process in the sandbox attached to our stdio; returns its status.
+    // Runs a process in the sandbox attached to the streams in `attach`;
+    // returns its status.
     // Exit 127/126 when the program is missing / not executable (runsc's own
     // failure, read from its error log fd, not guessed from the status).
     struct ExecResult {
         int status = 0;  // Docker-style: exit code or 128+signal
         bool timed_out = false;
+        bool cancelled = false;
         std::optional<std::string> runtime_error;  // runsc itself failed
     };
     ExecResult exec_attached(const std::string& id, const ExecRequest& req,

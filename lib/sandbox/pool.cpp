@@ -161,6 +161,19 @@ json to_json(const PoolInfo& p) {
     return j;
 }
 
+PoolInfo pool_info_from_json(const json& j) {
+    PoolInfo p;
+    p.name = j.at("name").get<std::string>();
+    p.size = j.at("size").get<int>();
+    p.warm = j.value("warm", 0);
+    p.in_use = j.value("in_use", 0);
+    p.starting = j.value("starting", 0);
+    p.request = j.value("options", json::object());
+    p.created_at = j.value("created_at", std::string());
+    if (j.contains("last_error")) p.last_error = j.at("last_error").get<std::string>();
+    return p;
+}
+
 PoolInfo create_pool(Context& ctx, const std::string& name, int size, const CreateRequest& req) {
     if (size < 0 || size > 1000)
         throw Error(ErrorCode::usage, "--size " + std::to_string(size) + ": expected 0 to 1000");

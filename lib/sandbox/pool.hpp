@@ -36,6 +36,7 @@ struct PoolInfo {
 };
 
 nlohmann::json to_json(const PoolInfo& p);
+PoolInfo pool_info_from_json(const nlohmann::json& j);
 
 PoolInfo create_pool(Context& ctx, const std::string& name, int size, const CreateRequest& req);
 // Returns the acquired sandbox (already marked as the caller's).

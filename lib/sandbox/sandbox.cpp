@@ -222,12 +222,13 @@ SandboxRecord create_sandbox(Context& ctx, const CreateRequest& req) {
     }
 }
 
-int run_in_sandbox(Context& ctx, const RunRequest& req) {
+RunOutcome run_in_sandbox(Context& ctx, const RunRequest& req, const AttachOptions& io) {
     std::string id = ctx.store.resolve_id(req.id);
     SandboxRecord r = ctx.store.load(id);
     if (r.state != SandboxState::running)
         throw Error(ErrorCode::general,
                     "sandbox " + id + " is not running (" + to_string(r.state) + ")");
+    if (req.argv.empty() || req.argv[0].empty()) throw Error(ErrorCode::usage, "no command to run");
     ExecRequest ex;
     ex.argv = req.argv;
     ex.user = req.user.value_or(r.spec.user);
@@ -235,14 +236,19 @@ int run_in_sandbox(Context& ctx, const RunRequest& req) {
     SandboxSpec env_spec = r.spec;
     env_spec.user = ex.user;
     ex.env = guest_env(env_spec, req.env);
-    AttachOptions attach;
+    AttachOptions attach = io;
     attach.timeout = req.timeout;
     Runsc runsc = runsc_for(ctx, r);
     auto res = runsc.exec_attached(id, ex, ctx.store.sandbox_dir(id) / "tmp", attach);
+    RunOutcome out;
+    out.status = res.status;
+    out.cancelled = res.cancelled;
     if (res.timed_out) {
-        log().error("command timed out after " + std::to_string(req.timeout->count()) +
-                    " ms and was killed");
-        return 124;
+        out.timed_out = true;
+        out.status = 124;
+        out.message = "command timed out after " + std::to_string(req.timeout->count()) +
+                      " ms and was killed";
+        return out;
     }
     if (res.runtime_error && res.status == 125) {
         // runsc could not exec at all: say why in the sandbox's terms when its
@@ -255,13 +261,13 @@ int run_in_sandbox(Context& ctx, const RunRequest& req) {
     }
     if (res.runtime_error) {
         if (res.status == 127)
-            log().error("command not found in sandbox " + id + ": " + req.argv[0]);
+            out.message = "command not found in sandbox " + id + ": " + req.argv[0];
         else if (res.status == 126)
-            log().error("command not executable in sandbox " + id + ": " + req.argv[0]);
+            out.message = "command not executable in sandbox " + id + ": " + req.argv[0];
         else
-            log().error("runsc exec failed: " + *res.runtime_error);
+            out.message = "runsc exec failed: " + *res.runtime_error;
     }
-    return res.status;
+    return out;
 }
 
 SandboxRecord terminate_sandbox(Context& ctx, const std::string& ref) {

@@ -44,9 +44,21 @@ struct RunRequest {
     std::optional<std::chrono::milliseconds> timeout;
 };
 
-// Runs argv in the sandbox attached to our stdio; returns the Docker-style status
-// (124 on timeout, 125 when sandweave/runsc failed, 126/127 not executable/found).
-int run_in_sandbox(Context& ctx, const RunRequest& req);
+// How a run ended. `status` is Docker-style: the command's exit code, 128+N
+// for signal N, 124 on timeout, 125 when sandweave or runsc failed, 126/127
+// when the program is not executable / not found. `message` is the one line
+// to show a person when there is something to say (why 125/126/127/124).
+struct RunOutcome {
+    int status = 125;
+    bool timed_out = false;
+    bool cancelled = false;
+    std::optional<std::string> message;
+};
+
+// Runs argv in the sandbox with its stdio bound as `io` says (io.timeout is
+// taken from the request). Throws not_found / general when the sandbox is
+// unknown or not running.
+RunOutcome run_in_sandbox(Context& ctx, const RunRequest& req, const AttachOptions& io);
 
 // Stops the sandbox (runsc state and host processes go); files and the audit
 // log stay until rm. Idempotent on a stopped sandbox.

@@ -22,29 +22,12 @@ fs::path snapshots_root(Context& ctx) {
     return p;
 }
 
-SnapshotRecord record_from_json(const json& j) {
-    SnapshotRecord s;
-    s.id = j.at("id").get<std::string>();
-    s.name = j.value("name", std::string());
-    std::string kind = j.at("kind").get<std::string>();
-    if (kind != "fs" && kind != "memory")
-        throw Error(ErrorCode::general, "unknown snapshot kind '" + kind + "'");
-    s.kind = kind == "fs" ? SnapshotKind::fs : SnapshotKind::memory;
-    s.source = j.value("source", std::string());
-    s.created_at = j.value("created_at", std::string());
-    s.bytes = j.value("bytes", std::uint64_t{0});
-    s.spec = spec_from_json(j.at("spec"));
-    s.runsc = j.value("runsc", std::string());
-    s.runtime_version = j.value("runtime_version", std::string());
-    return s;
-}
-
 // Everything a restore needs must be there and parse.
 SnapshotRecord read_and_verify(const fs::path& dir) {
     SnapshotRecord s;
     std::string name = dir.filename().string();
     try {
-        s = record_from_json(json::parse(read_file(dir / "snapshot.json", 4u << 20)));
+        s = snapshot_from_json(json::parse(read_file(dir / "snapshot.json", 4u << 20)));
     } catch (const json::exception& e) {
         throw Error(ErrorCode::general, "snapshot " + name + " is corrupt: " + e.what());
     } catch (const Error& e) {
@@ -100,6 +83,23 @@ void copy_tree(Context& ctx, const fs::path& from, const fs::path& to) {
 
 std::string to_string(SnapshotKind k) {
     return k == SnapshotKind::fs ? "fs" : "memory";
+}
+
+SnapshotRecord snapshot_from_json(const json& j) {
+    SnapshotRecord s;
+    s.id = j.at("id").get<std::string>();
+    s.name = j.value("name", std::string());
+    std::string kind = j.at("kind").get<std::string>();
+    if (kind != "fs" && kind != "memory")
+        throw Error(ErrorCode::general, "unknown snapshot kind '" + kind + "'");
+    s.kind = kind == "fs" ? SnapshotKind::fs : SnapshotKind::memory;
+    s.source = j.value("source", std::string());
+    s.created_at = j.value("created_at", std::string());
+    s.bytes = j.value("bytes", std::uint64_t{0});
+    s.spec = spec_from_json(j.at("spec"));
+    s.runsc = j.value("runsc", std::string());
+    s.runtime_version = j.value("runtime_version", std::string());
+    return s;
 }
 
 json to_json(const SnapshotRecord& s) {

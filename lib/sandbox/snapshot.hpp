@@ -47,6 +47,8 @@ struct SnapshotRecord {
 };
 
 nlohmann::json to_json(const SnapshotRecord& s);
+// The inverse of to_json; throws Error for a record that does not parse.
+SnapshotRecord snapshot_from_json(const nlohmann::json& j);
 
 struct SnapshotRequest {
     std::string sandbox;

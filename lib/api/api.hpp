@@ -1,0 +1,511 @@
+#pragma once
+// The API: every operation a client can ask of a worker, as a request type and
+// a result type that serialize to JSON and back (lib/api/fields.hpp). The CLI
+// calls it in-process through LocalApi; `sandweave serve` exposes the same
+// methods over JSON-RPC (lib/rpc, docs/protocol.md, which names each method
+// as "noun.verb"); a remote connection will implement Api over that protocol.
+// Clients hold an Api& and never know which one they have.
+//
+// Errors are sandweave::Error with the exit code of the README's table and the
+// chain of what was being done. Parameter values are checked here, in the
+// library's own words (no CLI flag names), because params may come from any
+// client.
+
+#include <cstdint>
+#include <map>
+#include <memory>
+#include <optional>
+#include <string>
+#include <vector>
+
+#include <nlohmann/json.hpp>
+
+#include "lib/api/fields.hpp"
+#include "lib/audit/audit.hpp"
+#include "lib/core/process.hpp"
+#include "lib/sandbox/context.hpp"
+#include "lib/sandbox/pool.hpp"
+#include "lib/sandbox/sandbox.hpp"
+#include "lib/sandbox/snapshot.hpp"
+
+namespace sandweave::api {
+
+inline constexpr int protocol_version = 1;
+
+// JSON of the library types the API carries as they are.
+template <>
+struct Codec<SandboxView> {
+    static json encode(const SandboxView& v);
+    static SandboxView decode(const json& j, const std::string& where);
+};
+template <>
+struct Codec<audit::Status> {
+    static json encode(const audit::Status& s);
+    static audit::Status decode(const json& j, const std::string& where);
+};
+template <>
+struct Codec<SnapshotRecord> {
+    static json encode(const SnapshotRecord& s);
+    static SnapshotRecord decode(const json& j, const std::string& where);
+};
+template <>
+struct Codec<PoolInfo> {
+    static json encode(const PoolInfo& p);
+    static PoolInfo decode(const json& j, const std::string& where);
+};
+
+// ---- shared shapes ---------------------------------------------------------
+
+struct Empty {
+    template <class V>
+    void fields(V&) {}
+};
+
+struct IdParams {
+    std::string id;
+    template <class V>
+    void fields(V& v) {
+        v.required("id", id);
+    }
+};
+
+struct NameParams {
+    std::string name;
+    template <class V>
+    void fields(V& v) {
+        v.required("name", name);
+    }
+};
+
+struct Removed {
+    std::string removed;
+    template <class V>
+    void fields(V& v) {
+        v.required("removed", removed);
+    }
+};
+
+struct RemovedList {
+    std::vector<std::string> removed;
+    template <class V>
+    void fields(V& v) {
+        v.required("removed", removed);
+    }
+};
+
+// ---- hello, version --------------------------------------------------------
+
+struct HelloParams {
+    int protocol = 0;
+    std::optional<std::string> client;
+    std::vector<std::string> capabilities;
+    template <class V>
+    void fields(V& v) {
+        v.required("protocol", protocol);
+        v.optional("client", client);
+        v.optional("capabilities", capabilities);
+    }
+};
+
+struct HelloResult {
+    int protocol = protocol_version;
+    std::string server;
+    std::vector<std::string> capabilities;
+    std::vector<std::string> methods;
+    template <class V>
+    void fields(V& v) {
+        v.required("protocol", protocol);
+        v.required("server", server);
+        v.required("capabilities", capabilities);
+        v.required("methods", methods);
+    }
+};
+
+struct RuntimeInfo {
+    std::string path;
+    std::string version;
+    template <class V>
+    void fields(V& v) {
+        v.required("path", path);
+        v.required("version", version);
+    }
+};
+
+struct VersionResult {
+    std::string version;
+    int protocol = protocol_version;
+    std::optional<RuntimeInfo> runtime;
+    template <class V>
+    void fields(V& v) {
+        v.required("version", version);
+        v.required("protocol", protocol);
+        v.optional("runtime", runtime);
+    }
+};
+
+// ---- sandboxes -------------------------------------------------------------
+
+// sandbox.create, and the create options of pool.create.
+struct CreateParams {
+    std::optional<std::string> template_ref;  // default "base"
+    std::optional<std::string> from_snapshot;
+    std::optional<int> hidepid;
+    std::optional<bool> audit;
+    std::optional<std::string> user;
+    std::optional<std::string> name;
+    std::map<std::string, std::string> labels;
+    template <class V>
+    void fields(V& v) {
+        v.optional("template", template_ref);
+        v.optional("from_snapshot", from_snapshot);
+        v.optional("hidepid", hidepid);
+        v.optional("audit", audit);
+        v.optional("user", user);
+        v.optional("name", name);
+        v.optional("labels", labels);
+    }
+};
+
+struct RunParams {
+    std::string id;
+    std::vector<std::string> argv;
+    std::optional<std::string> user;
+    std::optional<std::string> cwd;
+    std::vector<std::string> env;
+    std::optional<std::int64_t> timeout_ms;
+    bool stdin = false;  // the client streams stdin; else the command reads /dev/null
+    template <class V>
+    void fields(V& v) {
+        v.required("id", id);
+        v.required("argv", argv);
+        v.optional("user", user);
+        v.optional("cwd", cwd);
+        v.optional("env", env);
+        v.optional("timeout_ms", timeout_ms);
+        v.optional("stdin", stdin);
+    }
+};
+
+struct RunResult {
+    int exit_code = 125;
+    bool timed_out = false;
+    std::optional<std::string> message;
+    template <class V>
+    void fields(V& v) {
+        v.required("exit_code", exit_code);
+        v.required("timed_out", timed_out);
+        v.optional("message", message);
+    }
+};
+
+// The streams a run is bound to: the CLI gives its own descriptors, the server
+// pipes that it relays as protocol messages. See AttachOptions.
+struct RunIo {
+    int stdin_fd = -1;  // -1: the command's stdin is empty
+    OutputSink out;
+    OutputSink err;
+    bool forward_own_signals = false;
+    RunControl* control = nullptr;
+};
+
+struct SandboxList {
+    std::vector<SandboxView> sandboxes;
+    template <class V>
+    void fields(V& v) {
+        v.required("sandboxes", sandboxes);
+    }
+};
+
+// ---- audit -----------------------------------------------------------------
+
+struct AuditExportParams {
+    std::string id;
+    std::string path;
+    template <class V>
+    void fields(V& v) {
+        v.required("id", id);
+        v.required("path", path);
+    }
+};
+
+// ---- snapshots -------------------------------------------------------------
+
+struct SnapshotCreateParams {
+    std::string sandbox;
+    std::optional<std::string> kind;  // fs | memory | auto (default)
+    std::optional<std::string> name;
+    template <class V>
+    void fields(V& v) {
+        v.required("sandbox", sandbox);
+        v.optional("kind", kind);
+        v.optional("name", name);
+    }
+};
+
+struct SnapshotList {
+    std::vector<SnapshotRecord> snapshots;
+    template <class V>
+    void fields(V& v) {
+        v.required("snapshots", snapshots);
+    }
+};
+
+// ---- pools -----------------------------------------------------------------
+
+struct PoolCreateParams {
+    std::string name;
+    int size = 0;
+    CreateParams options;  // flattened into the params object
+    template <class V>
+    void fields(V& v) {
+        v.required("name", name);
+        v.required("size", size);
+        options.fields(v);
+    }
+};
+
+struct PoolResizeParams {
+    std::string name;
+    int size = 0;
+    template <class V>
+    void fields(V& v) {
+        v.required("name", name);
+        v.required("size", size);
+    }
+};
+
+struct PoolList {
+    std::vector<PoolInfo> pools;
+    template <class V>
+    void fields(V& v) {
+        v.required("pools", pools);
+    }
+};
+
+// ---- templates -------------------------------------------------------------
+
+struct TemplateEntry {
+    std::string name;
+    std::string file;
+    std::string description;
+    bool builtin = false;
+    template <class V>
+    void fields(V& v) {
+        v.required("name", name);
+        v.required("file", file);
+        v.required("description", description);
+        v.required("builtin", builtin);
+    }
+};
+
+struct TemplateList {
+    std::vector<TemplateEntry> templates;
+    template <class V>
+    void fields(V& v) {
+        v.required("templates", templates);
+    }
+};
+
+struct TemplateShowParams {
+    std::string template_ref;
+    template <class V>
+    void fields(V& v) {
+        v.required("template", template_ref);
+    }
+};
+
+struct TemplateShowResult {
+    std::string name;
+    std::vector<std::string> chain;
+    nlohmann::json resolved = nlohmann::json::object();
+    std::map<std::string, std::string> origin;
+    template <class V>
+    void fields(V& v) {
+        v.required("name", name);
+        v.required("chain", chain);
+        v.required("resolved", resolved);
+        v.required("origin", origin);
+    }
+};
+
+struct TemplateValidateParams {
+    std::string file;
+    template <class V>
+    void fields(V& v) {
+        v.required("file", file);
+    }
+};
+
+struct TemplateValidateResult {
+    bool valid = true;
+    std::string file;
+    std::vector<std::string> chain;
+    template <class V>
+    void fields(V& v) {
+        v.required("valid", valid);
+        v.required("file", file);
+        v.required("chain", chain);
+    }
+};
+
+// ---- images ----------------------------------------------------------------
+
+struct ImageBuildParams {
+    std::string name;
+    bool force = false;
+    template <class V>
+    void fields(V& v) {
+        v.required("name", name);
+        v.optional("force", force);
+    }
+};
+
+struct Image {
+    std::string name;
+    std::string rootfs;
+    std::uint64_t bytes = 0;
+    std::string built_at;
+    template <class V>
+    void fields(V& v) {
+        v.required("name", name);
+        v.required("rootfs", rootfs);
+        v.required("bytes", bytes);
+        v.required("built_at", built_at);
+    }
+};
+
+struct ImageList {
+    std::vector<Image> images;
+    template <class V>
+    void fields(V& v) {
+        v.required("images", images);
+    }
+};
+
+// ---- doctor ----------------------------------------------------------------
+
+struct Check {
+    std::string name;
+    bool ok = false;
+    bool required = true;
+    std::string detail;
+    template <class V>
+    void fields(V& v) {
+        v.required("name", name);
+        v.required("ok", ok);
+        v.required("required", required);
+        v.required("detail", detail);
+    }
+};
+
+struct DoctorResult {
+    bool ok = false;  // every required check passed
+    std::vector<Check> checks;
+    template <class V>
+    void fields(V& v) {
+        v.required("ok", ok);
+        v.required("checks", checks);
+    }
+};
+
+// ---- the interface ---------------------------------------------------------
+
+class Api {
+  public:
+    virtual ~Api() = default;
+
+    virtual VersionResult version() = 0;
+
+    virtual SandboxView create(const CreateParams& p) = 0;
+    // Output streams through `io` while the command runs.
+    virtual RunResult run(const RunParams& p, const RunIo& io) = 0;
+    virtual SandboxList ls() = 0;
+    virtual SandboxView inspect(const IdParams& p) = 0;
+    virtual SandboxView terminate(const IdParams& p) = 0;
+    virtual Removed rm(const IdParams& p) = 0;
+    virtual RemovedList prune() = 0;
+
+    virtual audit::Status audit_export(const AuditExportParams& p) = 0;
+    virtual audit::Status audit_status(const IdParams& p) = 0;
+
+    virtual SnapshotRecord snapshot_create(const SnapshotCreateParams& p) = 0;
+    virtual SnapshotList snapshot_ls() = 0;
+    virtual Removed snapshot_rm(const IdParams& p) = 0;
+
+    virtual PoolInfo pool_create(const PoolCreateParams& p) = 0;
+    virtual SandboxView pool_acquire(const NameParams& p) = 0;
+    virtual PoolList pool_ls() = 0;
+    virtual PoolInfo pool_resize(const PoolResizeParams& p) = 0;
+    virtual Removed pool_rm(const NameParams& p) = 0;
+
+    virtual TemplateList template_ls() = 0;
+    virtual TemplateShowResult template_show(const TemplateShowParams& p) = 0;
+    virtual TemplateValidateResult template_validate(const TemplateValidateParams& p) = 0;
+
+    virtual Image image_build(const ImageBuildParams& p) = 0;
+    virtual ImageList image_ls() = 0;
+    virtual Removed image_rm(const NameParams& p) = 0;
+
+    virtual DoctorResult doctor() = 0;
+};
+
+// The API on this host: the worker-side operations of lib/sandbox.
+class LocalApi final : public Api {
+  public:
+    explicit LocalApi(Context ctx) : ctx_(ctx) {}
+
+    VersionResult version() override;
+    SandboxView create(const CreateParams& p) override;
+    RunResult run(const RunParams& p, const RunIo& io) override;
+    SandboxList ls() override;
+    SandboxView inspect(const IdParams& p) override;
+    SandboxView terminate(const IdParams& p) override;
+    Removed rm(const IdParams& p) override;
+    RemovedList prune() override;
+    audit::Status audit_export(const AuditExportParams& p) override;
+    audit::Status audit_status(const IdParams& p) override;
+    SnapshotRecord snapshot_create(const SnapshotCreateParams& p) override;
+    SnapshotList snapshot_ls() override;
+    Removed snapshot_rm(const IdParams& p) override;
+    PoolInfo pool_create(const PoolCreateParams& p) override;
+    SandboxView pool_acquire(const NameParams& p) override;
+    PoolList pool_ls() override;
+    PoolInfo pool_resize(const PoolResizeParams& p) override;
+    Removed pool_rm(const NameParams& p) override;
+    TemplateList template_ls() override;
+    TemplateShowResult template_show(const TemplateShowParams& p) override;
+    TemplateValidateResult template_validate(const TemplateValidateParams& p) override;
+    Image image_build(const ImageBuildParams& p) override;
+    ImageList image_ls() override;
+    Removed image_rm(const NameParams& p) override;
+    DoctorResult doctor() override;
+
+  private:
+    Context ctx_;
+};
+
+// Request validation shared by every implementation (and fuzzed): turns
+// params into the library's request, or throws Error(usage) saying what is
+// wrong in the API's terms.
+CreateRequest to_create_request(const CreateParams& p);
+RunRequest to_run_request(const RunParams& p);
+
+// ---- the one-shot run ------------------------------------------------------
+
+// create -> run -> (terminate + export the audit log to audit_log) ->
+// terminate -> rm, over any Api. The first error wins, but every later step
+// still runs, so nothing is left behind. `on_audit` sees the export's status.
+struct OneShotParams {
+    CreateParams create;
+    RunParams run;  // run.id is filled in
+    std::optional<std::string> audit_log;
+};
+struct OneShotResult {
+    RunResult run;
+    std::optional<audit::Status> audit;
+    // An audit log was asked for but the sandbox has no audit: nothing ran.
+    bool audit_log_refused = false;
+};
+OneShotResult one_shot(Api& api, const OneShotParams& p, const RunIo& io);
+
+}  // namespace sandweave::api

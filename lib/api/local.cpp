@@ -1,0 +1,231 @@
+// LocalApi: each method validates its params into the library's request and
+// calls one lib/sandbox operation. Nothing here prints or knows about argv.
+
+#include <algorithm>
+
+#include "lib/api/api.hpp"
+#include "lib/core/error.hpp"
+#include "lib/core/log.hpp"
+#include "lib/core/units.hpp"
+#include "lib/runtime/runsc.hpp"
+#include "lib/sandbox/audit_glue.hpp"
+#include "lib/sandbox/doctor.hpp"
+#include "lib/sandbox/features.hpp"
+#include "lib/sandbox/image.hpp"
+#include "lib/spec/template.hpp"
+
+namespace sandweave::api {
+
+namespace {
+
+UserSpec parse_user_param(const std::string& text) {
+    auto u = parse_user(text);
+    if (!u)
+        throw Error(ErrorCode::usage,
+                    "user '" + text + "': expected UID[:GID] with numeric ids (e.g. 1001:1001)");
+    return *u;
+}
+
+Image image_of(const ImageInfo& i) {
+    return Image{i.name, i.rootfs.string(), i.bytes, i.built_at};
+}
+
+}  // namespace
+
+CreateRequest to_create_request(const CreateParams& p) {
+    CreateRequest req;
+    if (p.template_ref) {
+        if (p.template_ref->empty()) throw Error(ErrorCode::usage, "template: empty");
+        req.template_ref = *p.template_ref;
+        req.template_given = true;
+    }
+    if (p.from_snapshot) req.from_snapshot = *p.from_snapshot;
+    if (p.hidepid) {
+        if (*p.hidepid < 0 || *p.hidepid > 2)
+            throw Error(ErrorCode::usage,
+                        "hidepid " + std::to_string(*p.hidepid) + ": expected 0, 1 or 2");
+        req.flags.hidepid = *p.hidepid;
+    }
+    req.flags.audit = p.audit;
+    if (p.user) req.flags.user = parse_user_param(*p.user);
+    for (const auto& [k, v] : p.labels) {
+        if (k.empty() || k.find('=') != std::string::npos)
+            throw Error(ErrorCode::usage,
+                        "label '" + k + "': a key must be non-empty, without '='");
+        req.flags.labels[k] = v;
+    }
+    if (p.name) req.name = *p.name;
+    return req;
+}
+
+RunRequest to_run_request(const RunParams& p) {
+    RunRequest req;
+    req.id = p.id;
+    if (p.argv.empty()) throw Error(ErrorCode::usage, "argv: no command given");
+    if (p.argv[0].empty()) throw Error(ErrorCode::usage, "argv[0]: empty program name");
+    req.argv = p.argv;
+    if (p.user) req.user = parse_user_param(*p.user);
+    if (p.cwd) {
+        if (p.cwd->empty() || (*p.cwd)[0] != '/')
+            throw Error(ErrorCode::usage, "cwd '" + *p.cwd + "': must be an absolute path");
+        req.cwd = *p.cwd;
+    }
+    for (const auto& e : p.env) {
+        auto eq = e.find('=');
+        if (eq == std::string::npos || eq == 0)
+            throw Error(ErrorCode::usage, "env '" + e + "': expected KEY=VALUE");
+    }
+    req.env = p.env;
+    if (p.timeout_ms) {
+        if (*p.timeout_ms <= 0)
+            throw Error(ErrorCode::usage,
+                        "timeout_ms " + std::to_string(*p.timeout_ms) + ": must be positive");
+        req.timeout = std::chrono::milliseconds(*p.timeout_ms);
+    }
+    return req;
+}
+
+VersionResult LocalApi::version() {
+    VersionResult v;
+    v.version = SANDWEAVE_VERSION;
+    try {
+        auto path = find_runsc(ctx_.runsc_flag);
+        v.runtime = RuntimeInfo{path.string(), runtime_version(ctx_, path)};
+    } catch (const Error& e) {
+        log().debug("version: no runtime: " + std::string(e.what()));
+    }
+    return v;
+}
+
+SandboxView LocalApi::create(const CreateParams& p) {
+    SandboxRecord r = create_sandbox(ctx_, to_create_request(p));
+    return SandboxView{r, r.state};
+}
+
+RunResult LocalApi::run(const RunParams& p, const RunIo& io) {
+    RunRequest req = to_run_request(p);
+    AttachOptions attach;
+    attach.stdin_fd = io.stdin_fd;
+    attach.out = io.out;
+    attach.err = io.err;
+    attach.forward_own_signals = io.forward_own_signals;
+    attach.control = io.control;
+    RunOutcome o = run_in_sandbox(ctx_, req, attach);
+    return RunResult{o.status, o.timed_out, o.message};
+}
+
+SandboxList LocalApi::ls() {
+    return SandboxList{list_sandboxes(ctx_)};
+}
+
+SandboxView LocalApi::inspect(const IdParams& p) {
+    return inspect_sandbox(ctx_, p.id);
+}
+
+SandboxView LocalApi::terminate(const IdParams& p) {
+    SandboxRecord r = terminate_sandbox(ctx_, p.id);
+    return SandboxView{r, r.state};
+}
+
+Removed LocalApi::rm(const IdParams& p) {
+    std::string id = ctx_.store.resolve_id(p.id);
+    remove_sandbox(ctx_, id);
+    return Removed{id};
+}
+
+RemovedList LocalApi::prune() {
+    return RemovedList{prune_sandboxes(ctx_)};
+}
+
+audit::Status LocalApi::audit_export(const AuditExportParams& p) {
+    if (p.path.empty()) throw Error(ErrorCode::usage, "path: empty");
+    return export_audit(ctx_, p.id, p.path);
+}
+
+audit::Status LocalApi::audit_status(const IdParams& p) {
+    return sandweave::audit_status(ctx_, p.id);
+}
+
+SnapshotRecord LocalApi::snapshot_create(const SnapshotCreateParams& p) {
+    SnapshotRequest req;
+    req.sandbox = p.sandbox;
+    if (p.kind) req.kind = *p.kind;
+    if (p.name) req.name = *p.name;
+    return create_snapshot(ctx_, req);
+}
+
+SnapshotList LocalApi::snapshot_ls() {
+    return SnapshotList{list_snapshots(ctx_)};
+}
+
+Removed LocalApi::snapshot_rm(const IdParams& p) {
+    return Removed{remove_snapshot(ctx_, p.id)};
+}
+
+PoolInfo LocalApi::pool_create(const PoolCreateParams& p) {
+    if (p.options.name) throw Error(ErrorCode::usage, "pool members cannot be given a name");
+    return create_pool(ctx_, p.name, p.size, to_create_request(p.options));
+}
+
+SandboxView LocalApi::pool_acquire(const NameParams& p) {
+    SandboxRecord r = acquire_from_pool(ctx_, p.name);
+    return SandboxView{r, r.state};
+}
+
+PoolList LocalApi::pool_ls() {
+    return PoolList{list_pools(ctx_)};
+}
+
+PoolInfo LocalApi::pool_resize(const PoolResizeParams& p) {
+    return resize_pool(ctx_, p.name, p.size);
+}
+
+Removed LocalApi::pool_rm(const NameParams& p) {
+    remove_pool(ctx_, p.name);
+    return Removed{p.name};
+}
+
+TemplateList LocalApi::template_ls() {
+    TemplateList out;
+    for (const auto& t : TemplateResolver::with_default_paths(ctx_.store.root()).list())
+        out.templates.push_back(TemplateEntry{t.name, t.file.string(), t.description, t.builtin});
+    return out;
+}
+
+TemplateShowResult LocalApi::template_show(const TemplateShowParams& p) {
+    auto t = TemplateResolver::with_default_paths(ctx_.store.root()).resolve(p.template_ref);
+    return TemplateShowResult{t.name, t.chain, t.doc, t.origin};
+}
+
+TemplateValidateResult LocalApi::template_validate(const TemplateValidateParams& p) {
+    auto t = TemplateResolver::with_default_paths(ctx_.store.root()).validate_file(p.file);
+    return TemplateValidateResult{true, p.file, t.chain};
+}
+
+Image LocalApi::image_build(const ImageBuildParams& p) {
+    return image_of(ImageStore(ctx_.store.images_dir(), ctx_.runner).build(p.name, p.force));
+}
+
+ImageList LocalApi::image_ls() {
+    ImageList out;
+    for (const auto& i : ImageStore(ctx_.store.images_dir(), ctx_.runner).list())
+        out.images.push_back(image_of(i));
+    return out;
+}
+
+Removed LocalApi::image_rm(const NameParams& p) {
+    ImageStore(ctx_.store.images_dir(), ctx_.runner).remove(p.name);
+    return Removed{p.name};
+}
+
+DoctorResult LocalApi::doctor() {
+    DoctorResult out;
+    out.ok = true;
+    for (const auto& c : run_doctor(ctx_)) {
+        out.checks.push_back(Check{c.name, c.ok, c.required, c.detail});
+        out.ok = out.ok && (c.ok || !c.required);
+    }
+    return out;
+}
+
+}  // namespace sandweave::api

@@ -1,0 +1,604 @@
+#include "lib/rpc/server.hpp"
+
+#include <poll.h>
+#include <signal.h>
+#include <sys/socket.h>
+#include <sys/stat.h>
+#include <sys/un.h>
+#include <unistd.h>
+
+#include <cerrno>
+#include <condition_variable>
+#include <cstring>
+#include <deque>
+#include <map>
+#include <memory>
+#include <mutex>
+#include <set>
+#include <thread>
+
+#include "lib/api/methods.hpp"
+#include "lib/core/error.hpp"
+#include "lib/core/fd.hpp"
+#include "lib/core/log.hpp"
+#include "lib/rpc/jsonrpc.hpp"
+
+namespace sandweave::rpc {
+
+namespace {
+
+using nlohmann::json;
+
+constexpr std::size_t max_in_flight = 256;
+constexpr std::size_t max_stdin_backlog = 16u << 20;
+
+bool write_all(int fd, std::string_view data) {
+    while (!data.empty()) {
+        ssize_t w = ::write(fd, data.data(), data.size());
+        if (w < 0 && errno == EINTR) continue;
+        if (w <= 0) return false;
+        data.remove_prefix(static_cast<std::size_t>(w));
+    }
+    return true;
+}
+
+json error_data(int exit_status) {
+    return json{{"exit_status", exit_status}};
+}
+
+class Connection;
+
+// A request's log lines, as `log` notifications to the client that made it.
+class RequestLogger final : public Logger {
+  public:
+    RequestLogger(Connection& c, json id) : c_(c), id_(std::move(id)) {}
+    void debug(const std::string& m) override { send("debug", m); }
+    void info(const std::string& m) override { send("info", m); }
+    void warn(const std::string& m) override { send("warn", m); }
+    void error(const std::string& m) override { send("error", m); }
+
+  private:
+    void send(const char* level, const std::string& m);
+    Connection& c_;
+    json id_;
+};
+
+// The stdin of one running command: chunks from run.stdin requests, written
+// to the command's pipe by a thread of its own, each acknowledged once it is
+// in the pipe.
+struct StdinFeed {
+    struct Chunk {
+        std::string data;
+        bool eof = false;
+        json reply_id;  // null for a notification
+    };
+    std::mutex mu;
+    std::condition_variable cv;
+    std::deque<Chunk> queue;
+    std::size_t backlog = 0;
+    bool eof_queued = false;
+    bool stop = false;
+    Fd write_end;
+};
+
+struct Running {
+    RunControl control;
+    std::shared_ptr<StdinFeed> feed;  // when the client streams stdin
+};
+
+class Connection {
+  public:
+    Connection(api::Api& api, int in_fd, int out_fd, const ServeOptions& opts)
+        : api_(api), in_(in_fd), out_(out_fd), opts_(opts) {}
+
+    void serve();
+
+    void send(const std::string& line) {
+        std::lock_guard<std::mutex> g(out_mu_);
+        if (out_dead_) return;
+        std::string framed = line;
+        framed += '\n';
+        if (!write_all(out_, framed)) {
+            out_dead_ = true;
+            // Nobody reads any more: stop what runs, as for EOF on input.
+            std::thread([this] { cancel_all(); }).detach();
+        }
+    }
+    void notify(const std::string& method, const json& params) {
+        send(encode_notification(method, params));
+    }
+    bool wants_log() const { return client_log_; }
+
+  private:
+    void handle_line(std::string_view line);
+    void dispatch(Request r);
+    void hello(const Request& r);
+    void start_run(Request r);
+    void run_stdin(const Request& r);
+    void run_signal(const Request& r);
+    void run_cancel(const Request& r);
+    void start_thread(std::function<void()> fn);
+    void finish_request(const std::string& key);
+    void cancel_all();
+    std::shared_ptr<Running> find_run(const json& request_id);
+    void stdin_writer(std::shared_ptr<StdinFeed> feed);
+
+    static std::string key_of(const json& id) { return id.dump(); }
+
+    api::Api& api_;
+    int in_, out_;
+    ServeOptions opts_;
+
+    std::mutex out_mu_;
+    bool out_dead_ = false;
+
+    std::mutex mu_;
+    std::condition_variable idle_;
+    std::size_t threads_ = 0;
+    std::set<std::string> in_flight_;  // ids of requests not yet answered
+    std::map<std::string, std::shared_ptr<Running>> runs_;
+    bool hello_done_ = false;
+    bool client_log_ = false;
+};
+
+void RequestLogger::send(const char* level, const std::string& m) {
+    if (!c_.wants_log()) return;
+    c_.notify("log", {{"request", id_}, {"level", level}, {"message", m}});
+}
+
+void Connection::start_thread(std::function<void()> fn) {
+    {
+        std::lock_guard<std::mutex> g(mu_);
+        ++threads_;
+    }
+    std::thread([this, fn = std::move(fn)] {
+        try {
+            fn();
+        } catch (const std::exception& e) {
+            // A bug, not a client error: say so on our stderr, keep serving.
+            std::fprintf(stderr, "sandweave serve: internal error: %s\n", e.what());
+        }
+        std::lock_guard<std::mutex> g(mu_);
+        --threads_;
+        idle_.notify_all();
+    }).detach();
+}
+
+void Connection::finish_request(const std::string& key) {
+    std::lock_guard<std::mutex> g(mu_);
+    in_flight_.erase(key);
+    runs_.erase(key);
+}
+
+void Connection::cancel_all() {
+    std::vector<std::shared_ptr<Running>> runs;
+    {
+        std::lock_guard<std::mutex> g(mu_);
+        for (auto& [k, r] : runs_) runs.push_back(r);
+    }
+    for (auto& r : runs) {
+        r->control.cancel();
+        if (r->feed) {
+            std::lock_guard<std::mutex> g(r->feed->mu);
+            r->feed->stop = true;
+            r->feed->cv.notify_all();
+        }
+    }
+}
+
+void Connection::serve() {
+    std::string pending;
+    bool discarding = false;  // inside a line that was over the limit
+    char buf[65536];
+    for (;;) {
+        ssize_t n = ::read(in_, buf, sizeof buf);
+        if (n < 0 && errno == EINTR) continue;
+        if (n <= 0) break;
+        std::string_view chunk(buf, static_cast<std::size_t>(n));
+        while (!chunk.empty()) {
+            auto nl = chunk.find('\n');
+            std::string_view part = chunk.substr(0, nl);
+            if (discarding) {
+                if (nl != std::string_view::npos) discarding = false;
+            } else if (pending.size() + part.size() > max_line_bytes) {
+                send(encode_error(nullptr, code::invalid_request,
+                                  "line over the limit of " + std::to_string(max_line_bytes) +
+                                      " bytes; discarded",
+                                  error_data(2)));
+                pending.clear();
+                discarding = nl == std::string_view::npos;
+            } else {
+                pending.append(part);
+                if (nl != std::string_view::npos) {
+                    handle_line(pending);
+                    pending.clear();
+                }
+            }
+            if (nl == std::string_view::npos) break;
+            chunk.remove_prefix(nl + 1);
+        }
+    }
+    if (!pending.empty() && !discarding) handle_line(pending);
+    // The peer is gone: what still runs is killed; then wait for every thread.
+    cancel_all();
+    std::unique_lock<std::mutex> lock(mu_);
+    idle_.wait(lock, [this] { return threads_ == 0; });
+}
+
+void Connection::handle_line(std::string_view line) {
+    if (!line.empty() && line.back() == '\r') line.remove_suffix(1);
+    if (line.find_first_not_of(" \t") == std::string_view::npos) return;
+    auto decoded = decode_request(line);
+    if (auto* err = std::get_if<DecodeError>(&decoded)) {
+        send(encode_error(err->id, err->code, err->message, error_data(2)));
+        return;
+    }
+    dispatch(std::get<Request>(std::move(decoded)));
+}
+
+void Connection::dispatch(Request r) {
+    const bool notification = r.is_notification();
+    auto refuse = [&](int c, const std::string& msg, int status = 2) {
+        if (!notification) send(encode_error(r.id, c, msg, error_data(status)));
+    };
+    const api::Method* m = api::find_method(r.method);
+    if (!m)
+        return refuse(code::method_not_found, "unknown method '" + r.method.substr(0, 64) + "'");
+    if (r.method != "hello" && !hello_done_)
+        return refuse(code::handshake_required,
+                      "handshake required: the first request must be `hello`");
+    try {
+        m->check(r.params);
+    } catch (const Error& e) {
+        return refuse(code::invalid_params, e.what());
+    }
+    // Served here, on the reader thread, in the order received.
+    try {
+        if (r.method == "hello") return hello(r);
+        if (r.method == "run.stdin") return run_stdin(r);
+        if (r.method == "run.signal") return run_signal(r);
+        if (r.method == "run.cancel") return run_cancel(r);
+    } catch (const Error& e) {
+        int status = static_cast<int>(e.code());
+        return refuse(status, e.what(), status);
+    }
+    if (notification) return;  // nothing else is meaningful without an answer
+
+    std::string key = key_of(r.id);
+    {
+        std::lock_guard<std::mutex> g(mu_);
+        if (in_flight_.count(key))
+            return (void)send(encode_error(r.id, code::invalid_request,
+                                           "id " + r.id.dump() + " is already in flight",
+                                           error_data(2)));
+        if (in_flight_.size() >= max_in_flight)
+            return (void)send(
+                encode_error(r.id, code::invalid_request,
+                             "too many requests in flight (" + std::to_string(max_in_flight) + ")",
+                             error_data(1)));
+        in_flight_.insert(key);
+    }
+    if (r.method == "sandbox.run") return start_run(std::move(r));
+
+    start_thread([this, r = std::move(r), m, key] {
+        RequestLogger logger(*this, r.id);
+        ThreadLogger scope(logger);
+        std::string line;
+        try {
+            line = encode_result(r.id, m->call(api_, r.params));
+        } catch (const Error& e) {
+            int status = static_cast<int>(e.code());
+            line = encode_error(r.id, status, e.what(), error_data(status));
+        } catch (const std::exception& e) {
+            line = encode_error(r.id, code::internal_error,
+                                std::string("internal error: ") + e.what(), error_data(1));
+        }
+        finish_request(key);
+        send(line);
+    });
+}
+
+void Connection::hello(const Request& r) {
+    auto p = api::from_json<api::HelloParams>(r.params);
+    if (p.protocol < 1) {
+        if (!r.is_notification())
+            send(encode_error(r.id, code::invalid_params,
+                              "protocol " + std::to_string(p.protocol) +
+                                  ": this server speaks protocol " +
+                                  std::to_string(protocol_version) + " and no older",
+                              error_data(2)));
+        return;
+    }
+    {
+        std::lock_guard<std::mutex> g(mu_);
+        hello_done_ = true;
+        client_log_ =
+            std::find(p.capabilities.begin(), p.capabilities.end(), "log") != p.capabilities.end();
+    }
+    api::HelloResult res;
+    res.protocol = std::min(p.protocol, protocol_version);
+    res.server = opts_.server_name;
+    res.capabilities = {"log", "run.cancel", "run.signal", "run.stdin"};
+    res.methods = api::method_names();
+    if (!r.is_notification()) send(encode_result(r.id, api::to_json(res)));
+}
+
+std::shared_ptr<Running> Connection::find_run(const json& request_id) {
+    std::lock_guard<std::mutex> g(mu_);
+    auto it = runs_.find(key_of(request_id));
+    return it == runs_.end() ? nullptr : it->second;
+}
+
+void Connection::start_run(Request r) {
+    auto p = api::from_json<api::RunParams>(r.params);
+    std::string key = key_of(r.id);
+    auto running = std::make_shared<Running>();
+    Fd stdin_read;
+    if (p.stdin) {
+        Pipe pipe = make_pipe();
+        stdin_read = std::move(pipe.read);
+        running->feed = std::make_shared<StdinFeed>();
+        running->feed->write_end = std::move(pipe.write);
+    }
+    {
+        std::lock_guard<std::mutex> g(mu_);
+        runs_[key] = running;
+    }
+    if (running->feed) start_thread([this, feed = running->feed] { stdin_writer(feed); });
+
+    auto stdin_fd = std::make_shared<Fd>(std::move(stdin_read));
+    start_thread([this, r = std::move(r), p = std::move(p), running, stdin_fd, key] {
+        RequestLogger logger(*this, r.id);
+        ThreadLogger scope(logger);
+        auto stream = [this, id = r.id](const char* name) {
+            return OutputSink{
+                -1, [this, id, name](std::string_view chunk) {
+                    notify("run.output",
+                           {{"request", id}, {"stream", name}, {"data", base64_encode(chunk)}});
+                }};
+        };
+        api::RunIo io;
+        io.stdin_fd = stdin_fd->valid() ? stdin_fd->get() : -1;
+        io.out = stream("stdout");
+        io.err = stream("stderr");
+        io.control = &running->control;
+        std::string line;
+        try {
+            api::RunResult res = api_.run(p, io);
+            notify("run.exit",
+                   {{"request", r.id}, {"exit_code", res.exit_code}, {"timed_out", res.timed_out}});
+            if (running->control.cancelled())
+                line = encode_error(r.id, code::request_cancelled, "cancelled",
+                                    {{"exit_code", res.exit_code}, {"exit_status", 1}});
+            else
+                line = encode_result(r.id, api::to_json(res));
+        } catch (const Error& e) {
+            int status = static_cast<int>(e.code());
+            line = encode_error(r.id, status, e.what(), error_data(status));
+        } catch (const std::exception& e) {
+            line = encode_error(r.id, code::internal_error,
+                                std::string("internal error: ") + e.what(), error_data(1));
+        }
+        stdin_fd->reset();
+        if (running->feed) {
+            std::lock_guard<std::mutex> g(running->feed->mu);
+            running->feed->stop = true;
+            running->feed->cv.notify_all();
+        }
+        finish_request(key);
+        send(line);
+    });
+}
+
+void Connection::stdin_writer(std::shared_ptr<StdinFeed> feed) {
+    for (;;) {
+        StdinFeed::Chunk chunk;
+        {
+            std::unique_lock<std::mutex> lock(feed->mu);
+            feed->cv.wait(lock, [&] { return feed->stop || !feed->queue.empty(); });
+            if (feed->queue.empty()) break;  // stopped
+            if (feed->stop) {
+                // The command ended: what was not written is answered so.
+                for (auto& c : feed->queue)
+                    if (!c.reply_id.is_null())
+                        send(encode_error(c.reply_id, 1,
+                                          "the command ended before this stdin was written",
+                                          error_data(1)));
+                feed->queue.clear();
+                break;
+            }
+            chunk = std::move(feed->queue.front());
+            feed->queue.pop_front();
+        }
+        bool ok = chunk.data.empty() || write_all(feed->write_end.get(), chunk.data);
+        {
+            std::lock_guard<std::mutex> g(feed->mu);
+            feed->backlog -= chunk.data.size();
+        }
+        if (chunk.eof) feed->write_end.reset();
+        if (!chunk.reply_id.is_null()) {
+            if (ok)
+                send(encode_result(chunk.reply_id, json::object()));
+            else
+                send(encode_error(chunk.reply_id, 1,
+                                  "the command's stdin is closed (it exited or closed it)",
+                                  error_data(1)));
+        }
+        if (!ok) {
+            // Nothing more can be written; later chunks fail the same way.
+            std::lock_guard<std::mutex> g(feed->mu);
+            feed->write_end.reset();
+        }
+    }
+    std::lock_guard<std::mutex> g(feed->mu);
+    feed->write_end.reset();
+}
+
+void Connection::run_stdin(const Request& r) {
+    auto p = api::from_json<api::StdinParams>(r.params);
+    auto refuse = [&](int c, const std::string& msg) {
+        if (!r.is_notification()) send(encode_error(r.id, c, msg, error_data(2)));
+    };
+    auto running = find_run(p.request);
+    if (!running)
+        return refuse(code::invalid_params,
+                      "no running command has request id " + p.request.dump());
+    if (!running->feed)
+        return refuse(code::invalid_params,
+                      "request " + p.request.dump() + " did not ask for stdin (\"stdin\": true)");
+    auto data = base64_decode(p.data);
+    if (!data) return refuse(code::invalid_params, "params.data: not base64");
+    if (data->size() > max_chunk_bytes)
+        return refuse(code::invalid_params, "params.data: over " + std::to_string(max_chunk_bytes) +
+                                                " bytes in one chunk");
+    auto& feed = *running->feed;
+    std::lock_guard<std::mutex> g(feed.mu);
+    if (feed.eof_queued || feed.stop)
+        return refuse(code::invalid_params,
+                      "the stdin of request " + p.request.dump() + " is closed");
+    if (feed.backlog + data->size() > max_stdin_backlog) {
+        if (!r.is_notification())
+            send(encode_error(r.id, 1,
+                              "stdin backlog over 16 MiB: wait for earlier run.stdin results",
+                              error_data(1)));
+        return;
+    }
+    feed.backlog += data->size();
+    feed.eof_queued = p.eof;
+    feed.queue.push_back(StdinFeed::Chunk{std::move(*data), p.eof, r.id});
+    feed.cv.notify_all();
+}
+
+void Connection::run_signal(const Request& r) {
+    auto p = api::from_json<api::SignalParams>(r.params);
+    int sig = api::parse_signal(p.signal);
+    auto running = find_run(p.request);
+    if (!running) {
+        if (!r.is_notification())
+            send(encode_error(r.id, code::invalid_params,
+                              "no running command has request id " + p.request.dump(),
+                              error_data(2)));
+        return;
+    }
+    running->control.signal(sig);
+    if (!r.is_notification()) send(encode_result(r.id, json::object()));
+}
+
+void Connection::run_cancel(const Request& r) {
+    auto p = api::from_json<api::RequestRef>(r.params);
+    auto running = find_run(p.request);
+    if (running) running->control.cancel();
+    if (!r.is_notification()) send(encode_result(r.id, {{"cancelled", running != nullptr}}));
+}
+
+// A socket directory we may use: ours, and nobody else may write into it.
+void prepare_socket_dir(const std::filesystem::path& dir) {
+    struct stat st {};
+    if (::stat(dir.c_str(), &st) != 0) {
+        if (errno != ENOENT) throw_errno("stat " + dir.string());
+        if (::mkdir(dir.c_str(), 0700) != 0 && errno != EEXIST)
+            throw_errno("mkdir " + dir.string());
+        if (::stat(dir.c_str(), &st) != 0) throw_errno("stat " + dir.string());
+    }
+    if (!S_ISDIR(st.st_mode)) throw Error(ErrorCode::usage, dir.string() + ": not a directory");
+    if (st.st_uid != ::geteuid())
+        throw Error(ErrorCode::usage, "socket directory " + dir.string() + " belongs to uid " +
+                                          std::to_string(st.st_uid) + ", not to us");
+    if (st.st_mode & 077)
+        throw Error(
+            ErrorCode::usage, "socket directory " + dir.string() + " has mode " + [&] {
+                char b[8];
+                std::snprintf(b, sizeof b, "%04o", st.st_mode & 07777);
+                return std::string(b);
+            }() + "; it must be 0700 (no access for others)");
+}
+
+}  // namespace
+
+void serve_connection(api::Api& api, int in_fd, int out_fd, const ServeOptions& opts) {
+    // A peer that goes away makes writes fail with EPIPE instead of killing us.
+    ::signal(SIGPIPE, SIG_IGN);
+    Connection c(api, in_fd, out_fd, opts);
+    c.serve();
+}
+
+void serve_socket(api::Api& api, const std::filesystem::path& path, int stop_fd,
+                  const ServeOptions& opts) {
+    ::signal(SIGPIPE, SIG_IGN);
+    std::filesystem::path dir = path.parent_path().empty() ? "." : path.parent_path();
+    prepare_socket_dir(dir);
+    sockaddr_un addr{};
+    addr.sun_family = AF_UNIX;
+    if (path.string().size() >= sizeof addr.sun_path)
+        throw Error(ErrorCode::usage, "socket path " + path.string() + " is too long (over " +
+                                          std::to_string(sizeof addr.sun_path - 1) + " bytes)");
+    std::strcpy(addr.sun_path, path.c_str());
+
+    Fd listener(::socket(AF_UNIX, SOCK_STREAM | SOCK_CLOEXEC, 0));
+    if (!listener.valid()) throw_errno("socket");
+    // A socket file left by a server that died is replaced; a live one is not.
+    struct stat st {};
+    if (::lstat(path.c_str(), &st) == 0) {
+        if (!S_ISSOCK(st.st_mode))
+            throw Error(ErrorCode::usage, path.string() + " exists and is not a socket");
+        Fd probe(::socket(AF_UNIX, SOCK_STREAM | SOCK_CLOEXEC, 0));
+        if (::connect(probe.get(), reinterpret_cast<sockaddr*>(&addr), sizeof addr) == 0)
+            throw Error(ErrorCode::usage, "another server is listening on " + path.string());
+        ::unlink(path.c_str());
+    }
+    mode_t old_umask = ::umask(0177);
+    int rc = ::bind(listener.get(), reinterpret_cast<sockaddr*>(&addr), sizeof addr);
+    int err = errno;
+    ::umask(old_umask);
+    if (rc != 0) throw_errno("bind " + path.string(), err);
+    if (::chmod(path.c_str(), 0600) != 0) throw_errno("chmod " + path.string());
+    if (::listen(listener.get(), 64) != 0) throw_errno("listen " + path.string());
+    log().info("sandweave serve: listening on " + path.string());
+
+    std::mutex mu;
+    std::condition_variable cv;
+    std::set<int> live;  // connections being served
+    for (;;) {
+        pollfd fds[2] = {{listener.get(), POLLIN, 0}, {stop_fd, POLLIN, 0}};
+        if (::poll(fds, stop_fd >= 0 ? 2 : 1, -1) < 0) {
+            if (errno == EINTR) continue;
+            throw_errno("poll");
+        }
+        if (stop_fd >= 0 && (fds[1].revents & POLLIN)) break;
+        if (!(fds[0].revents & POLLIN)) continue;
+        Fd conn(::accept4(listener.get(), nullptr, nullptr, SOCK_CLOEXEC));
+        if (!conn.valid()) continue;
+        ucred cred{};
+        socklen_t len = sizeof cred;
+        if (::getsockopt(conn.get(), SOL_SOCKET, SO_PEERCRED, &cred, &len) != 0 ||
+            (cred.uid != 0 && cred.uid != ::geteuid())) {
+            std::string line = encode_error(nullptr, code::peer_not_allowed,
+                                            "uid " + std::to_string(cred.uid) +
+                                                " may not use this server (only root and uid " +
+                                                std::to_string(::geteuid()) + ")",
+                                            error_data(1));
+            line += '\n';
+            (void)write_all(conn.get(), line);
+            continue;
+        }
+        {
+            std::lock_guard<std::mutex> g(mu);
+            live.insert(conn.get());
+        }
+        std::thread([&, fd = conn.release()] {
+            Fd owned(fd);
+            serve_connection(api, owned.get(), owned.get(), opts);
+            std::lock_guard<std::mutex> g(mu);
+            live.erase(fd);
+            cv.notify_all();
+        }).detach();
+    }
+    ::unlink(path.c_str());
+    // Stopping ends every connection as if its peer had gone: their commands
+    // are killed, and we return once each has finished.
+    std::unique_lock<std::mutex> lock(mu);
+    for (int fd : live) ::shutdown(fd, SHUT_RDWR);
+    cv.wait(lock, [&] { return live.empty(); });
+}
+
+}  // namespace sandweave::rpc

@@ -1,0 +1,237 @@
+// lib/api: every request and result type round-trips through JSON, and params
+// from a peer are checked strictly, each problem named.
+#include <doctest/doctest.h>
+
+#include "lib/api/api.hpp"
+#include "lib/api/methods.hpp"
+
+using namespace sandweave;
+using namespace sandweave::api;
+using nlohmann::json;
+
+namespace {
+
+// to_json -> from_json -> to_json gives the same document, and the document
+// is not the default one (so a field lost on the way would show).
+template <class T>
+void round_trips(const T& value) {
+    json first = encode_value(value);
+    T back{};
+    decode_value(first, back, "result");
+    json second = encode_value(back);
+    CHECK(first == second);
+    CHECK(first != encode_value(T{}));
+}
+
+std::string usage_error(const std::function<void()>& fn) {
+    try {
+        fn();
+    } catch (const Error& e) {
+        CHECK(e.code() == ErrorCode::usage);
+        return e.what();
+    }
+    FAIL("no error");
+    return "";
+}
+
+SandboxView sample_view() {
+    SandboxView v;
+    v.record.id = "sw-0123456789ab";
+    v.record.name = "web";
+    v.record.state = SandboxState::running;
+    v.record.created_at = "2026-12-01T00:00:00Z";
+    v.record.spec.template_name = "base";
+    v.record.spec.image = "base";
+    v.record.spec.runtime.hidepid = 2;
+    v.record.spec.runtime.audit = true;
+    v.record.spec.labels["team"] = "a";
+    v.record.runsc = "/usr/local/lib/sandweave/runsc";
+    v.record.runsc_flags = {"--root=/x"};
+    v.record.pool = "warm";
+    v.record.pool_state = "acquired";
+    v.record.acquired_audit_seq = 17;
+    v.live = SandboxState::failed;
+    return v;
+}
+
+}  // namespace
+
+TEST_SUITE("api") {
+    TEST_CASE("request types round-trip") {
+        round_trips(IdParams{"sw-1"});
+        round_trips(NameParams{"warm"});
+        round_trips(HelloParams{1, "me 1.0", {"log"}});
+        CreateParams c;
+        c.template_ref = "{\"extends\": \"base\"}";
+        c.hidepid = 2;
+        c.audit = false;  // explicit false must survive: it overrides a template
+        c.user = "1001:1001";
+        c.name = "n";
+        c.labels = {{"k", "v"}};
+        round_trips(c);
+        CHECK(encode_value(c).at("audit") == false);
+        round_trips(c);
+        RunParams r{"sw-1", {"/bin/sh", "-c", "echo hi"}, "0:0", "/tmp", {"A=1"}, 1500, true};
+        round_trips(r);
+        round_trips(AuditExportParams{"sw-1", "/tmp/x.jsonl"});
+        round_trips(SnapshotCreateParams{"sw-1", "fs", "snap"});
+        round_trips(PoolCreateParams{"warm", 3, c});
+        round_trips(PoolResizeParams{"warm", 5});
+        round_trips(TemplateShowParams{"coding"});
+        round_trips(TemplateValidateParams{"/tmp/t.yaml"});
+        round_trips(ImageBuildParams{"base", true});
+        round_trips(StdinParams{json(4), "aGkK", true});
+        round_trips(SignalParams{json("r1"), json("TERM")});
+        round_trips(RequestRef{json(9)});
+    }
+
+    TEST_CASE("result types round-trip") {
+        round_trips(HelloResult{1, "sandweave 0.1.0", {"log"}, {"version"}});
+        round_trips(VersionResult{"0.1.0", 1, RuntimeInfo{"/r", "runsc version x"}});
+        round_trips(RunResult{127, false, std::string("command not found")});
+        round_trips(SandboxList{{sample_view()}});
+        round_trips(sample_view());
+        round_trips(Removed{"sw-1"});
+        round_trips(RemovedList{{"sw-1", "sw-2"}});
+        audit::Status st;
+        st.complete = true;
+        st.events = 10;
+        st.last_sequence = 10;
+        st.bytes = 999;
+        st.sandbox_id = "sw-1";
+        st.sha256 = "ab";
+        round_trips(st);
+        SnapshotRecord snap;
+        snap.id = "snap-1";
+        snap.kind = SnapshotKind::memory;
+        snap.source = "sw-1";
+        snap.bytes = 4096;
+        snap.spec.runtime.hidepid = 1;
+        round_trips(snap);
+        round_trips(SnapshotList{{snap}});
+        PoolInfo pool;
+        pool.name = "warm";
+        pool.size = 2;
+        pool.warm = 1;
+        pool.request = {{"template", "base"}};
+        pool.last_error = "boom";
+        round_trips(pool);
+        round_trips(PoolList{{pool}});
+        round_trips(TemplateList{{TemplateEntry{"base", "/t/base.yaml", "busybox", true}}});
+        round_trips(
+            TemplateShowResult{"x", {"x", "base"}, {{"image", "base"}}, {{"/image", "base"}}});
+        round_trips(TemplateValidateResult{true, "/t.yaml", {"t"}});
+        round_trips(Image{"base", "/s/images/base/rootfs", 1234, "2026-12-01T00:00:00Z"});
+        round_trips(ImageList{{Image{"base", "/r", 1, "t"}}});
+        round_trips(DoctorResult{true, {Check{"runsc", true, true, "ok"}}});
+    }
+
+    TEST_CASE("params are strict and say what is wrong") {
+        CHECK(usage_error([] { from_json<IdParams>(json::object()); }) == "params.id: missing");
+        CHECK(usage_error([] {
+                  from_json<IdParams>({{"id", 3}});
+              }) == "params.id: expected a string, got an integer");
+        CHECK(usage_error([] {
+                  from_json<IdParams>({{"id", "x"}, {"idd", 1}});
+              }) == "params: unknown parameter 'idd'");
+        CHECK(usage_error([] {
+                  from_json<RunParams>({{"id", "x"}, {"argv", "ls"}});
+              }) == "params.argv: expected an array, got a string");
+        CHECK(usage_error([] {
+                  from_json<RunParams>({{"id", "x"}, {"argv", {"ls", 1}}});
+              }) == "params.argv[1]: expected a string, got an integer");
+        CHECK(usage_error([] {
+                  from_json<CreateParams>({{"hidepid", 1.5}});
+              }) == "params.hidepid: expected an integer, got a number");
+        CHECK(usage_error([] {
+                  from_json<CreateParams>({{"hidepid", 1e30}});
+              }).find("hidepid") != std::string::npos);
+        CHECK(usage_error([] {
+                  from_json<CreateParams>({{"hidepid", 4294967296LL}});
+              }) == "params.hidepid: expected an integer in range, got an integer");
+        CHECK(usage_error([] {
+                  from_json<CreateParams>({{"labels", {{"k", 1}}}});
+              }) == "params.labels.k: expected a string, got an integer");
+        CHECK(usage_error([] { from_json<IdParams>(json::array()); }) ==
+              "params: expected an object, got an array");
+        // null is the same as absent.
+        CHECK(from_json<CreateParams>({{"template", nullptr}}).template_ref == std::nullopt);
+    }
+
+    TEST_CASE("values are checked in the library's words") {
+        CreateParams c;
+        c.hidepid = 3;
+        CHECK(usage_error([&] { to_create_request(c); }) == "hidepid 3: expected 0, 1 or 2");
+        c.hidepid = 2;
+        c.user = "abc";
+        CHECK(usage_error([&] { to_create_request(c); }).find("user 'abc'") == 0);
+        c.user = "1001:1002";
+        auto req = to_create_request(c);
+        CHECK(req.flags.user->uid == 1001);
+        CHECK(req.flags.user->gid == 1002);
+        CHECK(!req.template_given);
+        RunParams r;
+        r.id = "x";
+        CHECK(usage_error([&] { to_run_request(r); }) == "argv: no command given");
+        r.argv = {"true"};
+        r.cwd = "tmp";
+        CHECK(usage_error([&] { to_run_request(r); }).find("must be an absolute path") !=
+              std::string::npos);
+        r.cwd = "/tmp";
+        r.timeout_ms = 0;
+        CHECK(usage_error([&] { to_run_request(r); }).find("must be positive") !=
+              std::string::npos);
+        r.timeout_ms = 250;
+        CHECK(to_run_request(r).timeout->count() == 250);
+        for (const char* name : {"TERM", "SIGTERM"}) CHECK(parse_signal(json(name)) == 15);
+        CHECK(parse_signal(json(9)) == 9);
+        CHECK(usage_error([] { parse_signal(json("NOPE")); }).find("NOPE") != std::string::npos);
+        CHECK(usage_error([] { parse_signal(json(0)); }).find("1 to 64") != std::string::npos);
+    }
+
+    TEST_CASE("the method table lists every documented method once, sorted") {
+        const auto& names = method_names();
+        CHECK(std::is_sorted(names.begin(), names.end()));
+        CHECK(std::adjacent_find(names.begin(), names.end()) == names.end());
+        for (const char* m : {"hello",
+                              "version",
+                              "sandbox.create",
+                              "sandbox.run",
+                              "sandbox.ls",
+                              "sandbox.inspect",
+                              "sandbox.terminate",
+                              "sandbox.rm",
+                              "sandbox.prune",
+                              "run.stdin",
+                              "run.signal",
+                              "run.cancel",
+                              "audit.export",
+                              "audit.status",
+                              "snapshot.create",
+                              "snapshot.ls",
+                              "snapshot.rm",
+                              "pool.create",
+                              "pool.acquire",
+                              "pool.ls",
+                              "pool.resize",
+                              "pool.rm",
+                              "template.ls",
+                              "template.show",
+                              "template.validate",
+                              "image.build",
+                              "image.ls",
+                              "image.rm",
+                              "doctor"})
+            CHECK_MESSAGE(find_method(m) != nullptr, m);
+        CHECK(names.size() == 29);
+        try {
+            check_params("sandbox.frob", json::object());
+            FAIL("no error");
+        } catch (const Error& e) {
+            CHECK(e.code() == ErrorCode::not_found);
+        }
+        CHECK_NOTHROW(check_params("sandbox.run", {{"id", "x"}, {"argv", {"true"}}}));
+        CHECK_THROWS_AS(check_params("sandbox.run", {{"id", "x"}, {"argv", json::array()}}), Error);
+        CHECK_THROWS_AS(check_params("sandbox.create", {{"hidepid", 7}}), Error);
+    }
+}
