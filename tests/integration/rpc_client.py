@@ -95,6 +95,7 @@ class Request:
         self.chunks = []  # (stream, decoded length) per run.output
         self.exits = []  # params of each run.exit
         self.logs = []  # params of each log notification
+        self.finished = False  # a response that ends the request arrived (not a -32600 for a reused id)
 
     def __repr__(self):
         return f"<{self.method} id={self.id!r} responses={len(self.responses)}>"
@@ -379,6 +380,9 @@ class Client:
             req.done_at = time.monotonic()
         req.responses.append(msg)
         req.events.append(("response", msg))
+        # -32600 answers a bad line (such as a reused id), not the request in flight.
+        if not ("error" in msg and isinstance(msg["error"], dict) and msg["error"].get("code") == -32600):
+            req.finished = True
 
     def _notification(self, msg, body):
         method = msg["method"]
@@ -405,7 +409,7 @@ class Client:
                 self._violate(f"run.output chunk of {len(data)} decoded bytes (over 64 KiB) for request {req.id!r}")
             if req.exits:
                 self._violate(f"run.output after run.exit for request {req.id!r}")
-            if req.responses:
+            if req.finished:
                 self._violate(f"run.output after the response to request {req.id!r}")
             (req.stdout if stream == "stdout" else req.stderr).extend(data)
             req.chunks.append((stream, len(data)))
@@ -414,7 +418,7 @@ class Client:
             code, timed_out = params.get("exit_code"), params.get("timed_out")
             if not isinstance(code, int) or isinstance(code, bool) or not isinstance(timed_out, bool):
                 self._violate(f"run.exit without an integer exit_code and a boolean timed_out: {body[:300]!r}")
-            if req.responses:
+            if req.finished:
                 self._violate(f"run.exit after the response to request {req.id!r}")
             req.exits.append(params)
             req.events.append(("exit", params))

@@ -4,7 +4,8 @@
 # disconnects and socket permissions. The assertions are in serve_test.py
 # (Python standard library only); this script gives it a private state
 # directory and, through lib.sh, removes every sandbox afterwards, also when the
-# test fails or is interrupted.
+# test fails or is interrupted. Arguments go to unittest, for example
+# `bash tests/integration/serve.sh I_Streams L_BadInput.test_bad_ids`.
 source "$(dirname "${BASH_SOURCE[0]}")/lib.sh"
 sw_setup
 
@@ -17,7 +18,7 @@ HERE="$(cd "$(dirname "${BASH_SOURCE[0]}")" && pwd)"
 # cleanup (pgrep -f "$STATE") also ends any of them a failed test left behind.
 SANDWEAVE="$SW" SANDWEAVE_STATE_DIR="$STATE" SERVE_TEST_SCRATCH="$SCRATCH" \
     SANDWEAVE_SOURCE_DIR="${SANDWEAVE_SOURCE_DIR:-$(cd "$HERE/../.." && pwd)}" \
-    timeout -k 10 600 "$PY" "$HERE/serve_test.py"
+    timeout -k 10 600 "$PY" "$HERE/serve_test.py" "$@"
 rc=$?
 assert_eq "serve_test.py: every expectation of docs/protocol.md holds (see the FAIL/ERROR lines above)" 0 "$rc"
 

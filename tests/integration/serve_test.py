@@ -312,7 +312,8 @@ class A_Handshake(ServeCase):
         c = self.own(spawn(handshake=False))
         self.expectError("version", None, -32002, "version before hello", client=c)
         self.expectError("sandbox.create", {"name": "before-hello"}, -32002, "sandbox.create before hello", client=c)
-        self.expectError("no.such.method", None, -32002, "an unknown method before hello: any other request", client=c)
+        with self.subTest("an unknown method before hello"):
+            self.expectError("no.such.method", None, -32002, "an unknown method before hello: any other request", client=c)
         self.expectError("sandbox.run", {"id": S.sandbox, "argv": ["touch", "/tmp/before-hello"]}, -32002,
                          "sandbox.run before hello", client=c)
         c.hello()
@@ -526,7 +527,9 @@ class D_Audit(ServeCase):
             self.assertInt(st.get(k), f"{label}: {k}")
         self.assertIsInstance(st.get("reasons"), list, f"{label}: reasons is an array")
         self.assertTrue(all(isinstance(r, str) for r in st["reasons"]), f"{label}: reasons are strings")
-        self.assertEqual(st.get("sandbox"), sandbox, f"{label}: sandbox")
+        with self.subTest(f"{label}: sandbox field"):  # reported on its own; the rest goes on
+            self.assertEqual(st.get("sandbox"), sandbox,
+                             f"{label}: the status names its sandbox in `sandbox` (fields: {sorted(st)})")
         self.assertIsInstance(st.get("runtime_version"), str, f"{label}: runtime_version")
 
     def checkExportFiles(self, path, st, label):
@@ -637,15 +640,26 @@ class F_Pools(ServeCase):
             self.assertInt(p.get(k), f"{label}: {k}")
         self.assertIsInstance(p.get("options"), dict, f"{label}: options")
         self.assertTime(p.get("created_at"), f"{label}: created_at")
-        self.assertIn("last_error", p, f"{label}: last_error (a field of every pool in docs/protocol.md)")
+        with self.subTest(f"{label}: last_error field"):
+            self.assertIn("last_error", p, f"{label}: last_error (listed among the pool's fields; "
+                                           f"null or empty when there was none): {p}")
 
     def test_pool(self):
         name = "serve-pool"
-        p = self.c.call("pool.create", {"name": name, "size": 1}, timeout=180)
         S.pools.append(name)
-        self.checkPool(p, "pool.create", name, 1)
-        self.assertEqual(p["warm"], 1, "pool.create starts every member before it returns: warm 1")
-        self.assertEqual(p["in_use"], 0, "pool.create: in_use 0")
+        with self.subTest("pool.create"):
+            try:
+                p = self.c.call("pool.create", {"name": name, "size": 1}, timeout=180)
+            except RpcError:
+                # Reported here; the pool is then made by the CLI so that the
+                # other pool methods are still checked.
+                r = subprocess.run([SW, "--state-dir", STATE, "pool", "create", name, "--size", "1"],
+                                   capture_output=True, text=True, timeout=180)
+                self.assertEqual(r.returncode, 0, f"(fallback) sandweave pool create: {r.stderr}")
+                raise
+            self.checkPool(p, "pool.create", name, 1)
+            self.assertEqual(p["warm"], 1, "pool.create starts every member before it returns: warm 1")
+            self.assertEqual(p["in_use"], 0, "pool.create: in_use 0")
 
         ls = self.c.call("pool.ls")
         self.assertIsInstance(ls.get("pools"), list, "pool.ls: result.pools is an array")
@@ -788,11 +802,13 @@ class H_Run(ServeCase):
 class I_Streams(ServeCase):
     def test_10mib_stdout_and_stderr_kept_apart(self):
         mib = 1 << 20
-        prep = ("dd if=/dev/urandom of=/tmp/serve-out.bin bs=1048576 count=10 2>/dev/null && "
-                "dd if=/dev/urandom of=/tmp/serve-err.bin bs=1048576 count=10 2>/dev/null && "
-                "sha256sum /tmp/serve-out.bin /tmp/serve-err.bin")
+        # head -c, not dd: a read of /dev/urandom may be short and dd counts reads.
+        prep = ("head -c 10485760 /dev/urandom >/tmp/serve-out.bin && head -c 10485760 /dev/urandom >/tmp/serve-err.bin && "
+                "wc -c </tmp/serve-out.bin && wc -c </tmp/serve-err.bin && sha256sum /tmp/serve-out.bin /tmp/serve-err.bin")
         out, _, _ = self.run_ok(["sh", "-c", prep], "writing 2 x 10 MiB of random data in the guest")
-        sums = {line.split()[1]: line.split()[0] for line in out.decode().splitlines()}
+        lines = out.decode().split("\n")
+        self.assertEqual([ln.strip() for ln in lines[:2]], [str(10 * mib)] * 2, f"(setup) the guest files are 10 MiB: {out!r}")
+        sums = {line.split()[1]: line.split()[0] for line in lines[2:] if line}
         self.assertEqual(len(sums), 2, f"guest sha256sum output: {out!r}")
         self.assertNotEqual(sums["/tmp/serve-out.bin"], sums["/tmp/serve-err.bin"], "the two files differ")
         t0 = time.monotonic()
@@ -877,26 +893,35 @@ class I_Streams(ServeCase):
         self.checkRunResult(req, req.result(30), 0, "the command after a run.stdin past eof")
 
     def test_stdin_limit_16mib_waiting(self):
-        # The command does not read for 3 s; 20 MiB sent without waiting: what
-        # is over 16 MiB waiting gets error 1 and is not appended.
-        req = self.c.start_run(S.sandbox, ["sh", "-c", "sleep 3; wc -c"], stdin=True)
+        # The command reads nothing until told to; 20 MiB are sent without
+        # waiting: what is over 16 MiB waiting gets error 1 and is not appended.
+        go = "/tmp/serve-stdin-go"
+        req = self.c.start_run(S.sandbox, ["sh", "-c", f"while [ ! -e {go} ]; do sleep 0.05; done; wc -c"], stdin=True)
         chunk = b"\xab" * MAX_CHUNK
         data = b64(chunk)
         sends = [self.c.send("run.stdin", {"request": req.id, "data": data}) for _ in range((20 << 20) // MAX_CHUNK)]
+        # Requests for one command are applied in order: once the last chunk
+        # (surely beyond 16 MiB) is answered, every chunk before it was decided.
+        last = sends[-1].wait(120)
+        self.assertEqual(last.get("error", {}).get("code"), 1,
+                         f"run.stdin of the 320th 64 KiB chunk while the command reads nothing: error 1 "
+                         f"(at most 16 MiB may wait unwritten): {last}")
+        self.run_ok(["touch", go], "letting the reader go")
         answers = [s.wait(120) for s in sends]
         ok = [a for a in answers if "result" in a]
         errors = [a for a in answers if "error" in a]
-        self.assertTrue(errors, f"20 MiB sent to a command that does not read: some run.stdin get error 1 "
-                                f"(at most 16 MiB may wait); {len(ok)} chunks were accepted")
-        codes = sorted({a["error"]["code"] for a in errors})
+        codes = sorted({a["error"].get("code") for a in errors})
         self.assertEqual(codes, [1], "run.stdin beyond 16 MiB waiting: error 1")
         self.assertLessEqual(len(ok) * MAX_CHUNK, 17 << 20,
                              "at most 16 MiB may wait unwritten (plus what the stdin pipe itself holds)")
+        self.assertGreaterEqual(len(ok) * MAX_CHUNK, 16 << 20, "up to 16 MiB may wait: 16 MiB are accepted")
         self.c.send_stdin(req, eof=True)
         res = req.result(120)
         self.checkRunResult(req, res, 0, "wc -c after the flood")
         self.assertEqual(int(req.stdout.strip() or b"-1"), len(ok) * MAX_CHUNK,
                          f"the command read exactly the accepted chunks ({len(ok)} x 64 KiB; {len(errors)} refused)")
+        sys.stderr.write(f"  ({len(ok)} chunks of 64 KiB accepted, {len(errors)} refused) ")
+        self.run_ok(["rm", "-f", go], "removing the go file")
 
 
 class J_Concurrency(ServeCase):
@@ -1065,6 +1090,11 @@ class L_BadInput(ServeCase):
         i = self.next_id()
         self.bad(f'{{"jsonrpc":"2.0","id":{i},"method":"version","params":"x"}}\n', -32602,
                  "params a string", id=i, id_or_null=True)
+        with self.subTest("params null"):
+            # "params is an object (or omitted, meaning {})": null is neither.
+            i = self.next_id()
+            self.bad(f'{{"jsonrpc":"2.0","id":{i},"method":"version","params":null}}\n', -32602,
+                     "params null (params is an object, or omitted)", id=i, id_or_null=True)
 
     def test_line_length_limit(self):
         i = self.next_id()
@@ -1179,6 +1209,7 @@ class M_Disconnect(ServeCase):
             if client.poll() is None:
                 client.kill()
                 client.wait()
+            client.stdout.close()
 
     def test_stdin_closed_mid_run(self):
         c2 = spawn()
