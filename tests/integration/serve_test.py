@@ -906,6 +906,10 @@ class I_Streams(ServeCase):
         self.assertEqual(last.get("error", {}).get("code"), 1,
                          f"run.stdin of the 320th 64 KiB chunk while the command reads nothing: error 1 "
                          f"(at most 16 MiB may wait unwritten): {last}")
+        acked = sum(1 for x in sends if x.responses and "result" in x.responses[0])
+        self.assertLess(acked * MAX_CHUNK, 1 << 20,
+                        f"run.stdin is answered once its data is written to the pipe: {acked} chunks were "
+                        f"acknowledged while the command read nothing")
         self.run_ok(["touch", go], "letting the reader go")
         answers = [s.wait(120) for s in sends]
         ok = [a for a in answers if "result" in a]
@@ -1335,6 +1339,23 @@ class N_Socket(ServeCase):
         os.chmod(d, 0o700)
         os.chown(d, 1001, 1001)
         self.refused_dir(d, "a directory owned by uid 1001")
+
+
+class O_NoRuntime(ServeCase):
+    def test_runtime_missing(self):
+        state2 = tempfile.mkdtemp(prefix="noruntime-state.", dir=SCRATCH)
+        try:
+            env = dict(os.environ, SANDWEAVE_RUNSC="/nonexistent/runsc")
+            c = self.own(spawn(state_dir=state2, env=env))
+            v = c.call("version")
+            self.assertNotIn("runtime", v, f"version: runtime is omitted when no runtime is found: {v}")
+            d = c.call("doctor", timeout=120)
+            self.assertIs(d.get("ok"), False, "doctor without a runtime: ok is false (a required check failed)")
+            self.expectError("sandbox.create", {}, 5, "sandbox.create without a runtime: error 5", client=c, timeout=120)
+        finally:
+            for cl in self._clients:
+                cl.close(timeout=10)
+            shutil.rmtree(state2, ignore_errors=True)
 
 
 # --- fixture -----------------------------------------------------------------------------------
