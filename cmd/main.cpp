@@ -58,7 +58,9 @@ std::string check_verbs(CLI::App& app, const std::vector<std::string>& args) {
     std::string path;
     for (std::size_t i = 0; i < args.size(); ++i) {
         const std::string& a = args[i];
-        if (a == "--runsc" || a == "--state-dir" || a == "--host") {
+        if (a == "--runsc" || a == "--state-dir" || a == "--host" || a == "--identity" ||
+            a == "--known-hosts" || a == "--ssh-config" || a == "--connect-timeout" ||
+            a == "--remote-binary") {
             ++i;  // its value
             continue;
         }

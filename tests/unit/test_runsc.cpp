@@ -5,83 +5,24 @@
 #include <doctest/doctest.h>
 
 #include <signal.h>
-#include <unistd.h>
 
 #include <algorithm>
-#include <deque>
 #include <filesystem>
-#include <functional>
 
 #include <nlohmann/json.hpp>
 
+#include "fixtures.hpp"
 #include "lib/core/error.hpp"
 #include "lib/core/fsutil.hpp"
 #include "lib/runtime/runsc.hpp"
 
 using namespace sandweave;
+using sandweave::test::FakeRunner;
+using sandweave::test::TempDir;
 namespace fs = std::filesystem;
 using nlohmann::json;
 
 namespace {
-
-// Records every command; answers from a script of results (default: success).
-class FakeRunner final : public CommandRunner {
-  public:
-    struct Reply {
-        CommandResult result;
-        std::string log_fd_text;  // written to the fd passed as the child's fd 3
-        std::function<void(const Command&)> inspect;
-    };
-
-    std::vector<Command> calls;
-    std::vector<bool> attached;
-    std::vector<fs::path> console_logs;  // for launch_detached calls
-    std::deque<Reply> replies;
-
-    void reply(int exit_status, std::string out = "", std::string log = "") {
-        Reply r;
-        r.result.exit_status = exit_status;
-        r.result.out = std::move(out);
-        r.log_fd_text = std::move(log);
-        replies.push_back(std::move(r));
-    }
-
-    // Never a real shim here: the shim re-executes the running binary, which in
-    // this test binary would be doctest again.
-    LaunchResult launch_detached(const Command& cmd, const fs::path& console_log) override {
-        console_logs.push_back(console_log);
-        std::string log;
-        if (!replies.empty())
-            std::swap(log, replies.front().log_fd_text);  // returned, not written to fd 3
-        CommandResult r = answer(cmd, false);
-        return LaunchResult{r.shell_status(), log};
-    }
-    CommandResult run(const Command& cmd) override { return answer(cmd, false); }
-    CommandResult run_attached(const Command& cmd, const AttachOptions&) override {
-        return answer(cmd, true);
-    }
-
-  private:
-    CommandResult answer(const Command& cmd, bool is_attached) {
-        calls.push_back(cmd);
-        attached.push_back(is_attached);
-        if (replies.empty()) {
-            CommandResult ok;
-            ok.exit_status = 0;
-            return ok;
-        }
-        Reply r = std::move(replies.front());
-        replies.pop_front();
-        if (r.inspect) r.inspect(cmd);
-        if (!r.log_fd_text.empty()) {
-            for (const auto& [ours, theirs] : cmd.pass_fds)
-                if (theirs == 3)
-                    CHECK(::write(ours, r.log_fd_text.data(), r.log_fd_text.size()) ==
-                          static_cast<ssize_t>(r.log_fd_text.size()));
-        }
-        return r.result;
-    }
-};
 
 const std::vector<std::string> global = {"--root=/state/runsc", "--platform=ptrace",
                                          "--network=none"};
@@ -101,19 +42,6 @@ std::vector<std::string> after(const std::vector<std::string>& argv,
     REQUIRE(sub != argv.end());
     return std::vector<std::string>(sub + 1, argv.end());
 }
-
-struct TempDir {
-    fs::path path;
-    TempDir() {
-        std::string tmpl = (fs::temp_directory_path() / "sandweave-runsc-test.XXXXXX").string();
-        REQUIRE(::mkdtemp(tmpl.data()) != nullptr);
-        path = tmpl;
-    }
-    ~TempDir() {
-        std::error_code ec;
-        fs::remove_all(path, ec);
-    }
-};
 
 // One line of runsc's --log-fd output, keys in runsc's order.
 std::string log_line(const std::string& msg, const std::string& level = "error") {
@@ -135,7 +63,7 @@ TEST_SUITE("runsc") {
 
     TEST_CASE("every call carries the same global flags after the binary") {
         FakeRunner fake;
-        TempDir t;
+        TempDir t("runsc");
         Runsc runsc(fake, "/opt/runsc", global);
         fake.reply(0);                                                  // run
         fake.reply(0, R"({"id":"sw-1","status":"running","pid":42})");  // state
@@ -163,7 +91,7 @@ TEST_SUITE("runsc") {
     TEST_CASE(
         "run --detach: bundle and id, runsc output to the console log, errors from --log-fd") {
         FakeRunner fake;
-        TempDir t;
+        TempDir t("runsc");
         Runsc runsc(fake, "/opt/runsc", global);
         runsc.run_detached("sw-abc", t.path / "bundle", t.path / "console.log");
         REQUIRE(fake.calls.size() == 1u);
@@ -252,7 +180,7 @@ TEST_SUITE("runsc") {
 
     TEST_CASE("exec: a process spec with the user, cwd, env and argv; attached; cleaned up after") {
         FakeRunner fake;
-        TempDir t;
+        TempDir t("runsc");
         Runsc runsc(fake, "/opt/runsc", global);
         json seen;
         FakeRunner::Reply r;
@@ -290,7 +218,7 @@ TEST_SUITE("runsc") {
 
     TEST_CASE("exec as root keeps Docker's default capabilities") {
         FakeRunner fake;
-        TempDir t;
+        TempDir t("runsc");
         Runsc runsc(fake, "/opt/runsc", global);
         json seen;
         FakeRunner::Reply r;
@@ -309,7 +237,7 @@ TEST_SUITE("runsc") {
 
     TEST_CASE("exec status: runsc's own failures become 127 / 126 / 125, a signal 128+N") {
         FakeRunner fake;
-        TempDir t;
+        TempDir t("runsc");
         Runsc runsc(fake, "/opt/runsc", global);
         ExecRequest req{{"nosuch"}, {}, "/", {}};
 

@@ -12,27 +12,16 @@
 #include <set>
 #include <thread>
 
+#include "fixtures.hpp"
 #include "lib/core/error.hpp"
 #include "lib/core/fsutil.hpp"
 #include "lib/store/state.hpp"
 
 using namespace sandweave;
+using sandweave::test::TempDir;
 namespace fs = std::filesystem;
 
 namespace {
-
-struct TempDir {
-    fs::path path;
-    TempDir() {
-        std::string tmpl = (fs::temp_directory_path() / "sandweave-state-test.XXXXXX").string();
-        REQUIRE(::mkdtemp(tmpl.data()) != nullptr);
-        path = tmpl;
-    }
-    ~TempDir() {
-        std::error_code ec;
-        fs::remove_all(path, ec);
-    }
-};
 
 SandboxRecord record(const std::string& id, const std::string& name,
                      const std::string& created_at) {
@@ -72,7 +61,7 @@ ErrorCode code_of(const std::function<void()>& fn) {
 
 TEST_SUITE("state") {
     TEST_CASE("the store creates its layout") {
-        TempDir t;
+        TempDir t("state");
         StateStore store(t.path / "state");
         for (const char* sub : {"sandboxes", "names", "runsc", "images"}) {
             CAPTURE(sub);
@@ -83,7 +72,7 @@ TEST_SUITE("state") {
     }
 
     TEST_CASE("a state directory that is a file or not writable is refused") {
-        TempDir t;
+        TempDir t("state");
         fs::path file = t.path / "file";
         write_file_atomic(file, "x");
         CHECK_THROWS_AS(StateStore{file}, Error);
@@ -91,7 +80,7 @@ TEST_SUITE("state") {
     }
 
     TEST_CASE("reserve hands out fresh sw-<12 hex> ids with their directory") {
-        TempDir t;
+        TempDir t("state");
         StateStore store(t.path);
         std::set<std::string> ids;
         for (int i = 0; i < 50; ++i) {
@@ -104,7 +93,7 @@ TEST_SUITE("state") {
     }
 
     TEST_CASE("a name is reserved once; a taken or invalid name is a usage error") {
-        TempDir t;
+        TempDir t("state");
         StateStore store(t.path);
         std::string id = store.reserve("web");
         CHECK(fs::is_symlink(t.path / "names/web"));
@@ -129,7 +118,7 @@ TEST_SUITE("state") {
     }
 
     TEST_CASE("concurrent reservations of one name: exactly one wins") {
-        TempDir t;
+        TempDir t("state");
         StateStore store(t.path);
         std::atomic<int> won{0}, lost{0};
         std::vector<std::thread> threads;
@@ -148,7 +137,7 @@ TEST_SUITE("state") {
     }
 
     TEST_CASE("resolve_id by exact id, name and unique prefix") {
-        TempDir t;
+        TempDir t("state");
         StateStore store(t.path);
         std::string a = store.reserve("alpha");
         store.save(record(a, "alpha", "2024-01-01T00:00:00Z"));
@@ -172,7 +161,7 @@ TEST_SUITE("state") {
     }
 
     TEST_CASE("an ambiguous prefix is an error, not a guess") {
-        TempDir t;
+        TempDir t("state");
         StateStore store(t.path);
         for (const char* id : {"sw-abcd11111111", "sw-abcd22222222"}) {
             fs::create_directory(store.sandbox_dir(id));
@@ -184,7 +173,7 @@ TEST_SUITE("state") {
     }
 
     TEST_CASE("save/load round trip, atomically, with mode 0600") {
-        TempDir t;
+        TempDir t("state");
         StateStore store(t.path);
         std::string id = store.reserve("rt");
         SandboxRecord r = record(id, "rt", "2024-05-06T07:08:09Z");
@@ -218,7 +207,7 @@ TEST_SUITE("state") {
     }
 
     TEST_CASE("a corrupt record is an error naming the file") {
-        TempDir t;
+        TempDir t("state");
         StateStore store(t.path);
         std::string id = store.reserve("");
         write_file_atomic(store.sandbox_dir(id) / "sandbox.json", "{ not json");
@@ -232,7 +221,7 @@ TEST_SUITE("state") {
 
     TEST_CASE(
         "list returns saved records oldest first, skipping reservations and corrupt records") {
-        TempDir t;
+        TempDir t("state");
         StateStore store(t.path);
         std::string late = store.reserve("late");
         store.save(record(late, "late", "2024-03-01T00:00:00Z"));
