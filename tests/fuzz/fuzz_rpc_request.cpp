@@ -47,7 +47,9 @@ void require(bool ok) {
     if (!ok) std::abort();
 }
 
-bool valid_id(const json& id) { return id.is_null() || id.is_string() || id.is_number_integer(); }
+bool valid_id(const json& id) {
+    return id.is_null() || id.is_string() || id.is_number_integer();
+}
 
 // One line of JSON-RPC 2.0 as the server would write it.
 json parsed_line(const std::string& line) {
@@ -83,7 +85,8 @@ extern "C" int LLVMFuzzerTestOneInput(const std::uint8_t* data, std::size_t size
                 err.code == rpc::code::invalid_params);
         require(valid_id(err.id));
         if (err.code == rpc::code::parse_error) require(err.id.is_null());
-        if (size > rpc::max_line_bytes) require(err.code == rpc::code::invalid_request && err.id.is_null());
+        if (size > rpc::max_line_bytes)
+            require(err.code == rpc::code::invalid_request && err.id.is_null());
         // The message may quote the input: the error line must still be valid JSON.
         json out = parsed_line(rpc::encode_error(err.id, err.code, err.message));
         require(out.contains("error") && out["error"].value("code", 0) == err.code);
