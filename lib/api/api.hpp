@@ -254,15 +254,22 @@ struct SnapshotList {
 
 // ---- pools -----------------------------------------------------------------
 
+// `name` is the pool's: its members get none, so the create options are
+// flattened into the params object without theirs.
 struct PoolCreateParams {
     std::string name;
     int size = 0;
-    CreateParams options;  // flattened into the params object
+    CreateParams options;
     template <class V>
     void fields(V& v) {
         v.required("name", name);
         v.required("size", size);
-        options.fields(v);
+        v.optional("template", options.template_ref);
+        v.optional("from_snapshot", options.from_snapshot);
+        v.optional("hidepid", options.hidepid);
+        v.optional("audit", options.audit);
+        v.optional("user", options.user);
+        v.optional("labels", options.labels);
     }
 };
 
@@ -520,6 +527,15 @@ struct OneShotResult {
     bool audit_log_refused = false;
 };
 OneShotResult one_shot(Api& api, const OneShotParams& p, const RunIo& io);
+
+// ---- a remote worker ------------------------------------------------------
+
+// A create request as it must travel to a worker on another host: a template
+// given as a file on this host is resolved here (its extends chain included,
+// from this host's template directories under `client_state_dir`) and sent
+// as the resolved document; a template name or inline text goes as it is and
+// resolves on the worker.
+CreateParams for_remote_worker(CreateParams p, const std::filesystem::path& client_state_dir);
 
 // ---- an export written on the client ---------------------------------------
 

@@ -1,3 +1,6 @@
+// What a client does on its own side for a remote worker (api.hpp, "a remote
+// worker" and "an export written on the client").
+//
 // An audit export written on the client (see export_to_client in api.hpp).
 // The order is what keeps a status truthful: the old sidecar goes first, the
 // log lands under its name only after its bytes were checked against the
@@ -14,6 +17,7 @@
 #include "lib/core/error.hpp"
 #include "lib/core/fd.hpp"
 #include "lib/core/fsutil.hpp"
+#include "lib/spec/template.hpp"
 
 namespace sandweave::api {
 
@@ -30,6 +34,15 @@ std::string hex(const unsigned char* p, unsigned n) {
 }
 
 }  // namespace
+
+CreateParams for_remote_worker(CreateParams p, const std::filesystem::path& client_state_dir) {
+    if (p.template_ref && is_template_file(*p.template_ref)) {
+        auto resolved =
+            TemplateResolver::with_default_paths(client_state_dir).resolve(*p.template_ref);
+        p.template_ref = resolved.doc.dump();
+    }
+    return p;
+}
 
 audit::Status export_to_client(Api& api, const std::string& id, const std::string& path_text,
                                const std::string& via) {

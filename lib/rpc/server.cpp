@@ -286,12 +286,14 @@ void Connection::dispatch(Request r) {
     auto refuse = [&](int c, const std::string& msg, int status = 2) {
         if (!notification) send(encode_error(r.id, c, msg, error_data(status)));
     };
-    const api::Method* m = api::find_method(r.method);
-    if (!m)
-        return refuse(code::method_not_found, "unknown method '" + r.method.substr(0, 64) + "'");
     if (r.method != "hello" && !hello_done_)
         return refuse(code::handshake_required,
                       "handshake required: the first request must be `hello`");
+    const api::Method* m = api::find_method(r.method);
+    if (m && std::find(opts_.without.begin(), opts_.without.end(), r.method) != opts_.without.end())
+        m = nullptr;
+    if (!m)
+        return refuse(code::method_not_found, "unknown method '" + r.method.substr(0, 64) + "'");
     try {
         m->check(r.params);
     } catch (const Error& e) {
@@ -312,8 +314,10 @@ void Connection::dispatch(Request r) {
     std::string key = key_of(r.id);
     {
         std::lock_guard<std::mutex> g(mu_);
+        // Answered with id null: an answer with that id would look like the
+        // first request's own.
         if (in_flight_.count(key))
-            return (void)send(encode_error(r.id, code::invalid_request,
+            return (void)send(encode_error(nullptr, code::invalid_request,
                                            "id " + r.id.dump() + " is already in flight",
                                            error_data(2)));
         if (in_flight_.size() >= max_in_flight)
@@ -658,6 +662,13 @@ void serve_socket(api::Api& api, const std::filesystem::path& path, int stop_fd,
                                             error_data(1));
             line += '\n';
             (void)write_all(conn.get(), line);
+            // Close gently: with the peer's unread bytes still queued, close()
+            // would reset the connection and the peer might never read why.
+            ::shutdown(conn.get(), SHUT_WR);
+            pollfd p{conn.get(), POLLIN, 0};
+            char sink[4096];
+            for (int i = 0; i < 8 && ::poll(&p, 1, 50) > 0; ++i)
+                if (::read(conn.get(), sink, sizeof sink) <= 0) break;
             continue;
         }
         {
