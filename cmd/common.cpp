@@ -16,7 +16,7 @@ Session::Session(const GlobalOptions& g) {
         g.state_dir.empty() ? StateStore::default_root() : std::filesystem::path(g.state_dir);
     store_ = std::make_unique<StateStore>(root);
     ctx_ = std::make_unique<Context>(
-        Context{*store_, runner_, g.runsc.empty() ? std::nullopt : std::optional(g.runsc)});
+        Context{*store_, runner_, host_, g.runsc.empty() ? std::nullopt : std::optional(g.runsc)});
 }
 
 void print_json(const nlohmann::json& j) {

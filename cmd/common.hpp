@@ -43,6 +43,7 @@ class Session {
 
   private:
     LocalRunner runner_;
+    LocalHost host_;
     std::unique_ptr<StateStore> store_;
     std::unique_ptr<Context> ctx_;
 };
