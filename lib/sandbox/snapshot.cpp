@@ -173,46 +173,37 @@ SnapshotRecord create_snapshot(Context& ctx, const SnapshotRequest& req) {
             // Recorded first: if we die while it is paused, the next snapshot
             // command (sweep_abandoned) resumes it.
             write_file_atomic(tmp / "paused-source", id, 0600);
-            auto pause = runsc.raw({"pause", id});
-            if (!pause.ok()) throw Error(ErrorCode::runtime, "runsc pause: " + pause.describe());
+            runsc.pause(id);
             try {
                 copy_tree(ctx, sdir / "upper", tmp / "layer");
             } catch (...) {
-                runsc.raw({"resume", id});
+                runsc.raw({"resume", id});  // best effort: the copy's error is the one to report
                 throw;
             }
-            auto resume = runsc.raw({"resume", id});
-            if (!resume.ok()) throw Error(ErrorCode::runtime, "runsc resume: " + resume.describe());
+            runsc.resume(id);
             fs::remove(tmp / "paused-source");
         } else {
             // checkpoint stops the sandbox; the layer is copied at that instant,
             // then the source is restored in place and keeps running.
             make_dirs(tmp / "checkpoint", 0700);
-            auto cp = runsc.raw({"checkpoint", "--image-path", (tmp / "checkpoint").string(), id});
-            if (!cp.ok()) throw Error(ErrorCode::runtime, "runsc checkpoint: " + cp.describe());
+            runsc.checkpoint(id, tmp / "checkpoint");
             std::optional<Error> copy_error;
             try {
                 copy_tree(ctx, sdir / "upper", tmp / "layer");
             } catch (const Error& e) {
                 copy_error = e;
             }
-            runsc.raw({"delete", id});
-            Command restore;
-            restore.argv = {r.runsc, "--log-fd=3"};
-            restore.argv.insert(restore.argv.end(), r.runsc_flags.begin(), r.runsc_flags.end());
-            for (const auto& a : {std::string("restore"), std::string("--detach"),
-                                  std::string("--image-path"), (tmp / "checkpoint").string(),
-                                  std::string("--bundle"), (sdir / "bundle").string(), id})
-                restore.argv.push_back(a);
-            restore.timeout = std::chrono::seconds(60);
-            auto res = ctx.runner.launch_detached(restore, sdir / "logs/console.log");
-            if (res.exit_status != 0) {
+            runsc.raw({"delete", id});  // checkpoint stopped it; a leftover would block restore
+            try {
+                runsc.restore_detached(id, sdir / "bundle", tmp / "checkpoint",
+                                       sdir / "logs/console.log");
+            } catch (const Error& e) {
                 r.state = SandboxState::failed;
-                r.error = "restore after memory snapshot failed: " + res.runtime_error;
+                r.error = std::string("restore after memory snapshot failed: ") + e.what();
                 ctx.store.save(r);
-                throw Error(ErrorCode::runtime,
-                            "sandbox " + id +
-                                " could not be resumed after its checkpoint: " + res.runtime_error);
+                throw Error(
+                    ErrorCode::runtime,
+                    "sandbox " + id + " could not be resumed after its checkpoint: " + e.what());
             }
             if (copy_error) throw *copy_error;
         }
