@@ -15,7 +15,6 @@
 #include <sys/socket.h>
 #include <sys/stat.h>
 #include <sys/un.h>
-#include <sys/wait.h>
 #include <unistd.h>
 
 #include <openssl/evp.h>
@@ -30,6 +29,7 @@
 #include "lib/audit/state.hpp"
 #include "lib/core/error.hpp"
 #include "lib/core/fsutil.hpp"
+#include "lib/core/helper.hpp"
 
 namespace sandweave::audit {
 
@@ -563,76 +563,30 @@ pid_t start_writer(const fs::path& self_exe, const WriterOptions& opts) {
                         "audit directory path too long for a unix socket: " + opts.dir.string());
         write_file_atomic(points_path(opts.dir), points_to_json(opts.points).dump() + "\n", 0600);
 
-        int pipefd[2];
-        if (::pipe2(pipefd, O_CLOEXEC) != 0) throw_errno("pipe");
-        // Everything the child needs is prepared before fork: after fork in a
-        // possibly multi-threaded caller only async-signal-safe calls are allowed.
         WriterOptions child_opts = opts;
-        child_opts.ready_fd = 3;
-        std::vector<std::string> args = writer_argv(child_opts);
-        args.insert(args.begin(), self_exe.string());
-        std::vector<char*> argv;
-        for (auto& a : args) argv.push_back(a.data());
-        argv.push_back(nullptr);
-        std::string log_file = (opts.dir / "writer.log").string();
-
-        pid_t child = ::fork();
-        if (child < 0) {
-            int err = errno;
-            ::close(pipefd[0]);
-            ::close(pipefd[1]);
-            throw_errno("fork", err);
+        child_opts.ready_fd = helper_report_fd;
+        HelperSpec spec;
+        spec.argv = writer_argv(child_opts);
+        spec.argv.insert(spec.argv.begin(), self_exe.string());
+        spec.log = opts.dir / "writer.log";
+        spec.timeout = 30s;
+        HelperReport report = launch_helper(spec);
+        std::uint64_t pid = 0;
+        switch (report.outcome) {
+            case HelperReport::Outcome::ready:
+                if (parse_u64(report.detail, pid)) return static_cast<pid_t>(pid);
+                throw Error(ErrorCode::general,
+                            "unexpected readiness message: ok " + report.detail);
+            case HelperReport::Outcome::failed:
+                throw Error(ErrorCode::general, report.detail);
+            case HelperReport::Outcome::garbled:
+                throw Error(ErrorCode::general, "unexpected readiness message: " + report.detail);
+            case HelperReport::Outcome::silent:
+            case HelperReport::Outcome::timed_out:
+                break;
         }
-        if (child == 0) {
-            // Intermediate: new session, fork the daemon, exit so the daemon is
-            // reparented away from the caller (no zombie, outlives the CLI).
-            ::setsid();
-            pid_t daemon = ::fork();
-            if (daemon != 0) ::_exit(daemon < 0 ? 1 : 0);
-            int null = ::open("/dev/null", O_RDWR);
-            int logfd = ::open(log_file.c_str(), O_WRONLY | O_CREAT | O_APPEND, 0600);
-            if (null >= 0) {
-                ::dup2(null, 0);
-                ::dup2(null, 1);
-            }
-            if (logfd >= 0) ::dup2(logfd, 2);
-            ::dup2(pipefd[1], 3);  // dup2 clears close-on-exec on fd 3
-            ::close_range(4, ~0U, CLOSE_RANGE_CLOEXEC);
-            ::execv(argv[0], argv.data());
-            const char msg[] = "error exec of the audit writer failed\n";
-            (void)!::write(3, msg, sizeof msg - 1);
-            ::_exit(127);
-        }
-        ::close(pipefd[1]);
-        int status = 0;
-        while (::waitpid(child, &status, 0) < 0 && errno == EINTR) {
-        }
-        std::string msg;
-        char buf[4096];
-        auto deadline = std::chrono::steady_clock::now() + 30s;
-        for (;;) {
-            auto left = std::chrono::duration_cast<std::chrono::milliseconds>(
-                deadline - std::chrono::steady_clock::now());
-            if (left.count() <= 0) break;
-            pollfd p{pipefd[0], POLLIN, 0};
-            int rc = ::poll(&p, 1, static_cast<int>(left.count()));
-            if (rc < 0 && errno == EINTR) continue;
-            if (rc <= 0) break;
-            ssize_t n = ::read(pipefd[0], buf, sizeof buf);
-            if (n <= 0) break;
-            msg.append(buf, static_cast<std::size_t>(n));
-            if (msg.size() > 65536) break;
-        }
-        ::close(pipefd[0]);
-        while (!msg.empty() && msg.back() == '\n') msg.pop_back();
-        if (msg.rfind("ok ", 0) == 0) {
-            std::uint64_t pid;
-            if (parse_u64(msg.substr(3), pid)) return static_cast<pid_t>(pid);
-        }
-        if (msg.rfind("error ", 0) == 0) throw Error(ErrorCode::general, msg.substr(6));
         throw Error(ErrorCode::general,
-                    msg.empty() ? "the writer exited without reporting (see " + log_file + ")"
-                                : "unexpected readiness message: " + msg);
+                    "the writer exited without reporting (see " + spec.log.string() + ")");
     });
 }
 

@@ -38,6 +38,7 @@
 #include "lib/audit/state.hpp"
 #include "lib/core/error.hpp"
 #include "lib/core/fsutil.hpp"
+#include "lib/core/helper.hpp"
 #include "lib/core/log.hpp"
 
 namespace sandweave::audit {
@@ -154,13 +155,14 @@ bool line_is_event(std::string_view line) {
 
 class Writer {
   public:
-    explicit Writer(const WriterOptions& o) : opts_(o) {}
+    explicit Writer(const WriterOptions& o)
+        : opts_(o),
+          ready_(o.ready_fd >= 0 ? ReadinessReporter(Fd(o.ready_fd)) : ReadinessReporter()) {}
     ~Writer();
     int run();
 
   private:
     void setup();
-    void report_ready(const std::string& line);
 
     // reader thread
     void reader_loop();
@@ -204,6 +206,7 @@ class Writer {
                                                bool stop, std::chrono::milliseconds timeout);
 
     WriterOptions opts_;
+    ReadinessReporter ready_;  // the launcher's end: "ok PID" or "error MESSAGE"
     fs::path log_path_, state_path_, reserve_path_;
     int log_fd_ = -1, sink_fd_ = -1, control_fd_ = -1, wake_fd_ = -1, signal_fd_ = -1;
     dev_t dir_dev_ = 0;
@@ -251,14 +254,6 @@ class Writer {
 Writer::~Writer() {
     for (int fd : {log_fd_, sink_fd_, control_fd_, wake_fd_, signal_fd_, conn_fd_})
         if (fd >= 0) ::close(fd);
-}
-
-void Writer::report_ready(const std::string& line) {
-    if (opts_.ready_fd < 0) return;
-    std::string msg = line + "\n";
-    (void)!::write(opts_.ready_fd, msg.data(), msg.size());
-    ::close(opts_.ready_fd);
-    opts_.ready_fd = -1;
 }
 
 void Writer::setup() {
@@ -924,12 +919,12 @@ int Writer::run() {
         signal_fd_ = ::signalfd(-1, &set, SFD_CLOEXEC | SFD_NONBLOCK);
         if (signal_fd_ < 0) throw_errno("signalfd");
     } catch (const std::exception& e) {
-        report_ready(std::string("error ") + e.what());
+        ready_.error(e.what());
         return 1;
     }
     std::thread writer([this] { writer_loop(); });
     std::thread reader([this] { reader_loop(); });
-    report_ready("ok " + std::to_string(::getpid()));
+    ready_.ready(std::to_string(::getpid()));
     log().info("audit writer: listening on " + sink_socket_path(opts_.dir).string());
     control_loop();
     reader.join();

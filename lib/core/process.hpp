@@ -1,7 +1,9 @@
 #pragma once
 // Process execution behind an interface. Everything that runs a program (runsc,
-// debootstrap, the audit writer) goes through a CommandRunner, so the layers above
-// can be unit-tested with a fake and, later, run on a worker over SSH.
+// debootstrap, cp) goes through a CommandRunner, so the layers above can be
+// unit-tested with a fake and, later, run on a worker over SSH. Long-lived
+// helpers of our own (shim, audit writer, pool refill) start through
+// launch_helper (lib/core/helper.hpp).
 //
 // Contract of the local implementation: argv vectors only (never a shell string),
 // every descriptor we open is close-on-exec, captured output is read while the
@@ -103,10 +105,6 @@ class LocalRunner final : public CommandRunner {
 // it: a regular file opened without O_APPEND (`cmd > log` in a shell). gVisor
 // writes a donated file at offsets it tracks itself, from 0.
 bool relay_needed(int fd);
-
-// Spawns a detached child (new session, stdio as given) and returns its pid
-// without waiting; used for long-lived helpers such as the audit writer.
-pid_t spawn_detached(const Command& cmd);
 
 // Absolute path of the running executable (/proc/self/exe).
 std::filesystem::path self_exe();

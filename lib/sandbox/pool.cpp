@@ -7,6 +7,7 @@
 
 #include "lib/core/error.hpp"
 #include "lib/core/fsutil.hpp"
+#include "lib/core/helper.hpp"
 #include "lib/core/log.hpp"
 #include "lib/core/units.hpp"
 #include "lib/sandbox/audit_glue.hpp"
@@ -117,20 +118,29 @@ void set_last_error(Context& ctx, const std::string& name, const std::optional<s
     write_pool(ctx, name, *j);
 }
 
+// Starts `sandweave __pool-refill` in the background. Ready as soon as it was
+// exec'd: acquire must not wait for a process to start up; what the refill
+// itself runs into is recorded in pool.json (last_error) for the next acquire.
 void start_refill(Context& ctx, const std::string& name) {
-    Command c;
-    c.argv = {self_exe().string(), pool_refill_verb, "--state-dir", ctx.store.root().string(),
-              name};
+    HelperSpec spec;
+    spec.argv = {self_exe().string(), pool_refill_verb, "--state-dir", ctx.store.root().string(),
+                 name};
     if (ctx.runsc_flag) {
-        c.argv.push_back("--runsc");
-        c.argv.push_back(*ctx.runsc_flag);
+        spec.argv.push_back("--runsc");
+        spec.argv.push_back(*ctx.runsc_flag);
     }
-    c.in = Command::Stdio::null;
-    c.out = Command::Stdio::file;
-    c.out_file = pool_dir(ctx, name) / "refill.log";
-    c.err = Command::Stdio::file;
-    c.err_file = c.out_file;
-    spawn_detached(c);
+    spec.log = pool_dir(ctx, name) / "refill.log";
+    spec.readiness = HelperSpec::Readiness::exec;
+    spec.timeout = std::chrono::seconds(10);
+    try {
+        HelperReport report = launch_helper(spec);
+        if (!report.ok())
+            log().warn("pool " + name + ": the background refill did not start" +
+                       (report.detail.empty() ? "" : ": " + report.detail));
+    } catch (const Error& e) {
+        // The caller's sandbox is already handed out; the pool refills on the next call.
+        log().warn("pool " + name + ": starting the background refill: " + e.what());
+    }
 }
 
 std::optional<std::uint64_t> audit_position(Context& ctx, const SandboxRecord& r) {
