@@ -28,6 +28,7 @@
 #include "lib/audit/audit.hpp"
 #include "lib/audit/state.hpp"
 #include "lib/core/error.hpp"
+#include "lib/core/fd.hpp"
 #include "lib/core/fsutil.hpp"
 #include "lib/core/helper.hpp"
 
@@ -95,15 +96,12 @@ Reply control_request(const fs::path& dir, const nlohmann::json& request,
         return r;
     }
     std::memcpy(addr.sun_path, path.c_str(), path.native().size());
-    int fd = ::socket(AF_UNIX, SOCK_SEQPACKET | SOCK_CLOEXEC, 0);
-    if (fd < 0) {
+    Fd sock(::socket(AF_UNIX, SOCK_SEQPACKET | SOCK_CLOEXEC, 0));
+    if (!sock) {
         r.error = errno_message("socket");
         return r;
     }
-    struct Closer {
-        int fd;
-        ~Closer() { ::close(fd); }
-    } closer{fd};
+    int fd = sock.get();
     if (::connect(fd, reinterpret_cast<sockaddr*>(&addr), sizeof addr) != 0) {
         r.kind = Reply::unreachable;
         r.error = errno_message("connect " + path.string());
@@ -157,12 +155,9 @@ bool writer_alive(const WriterState& s) {
 // Extends `s` by the whole lines after its durable prefix that continue the
 // sequence, then makes them durable.
 void extend_with_tail(const fs::path& dir, WriterState& s) {
-    int fd = ::open(log_path(dir).c_str(), O_RDONLY | O_CLOEXEC);
-    if (fd < 0) return;
-    struct Closer {
-        int fd;
-        ~Closer() { ::close(fd); }
-    } closer{fd};
+    Fd log_fd(::open(log_path(dir).c_str(), O_RDONLY | O_CLOEXEC));
+    if (!log_fd) return;
+    int fd = log_fd.get();
     struct stat st;
     if (::fstat(fd, &st) != 0 || static_cast<std::uint64_t>(st.st_size) <= s.bytes) return;
     std::uint64_t end = static_cast<std::uint64_t>(st.st_size);
@@ -259,19 +254,14 @@ WriterState offline_state(const fs::path& dir, const WriterState& saved,
 // An exclusive lock on the writer directory for the read-merge-write of a dead
 // writer's state by concurrent CLI processes. Released on destruction.
 struct DirLock {
-    int fd = -1;
-    explicit DirLock(const fs::path& dir) {
-        fd = ::open(dir.c_str(), O_RDONLY | O_DIRECTORY | O_CLOEXEC);
-        if (fd >= 0) {
-            while (::flock(fd, LOCK_EX) != 0 && errno == EINTR) {
+    Fd fd;
+    explicit DirLock(const fs::path& dir)
+        : fd(::open(dir.c_str(), O_RDONLY | O_DIRECTORY | O_CLOEXEC)) {
+        if (fd) {
+            while (::flock(fd.get(), LOCK_EX) != 0 && errno == EINTR) {
             }
         }
     }
-    ~DirLock() {
-        if (fd >= 0) ::close(fd);
-    }
-    DirLock(const DirLock&) = delete;
-    DirLock& operator=(const DirLock&) = delete;
 };
 
 // Reasons that exist only because this request was a barrier; a live view
@@ -380,23 +370,18 @@ std::string sha256_hex(const unsigned char* md, unsigned len) {
 // Copies [0, n) of src into a new file `tmp`, hashing the same bytes on a
 // second thread (the copy itself stays in the kernel: copy_file_range).
 std::string copy_prefix(const fs::path& src, const fs::path& tmp, std::uint64_t n) {
-    int in = ::open(src.c_str(), O_RDONLY | O_CLOEXEC);
-    if (in < 0) throw_errno("open " + src.string());
-    struct Closer {
-        int& fd;
-        ~Closer() {
-            if (fd >= 0) ::close(fd);
-        }
-    } cin{in};
+    Fd in_fd(::open(src.c_str(), O_RDONLY | O_CLOEXEC));
+    if (!in_fd) throw_errno("open " + src.string());
+    const int in = in_fd.get();
     struct stat st;
     if (::fstat(in, &st) != 0) throw_errno("stat " + src.string());
     if (static_cast<std::uint64_t>(st.st_size) < n)
         throw Error(ErrorCode::general,
                     src.string() + " is shorter (" + std::to_string(st.st_size) +
                         " bytes) than its durable prefix (" + std::to_string(n) + " bytes)");
-    int out = ::open(tmp.c_str(), O_WRONLY | O_CREAT | O_EXCL | O_CLOEXEC, 0600);
-    if (out < 0) throw_errno("create " + tmp.string());
-    Closer cout{out};
+    Fd out_fd(::open(tmp.c_str(), O_WRONLY | O_CREAT | O_EXCL | O_CLOEXEC, 0600));
+    if (!out_fd) throw_errno("create " + tmp.string());
+    const int out = out_fd.get();
     if (::fchmod(out, 0600) != 0) throw_errno("chmod " + tmp.string());
 
     std::string hash_error;
@@ -471,9 +456,8 @@ std::string copy_prefix(const fs::path& src, const fs::path& tmp, std::uint64_t 
     if (!copy_error.empty()) throw Error(ErrorCode::general, copy_error);
     if (!hash_error.empty()) throw Error(ErrorCode::general, hash_error);
     if (::fsync(out) != 0) throw_errno("fsync " + tmp.string());
-    int fd = out;
-    out = -1;
-    if (::close(fd) != 0) throw_errno("close " + tmp.string());
+    // close() can report a write error: checked, not left to ~Fd.
+    if (::close(out_fd.release()) != 0) throw_errno("close " + tmp.string());
     return digest;
 }
 
