@@ -69,6 +69,9 @@ void sweep_abandoned(Context& ctx, const fs::path& root) {
     for (const auto& e : fs::directory_iterator(root, ec)) {
         std::string n = e.path().filename().string();
         if (n.rfind(".tmp-", 0) != 0 && n.rfind(".rm-", 0) != 0) continue;
+        // A builder's (or remover's) lock file, not an entry: removing it would
+        // let the next pass take the lock of a build that is still running.
+        if (n.size() >= 5 && n.compare(n.size() - 5, 5, ".lock") == 0) continue;
         auto lock = FileLock::try_lock(root / (n + ".lock"));
         if (!lock.locked()) continue;
         try {
