@@ -19,29 +19,22 @@ using nlohmann::json;
 
 namespace {
 
-fs::path pools_root(Context& ctx) {
-    fs::path p = ctx.store.root() / "pools";
-    make_dirs(p, 0700);
-    return p;
-}
-
+// A pool's directory; an invalid name is a usage error (the store's pool kind).
 fs::path pool_dir(Context& ctx, const std::string& name) {
-    if (!valid_object_name(name))
-        throw Error(ErrorCode::usage,
-                    "invalid pool name '" + name + "': use letters, digits, '-', '_' or '.'");
-    return pools_root(ctx) / name;
+    return ctx.store.objects(pool_kind).object_dir(name);
 }
 
 std::optional<json> read_pool(Context& ctx, const std::string& name) {
-    fs::path file = pool_dir(ctx, name) / "pool.json";
+    fs::path file = pool_dir(ctx, name) / pool_kind.record;
     std::error_code ec;
     if (!fs::exists(file, ec)) return std::nullopt;
     return json::parse(read_file(file, 1 << 20));
 }
 
+// By the store's lookup rule: for pools, the exact name.
 json require_pool(Context& ctx, const std::string& name) {
-    auto p = read_pool(ctx, name);
-    if (!p) throw Error(ErrorCode::not_found, "no such pool: " + name);
+    auto p = read_pool(ctx, ctx.store.objects(pool_kind).resolve(name));
+    if (!p) throw Error(ErrorCode::not_found, "no such pool: " + name);  // removed meanwhile
     return *p;
 }
 
@@ -201,7 +194,11 @@ PoolInfo create_pool(Context& ctx, const std::string& name, int size, const Crea
             } catch (const Error&) {
             }
         }
-        remove_tree(dir);
+        try {
+            ctx.store.objects(pool_kind).remove(name);
+        } catch (const Error& cleanup) {
+            log().warn("removing the failed pool " + name + ": " + cleanup.what());
+        }
         throw e.wrap("creating pool " + name);
     }
     return info_from(name, j, members(ctx, name));
@@ -255,11 +252,8 @@ SandboxRecord acquire_from_pool(Context& ctx, const std::string& name) {
 
 std::vector<PoolInfo> list_pools(Context& ctx) {
     std::vector<PoolInfo> out;
-    std::error_code ec;
     auto all = ctx.store.list();
-    for (const auto& e : fs::directory_iterator(pools_root(ctx), ec)) {
-        std::string n = e.path().filename().string();
-        if (!valid_object_name(n)) continue;
+    for (const auto& n : ctx.store.objects(pool_kind).ids()) {
         auto j = read_pool(ctx, n);
         if (!j) continue;
         std::vector<SandboxRecord> m;
@@ -322,7 +316,7 @@ void remove_pool(Context& ctx, const std::string& name) {
             if (e.code() != ErrorCode::not_found) throw;
         }
     }
-    remove_tree(dir);
+    ctx.store.objects(pool_kind).remove(name);
 }
 
 int pool_refill_main(Context& ctx, const std::string& name) {

@@ -248,13 +248,9 @@ void remove_sandbox(Context& ctx, const std::string& ref) {
         // Stop the writer (a no-op after terminate) before its directory goes.
         if (r.spec.runtime.audit && fs::exists(audit_dir(ctx.store, id)))
             audit::finish(audit_dir(ctx.store, id), std::nullopt);
-        fs::path dir = ctx.store.sandbox_dir(id);
-        // The record goes first: from here on the sandbox no longer exists for
-        // other sandweave processes, even if removing the files is interrupted.
-        fs::path graveyard = ctx.store.root() / "sandboxes" / (".rm-" + id);
-        fs::rename(dir, graveyard);
-        ctx.store.release_name(r.name, id);
-        remove_tree(graveyard);
+        // The store's removal rule: once renamed, the sandbox no longer exists
+        // for other sandweave processes, even if removing the files is interrupted.
+        ctx.store.objects(sandbox_kind).remove(id, [&] { ctx.store.release_name(r.name, id); });
     });
 }
 

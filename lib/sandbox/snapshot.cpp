@@ -17,9 +17,7 @@ using nlohmann::json;
 namespace {
 
 fs::path snapshots_root(Context& ctx) {
-    fs::path p = ctx.store.root() / "snapshots";
-    make_dirs(p, 0700);
-    return p;
+    return ctx.store.objects(snapshot_kind).path();
 }
 
 SnapshotRecord record_from_json(const json& j) {
@@ -229,15 +227,12 @@ SnapshotRecord create_snapshot(Context& ctx, const SnapshotRequest& req) {
 
 std::vector<SnapshotRecord> list_snapshots(Context& ctx) {
     std::vector<SnapshotRecord> out;
-    std::error_code ec;
     sweep_abandoned(ctx, snapshots_root(ctx));
-    for (const auto& e : fs::directory_iterator(snapshots_root(ctx), ec)) {
-        std::string n = e.path().filename().string();
-        if (n.empty() || n[0] == '.' || !e.is_directory()) continue;
+    for (const auto& id : ctx.store.objects(snapshot_kind).ids()) {
         try {
-            out.push_back(read_and_verify(e.path()));
+            out.push_back(read_and_verify(snapshot_dir(ctx, id)));
         } catch (const Error& err) {
-            log().warn("skipping " + n + ": " + err.what());
+            log().warn("skipping " + id + ": " + err.what());
         }
     }
     std::sort(out.begin(), out.end(),
@@ -246,44 +241,14 @@ std::vector<SnapshotRecord> list_snapshots(Context& ctx) {
 }
 
 SnapshotRecord load_snapshot(Context& ctx, const std::string& ref) {
-    if (ref.empty() || ref.find('/') != std::string::npos || ref[0] == '.')
-        throw Error(ErrorCode::usage, "invalid snapshot id '" + ref + "'");
-    fs::path root = snapshots_root(ctx);
-    std::error_code ec;
-    if (fs::exists(root / ref, ec)) return read_and_verify(root / ref);
-    std::vector<std::string> matches;
-    for (const auto& e : fs::directory_iterator(root, ec)) {
-        std::string n = e.path().filename().string();
-        if (n.empty() || n[0] == '.') continue;
-        if (n.rfind(ref, 0) == 0 || n.rfind("snap-" + ref, 0) == 0) {
-            matches.push_back(n);
-            continue;
-        }
-        try {
-            json j = json::parse(read_file(e.path() / "snapshot.json", 4u << 20));
-            if (j.value("name", std::string()) == ref) matches.push_back(n);
-        } catch (const std::exception&) {
-        }
-    }
-    if (matches.size() == 1) return read_and_verify(root / matches[0]);
-    if (matches.size() > 1) throw Error(ErrorCode::usage, "snapshot '" + ref + "' is ambiguous");
-    throw Error(ErrorCode::not_found, "no such snapshot: " + ref);
+    return read_and_verify(snapshot_dir(ctx, ctx.store.objects(snapshot_kind).resolve(ref)));
 }
 
 std::string remove_snapshot(Context& ctx, const std::string& ref) {
-    fs::path root = snapshots_root(ctx);
-    std::string id;
-    std::error_code ec;
-    // A corrupt snapshot must still be removable: an exact id needs no reading.
-    if (!ref.empty() && ref.find('/') == std::string::npos && ref[0] != '.' &&
-        fs::is_directory(root / ref, ec)) {
-        id = ref;
-    } else {
-        id = load_snapshot(ctx, ref).id;
-    }
-    fs::path grave = root / (".rm-" + id);
-    fs::rename(root / id, grave);
-    remove_tree(grave);
+    // Resolving reads no record, so a corrupt snapshot is removable too.
+    ObjectDir snapshots = ctx.store.objects(snapshot_kind);
+    std::string id = snapshots.resolve(ref);
+    snapshots.remove(id);
     return id;
 }
 
