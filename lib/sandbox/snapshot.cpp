@@ -123,9 +123,35 @@ fs::path snapshot_dir(Context& ctx, const std::string& id) {
     return snapshots_root(ctx) / id;
 }
 
+namespace {
+
+bool known_kind(const std::string& k) {
+    return k == "fs" || k == "memory" || k == "auto";
+}
+
+Error unknown_kind(const std::string& k) {
+    return Error(ErrorCode::usage, "snapshot kind '" + k + "': expected fs, memory or auto");
+}
+
+}  // namespace
+
+SnapshotKind choose_snapshot_kind(const std::string& requested, bool audit,
+                                  const std::string& sandbox_id) {
+    if (!known_kind(requested)) throw unknown_kind(requested);
+    SnapshotKind kind = requested == "fs"       ? SnapshotKind::fs
+                        : requested == "memory" ? SnapshotKind::memory
+                        : audit                 ? SnapshotKind::fs
+                                                : SnapshotKind::memory;
+    if (kind == SnapshotKind::memory && audit)
+        throw Error(ErrorCode::usage,
+                    "snapshot: sandbox " + sandbox_id +
+                        " has audit on, which rejects memory snapshots (trace continuity "
+                        "across a live restore is not supported); take an fs snapshot");
+    return kind;
+}
+
 SnapshotRecord create_snapshot(Context& ctx, const SnapshotRequest& req) {
-    if (req.kind != "fs" && req.kind != "memory" && req.kind != "auto")
-        throw Error(ErrorCode::usage, "--kind '" + req.kind + "': expected fs, memory or auto");
+    if (!known_kind(req.kind)) throw unknown_kind(req.kind);  // before touching the sandbox
     std::string id = ctx.store.resolve_id(req.sandbox);
     auto sandbox_lock = ctx.store.lock(id);
     SandboxRecord r = ctx.store.load(id);
@@ -136,15 +162,7 @@ SnapshotRecord create_snapshot(Context& ctx, const SnapshotRequest& req) {
                     "snapshot: sandbox " + id + " is not running (" +
                         (r.state == SandboxState::running ? "failed" : to_string(r.state)) + ")");
 
-    SnapshotKind kind = req.kind == "fs"       ? SnapshotKind::fs
-                        : req.kind == "memory" ? SnapshotKind::memory
-                        : r.spec.runtime.audit ? SnapshotKind::fs
-                                               : SnapshotKind::memory;
-    if (kind == SnapshotKind::memory && r.spec.runtime.audit)
-        throw Error(ErrorCode::usage,
-                    "snapshot: sandbox " + id +
-                        " has audit on, which rejects memory snapshots (trace continuity "
-                        "across a live restore is not supported); use --kind fs");
+    SnapshotKind kind = choose_snapshot_kind(req.kind, r.spec.runtime.audit, id);
 
     fs::path root = snapshots_root(ctx);
     sweep_abandoned(ctx, root);
