@@ -38,28 +38,6 @@ json require_pool(Context& ctx, const std::string& name) {
     return *p;
 }
 
-json request_to_json(const CreateRequest& r) {
-    json j{{"template", r.template_ref}, {"labels", r.flags.labels}};
-    if (r.flags.hidepid) j["hidepid"] = *r.flags.hidepid;
-    if (r.flags.audit) j["audit"] = *r.flags.audit;
-    if (r.flags.user) j["user"] = r.flags.user->str();
-    if (!r.from_snapshot.empty()) j["from_snapshot"] = r.from_snapshot;
-    return j;
-}
-
-CreateRequest request_from_json(const json& j, const std::string& pool) {
-    CreateRequest r;
-    r.template_ref = j.value("template", std::string("base"));
-    r.template_given = j.contains("template") && !j.contains("from_snapshot");
-    r.flags.labels = j.value("labels", std::map<std::string, std::string>{});
-    if (j.contains("hidepid")) r.flags.hidepid = j["hidepid"].get<int>();
-    if (j.contains("audit")) r.flags.audit = j["audit"].get<bool>();
-    if (j.contains("user")) r.flags.user = parse_user(j["user"].get<std::string>());
-    r.from_snapshot = j.value("from_snapshot", std::string());
-    r.pool = pool;
-    return r;
-}
-
 std::vector<SandboxRecord> members(Context& ctx, const std::string& name) {
     std::vector<SandboxRecord> out;
     for (auto& r : ctx.store.list())
@@ -152,6 +130,28 @@ std::optional<std::uint64_t> audit_position(Context& ctx, const SandboxRecord& r
 
 }  // namespace
 
+json pool_request_to_json(const CreateRequest& r) {
+    json j{{"template", r.template_ref}, {"labels", r.flags.labels}};
+    if (r.flags.hidepid) j["hidepid"] = *r.flags.hidepid;
+    if (r.flags.audit) j["audit"] = *r.flags.audit;
+    if (r.flags.user) j["user"] = r.flags.user->str();
+    if (!r.from_snapshot.empty()) j["from_snapshot"] = r.from_snapshot;
+    return j;
+}
+
+CreateRequest pool_request_from_json(const json& j, const std::string& pool) {
+    CreateRequest r;
+    r.template_ref = j.value("template", std::string("base"));
+    r.template_given = j.contains("template") && !j.contains("from_snapshot");
+    r.flags.labels = j.value("labels", std::map<std::string, std::string>{});
+    if (j.contains("hidepid")) r.flags.hidepid = j["hidepid"].get<int>();
+    if (j.contains("audit")) r.flags.audit = j["audit"].get<bool>();
+    if (j.contains("user")) r.flags.user = parse_user(j["user"].get<std::string>());
+    r.from_snapshot = j.value("from_snapshot", std::string());
+    r.pool = pool;
+    return r;
+}
+
 json to_json(const PoolInfo& p) {
     json j{{"name", p.name},
            {"size", p.size},
@@ -174,12 +174,12 @@ PoolInfo create_pool(Context& ctx, const std::string& name, int size, const Crea
     }
     json j{{"name", name},
            {"size", size},
-           {"request", request_to_json(req)},
+           {"request", pool_request_to_json(req)},
            {"created_at", now_rfc3339()}};
     std::vector<std::string> made;
     try {
         write_pool(ctx, name, j);
-        CreateRequest member = request_from_json(j["request"], name);
+        CreateRequest member = pool_request_from_json(j["request"], name);
         member.template_given = req.template_given;
         for (int i = 0; i < size; ++i) {
             made.push_back(create_sandbox(ctx, member).id);
@@ -232,7 +232,7 @@ SandboxRecord acquire_from_pool(Context& ctx, const std::string& name) {
         return *picked;
     }
     // Nothing warm: the caller gets a new one now, the pool refills behind.
-    CreateRequest req = request_from_json(j["request"], name);
+    CreateRequest req = pool_request_from_json(j["request"], name);
     req.pool_acquired = true;
     SandboxRecord r;
     try {
@@ -343,7 +343,7 @@ int pool_refill_main(Context& ctx, const std::string& name) {
         m = members(ctx, name);
         PoolInfo info = info_from(name, *j, m);
         if (info.warm + info.starting >= info.size) return 0;
-        CreateRequest req = request_from_json((*j)["request"], name);
+        CreateRequest req = pool_request_from_json((*j)["request"], name);
         SandboxRecord r;
         try {
             r = create_sandbox(ctx, req);
