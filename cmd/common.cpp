@@ -6,6 +6,7 @@
 
 #include "lib/core/error.hpp"
 #include "lib/core/fd.hpp"
+#include "lib/core/host.hpp"
 #include "lib/core/units.hpp"
 #include "lib/rpc/client.hpp"
 #include "lib/rpc/ssh.hpp"
@@ -15,6 +16,7 @@ namespace sandweave::cli {
 
 struct Session::Local {
     LocalRunner runner;
+    LocalHost host;
     std::unique_ptr<StateStore> store;
 };
 
@@ -65,8 +67,9 @@ Session::Session(const GlobalOptions& g) {
     std::filesystem::path root =
         g.state_dir.empty() ? StateStore::default_root() : std::filesystem::path(g.state_dir);
     local_->store = std::make_unique<StateStore>(root);
-    api_ = std::make_unique<api::LocalApi>(Context{
-        *local_->store, local_->runner, g.runsc.empty() ? std::nullopt : std::optional(g.runsc)});
+    api_ = std::make_unique<api::LocalApi>(
+        Context{*local_->store, local_->runner, local_->host,
+                g.runsc.empty() ? std::nullopt : std::optional(g.runsc)});
 }
 
 Session::~Session() = default;

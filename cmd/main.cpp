@@ -16,6 +16,7 @@
 #include "cmd/common.hpp"
 #include "lib/audit/audit.hpp"
 #include "lib/core/error.hpp"
+#include "lib/core/host.hpp"
 #include "lib/core/log.hpp"
 #include "lib/core/shim.hpp"
 #include "lib/core/units.hpp"
@@ -248,8 +249,9 @@ int main(int argc, char** argv) {
         if (a.size() >= 5 && a[3] == "--runsc") g.runsc = a[4];
         try {
             sandweave::LocalRunner runner;
+            sandweave::LocalHost host;
             sandweave::StateStore store(g.state_dir);
-            sandweave::Context ctx{store, runner,
+            sandweave::Context ctx{store, runner, host,
                                    g.runsc.empty() ? std::nullopt : std::optional(g.runsc)};
             return sandweave::pool_refill_main(ctx, a[2]);
         } catch (const std::exception& e) {

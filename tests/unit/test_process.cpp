@@ -257,24 +257,6 @@ TEST_SUITE("process") {
         }
     }
 
-    TEST_CASE("spawn_detached starts a new session and does not wait") {
-        Command c;
-        c.argv = {"sleep", "0.2"};
-        c.out = Command::Stdio::null;
-        c.err = Command::Stdio::null;
-        auto t0 = Clock::now();
-        pid_t pid = spawn_detached(c);
-        CHECK(seconds_since(t0) < 0.15);
-        CHECK(::getsid(pid) == pid);
-        int status = 0;
-        CHECK(::waitpid(pid, &status, 0) == pid);
-        CHECK(WIFEXITED(status));
-
-        Command captured;
-        captured.argv = {"true"};  // out defaults to capture, which a detached child cannot have
-        CHECK_THROWS_AS(spawn_detached(captured), Error);
-    }
-
     TEST_CASE("self_exe is this test binary") {
         CHECK(self_exe().filename() == "sandweave_unit_tests");
     }

@@ -307,4 +307,62 @@ TEST_SUITE("runsc") {
         }
     }
 
+    TEST_CASE("restore, checkpoint, pause and resume: the snapshot calls, with the globals") {
+        FakeRunner fake;
+        TempDir t;
+        Runsc runsc(fake, "/opt/runsc", global);
+        runsc.checkpoint("sw-1", t.path / "image");
+        runsc.pause("sw-1");
+        runsc.resume("sw-1");
+        runsc.restore_detached("sw-1", t.path / "bundle", t.path / "image", t.path / "console.log");
+        REQUIRE(fake.calls.size() == 4u);
+        CHECK(carries_globals(fake.calls[0].argv, "checkpoint"));
+        CHECK(after(fake.calls[0].argv, "checkpoint") ==
+              std::vector<std::string>{"--image-path", (t.path / "image").string(), "sw-1"});
+        CHECK(after(fake.calls[1].argv, "pause") == std::vector<std::string>{"sw-1"});
+        CHECK(after(fake.calls[2].argv, "resume") == std::vector<std::string>{"sw-1"});
+        CHECK(carries_globals(fake.calls[3].argv, "restore"));
+        CHECK(after(fake.calls[3].argv, "restore") ==
+              std::vector<std::string>{"--detach", "--image-path", (t.path / "image").string(),
+                                       "--bundle", (t.path / "bundle").string(), "sw-1"});
+        REQUIRE(fake.console_logs.size() == 1u);  // detached, like run
+        CHECK(std::count(fake.calls[3].argv.begin(), fake.calls[3].argv.end(), "--log-fd=3") == 1);
+
+        // A refusal is a runtime error (exit 5) saying which call failed.
+        for (const char* sub : {"checkpoint", "pause", "resume"}) {
+            CAPTURE(sub);
+            fake.reply(1);
+            try {
+                if (std::string(sub) == "checkpoint") runsc.checkpoint("sw-1", t.path / "image");
+                if (std::string(sub) == "pause") runsc.pause("sw-1");
+                if (std::string(sub) == "resume") runsc.resume("sw-1");
+                FAIL("a failing runsc call did not throw");
+            } catch (const Error& e) {
+                CHECK(e.code() == ErrorCode::runtime);
+                CHECK(std::string(e.what()).find(std::string("runsc ") + sub) != std::string::npos);
+            }
+        }
+    }
+
+    TEST_CASE("run_to_exit: a foreground run, output to a file, bounded in time") {
+        FakeRunner fake;
+        TempDir t;
+        Runsc runsc(fake, "/opt/runsc", global);
+        fake.reply(3);
+        auto r = runsc.run_to_exit("swprobe-1", t.path / "bundle", t.path / "probe.log",
+                                   std::chrono::seconds(60));
+        CHECK(r.exit_status == 3);
+        REQUIRE(fake.calls.size() == 1u);
+        const Command& c = fake.calls[0];
+        CHECK(carries_globals(c.argv, "run"));
+        CHECK(after(c.argv, "run") ==
+              std::vector<std::string>{"--bundle", (t.path / "bundle").string(), "swprobe-1"});
+        CHECK(fake.console_logs.empty());  // not detached: no shim
+        CHECK(c.out == Command::Stdio::file);
+        CHECK(c.err == Command::Stdio::file);
+        CHECK(c.out_file == t.path / "probe.log");
+        CHECK(c.err_file == t.path / "probe.log");
+        CHECK(c.timeout == std::chrono::milliseconds(60000));
+    }
+
 }  // TEST_SUITE
