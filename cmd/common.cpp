@@ -26,10 +26,8 @@ struct Session::Remote {
 
 Session::Session(const GlobalOptions& g) {
     if (g.host.rfind("ssh://", 0) == 0) {
-        if (!g.state_dir.empty() || !g.runsc.empty())
-            throw Error(ErrorCode::usage,
-                        "--state-dir and --runsc apply to the local connection; a worker uses its "
-                        "own (set them in its environment)");
+        // --state-dir and --runsc (or their variables) describe this host; a
+        // worker uses its own, set in its environment.
         rpc::SshOptions o;
         o.remote_binary = g.remote_binary;
         if (!g.identity.empty()) o.identity = g.identity;
@@ -84,7 +82,7 @@ void print_line(const std::string& s) {
 void add_global_options(CLI::App& app, GlobalOptions& g) {
     app.add_flag("--json", g.json, "Machine-readable output: one JSON document on stdout");
     app.add_option("--state-dir", g.state_dir,
-                   "State directory (default /var/lib/sandweave for root)")
+                   "State directory of the local connection (default /var/lib/sandweave for root)")
         ->envname("SANDWEAVE_STATE_DIR");
     app.add_option("--host", g.host, "Connection: local (default) or ssh://[user@]host[:port]")
         ->envname("SANDWEAVE_HOST");

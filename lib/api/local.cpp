@@ -240,7 +240,23 @@ TemplateValidateResult LocalApi::template_validate(const TemplateValidateParams&
     return TemplateValidateResult{true, p.file, t.chain};
 }
 
+namespace {
+
+void refuse_if_in_use(Context& ctx, const std::string& image, const char* what) {
+    auto users = sandboxes_using_image(ctx, image);
+    if (users.empty()) return;
+    std::string list;
+    for (std::size_t i = 0; i < users.size() && i < 3; ++i) list += (i ? ", " : "") + users[i];
+    if (users.size() > 3) list += ", ...";
+    throw Error(ErrorCode::usage, std::string("cannot ") + what + " image '" + image + "': " +
+                                      std::to_string(users.size()) + " sandbox(es) run on it (" +
+                                      list + "); terminate or remove them first");
+}
+
+}  // namespace
+
 Image LocalApi::image_build(const ImageBuildParams& p) {
+    if (p.force) refuse_if_in_use(ctx_, p.name, "rebuild");
     return image_of(ImageStore(ctx_.store.images_dir(), ctx_.runner).build(p.name, p.force));
 }
 
@@ -252,6 +268,7 @@ ImageList LocalApi::image_ls() {
 }
 
 Removed LocalApi::image_rm(const NameParams& p) {
+    refuse_if_in_use(ctx_, p.name, "remove");
     ImageStore(ctx_.store.images_dir(), ctx_.runner).remove(p.name);
     return Removed{p.name};
 }

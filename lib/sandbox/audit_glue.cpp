@@ -20,7 +20,7 @@ SandboxRecord audited_record(Context& ctx, const std::string& ref) {
     SandboxRecord r = ctx.store.load(id);
     if (!r.spec.runtime.audit)
         throw Error(ErrorCode::usage,
-                    "sandbox " + id + " was created without audit (create it with --audit)");
+                    "sandbox " + id + " was created without audit (create one with audit enabled)");
     return r;
 }
 
@@ -36,7 +36,7 @@ fs::path start_audit(Context& ctx, const SandboxRecord& r) {
     if (socket.string().size() > max_socket_path)
         throw Error(ErrorCode::usage, "audit socket path " + socket.string() + " is longer than " +
                                           std::to_string(max_socket_path) +
-                                          " bytes; use a shorter --state-dir");
+                                          " bytes; use a state directory with a shorter path");
     audit::WriterOptions w;
     w.dir = dir;
     w.sandbox_id = r.id;

@@ -116,7 +116,7 @@ std::vector<DoctorCheck> run_doctor(Context& ctx) {
             hidepid.ok = v.supported;
             hidepid.detail = (v.supported ? "enforced by " : "NOT enforced by ") +
                              runsc_path->string() + ": " + v.detail +
-                             (v.supported ? "" : " (--hidepid 1/2 will be refused)");
+                             (v.supported ? "" : " (hidepid 1 and 2 will be refused)");
         } catch (const Error& e) {
             hidepid.detail = std::string("could not check: ") + e.what();
         }

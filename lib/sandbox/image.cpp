@@ -156,8 +156,9 @@ ImageInfo ImageStore::build(const std::string& name, bool force) {
                    0600);
         fs::path final_dir = dir_ / name;
         std::error_code ec;
-        // Running sandboxes keep their lower layer: the old tree is only renamed
-        // aside and removed, and overlay mounts hold their own references.
+        // Removing the old tree would empty the lower layer of every sandbox
+        // mounted on it: the caller refuses a rebuild of an image in use
+        // (sandboxes_using_image), so none is.
         fs::path old;
         if (fs::exists(final_dir, ec)) old = objects().bury(name);
         fs::rename(tmp, final_dir);

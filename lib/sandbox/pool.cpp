@@ -179,7 +179,7 @@ PoolInfo pool_info_from_json(const json& j) {
 
 PoolInfo create_pool(Context& ctx, const std::string& name, int size, const CreateRequest& req) {
     if (size < 0 || size > 1000)
-        throw Error(ErrorCode::usage, "--size " + std::to_string(size) + ": expected 0 to 1000");
+        throw Error(ErrorCode::usage, "pool size " + std::to_string(size) + ": expected 0 to 1000");
     fs::path dir = pool_dir(ctx, name);
     if (::mkdir(dir.c_str(), 0700) != 0) {
         if (errno == EEXIST) throw Error(ErrorCode::usage, "pool '" + name + "' already exists");

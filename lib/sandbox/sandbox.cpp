@@ -88,7 +88,7 @@ SandboxRecord create_sandbox(Context& ctx, const CreateRequest& req) {
     if (!req.from_snapshot.empty()) {
         if (req.template_given)
             throw Error(ErrorCode::usage,
-                        "--template and --from-snapshot cannot be combined: a snapshot carries its "
+                        "a template and a snapshot cannot be combined: a snapshot carries its "
                         "settings");
         snap = load_snapshot(ctx, req.from_snapshot);
         spec = spec_for_restore(*snap, req.flags);
@@ -299,6 +299,13 @@ json to_json(const SandboxView& v) {
     json j = to_json(v.record);
     j["state"] = to_string(v.live);
     return j;
+}
+
+std::vector<std::string> sandboxes_using_image(Context& ctx, const std::string& name) {
+    std::vector<std::string> ids;
+    for (const auto& r : ctx.store.list())
+        if (r.spec.image == name && r.state != SandboxState::stopped) ids.push_back(r.id);
+    return ids;
 }
 
 std::vector<std::string> prune_sandboxes(Context& ctx) {

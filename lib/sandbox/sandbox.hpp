@@ -77,6 +77,10 @@ std::vector<SandboxView> list_sandboxes(Context& ctx);
 SandboxView inspect_sandbox(Context& ctx, const std::string& id);
 nlohmann::json to_json(const SandboxView& v);
 
+// Sandboxes whose overlay may stand on image `name` (every one not yet
+// stopped): its files must not be replaced or removed under them.
+std::vector<std::string> sandboxes_using_image(Context& ctx, const std::string& name);
+
 // Removes every stopped or failed sandbox; returns their ids.
 std::vector<std::string> prune_sandboxes(Context& ctx);
 

@@ -85,7 +85,9 @@ bad "--timeout 0s" 2 "--timeout" sw run "$ID" --timeout 0s -- true
 bad "--timeout 0 (same as 0s, not an instant kill)" 2 "--timeout" sw run "$ID" --timeout 0 -- echo hi
 bad "--label without =" 2 "--label.*novalue" sw create --label novalue
 bad "--name with a slash" 2 "name" sw create --name ../escape
-bad "--host ssh (not available yet)" 2 "host|ssh" sw ls --host ssh://worker
+bad "--host with an unknown scheme" 2 "host 'ftp://worker'.*ssh://" sw ls --host ftp://worker
+bad "--host ssh:// without a host" 2 "no host" sw ls --host ssh://
+bad "--host ssh:// with a bad port" 2 "bad port" sw ls --host ssh://w:99999
 
 # --- ids ------------------------------------------------------------------------------------
 bad "run on an unknown id" 4 "no such sandbox.*sw-000000000000" sw run sw-000000000000 -- true
