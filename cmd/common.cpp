@@ -72,6 +72,11 @@ Session::Session(const GlobalOptions& g) {
 
 Session::~Session() = default;
 
+std::string Session::server_name() const {
+    auto* rpc = dynamic_cast<const rpc::RpcClient*>(api_.get());
+    return rpc ? rpc->server().server : "";
+}
+
 void print_json(const nlohmann::json& j) {
     std::cout << j.dump(2) << std::endl;
 }

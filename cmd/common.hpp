@@ -47,6 +47,8 @@ class Session {
     api::Api& api() { return *api_; }
     bool remote() const { return !remote_url_.empty(); }
     const std::string& remote_url() const { return remote_url_; }
+    // The worker's "sandweave VERSION" from the handshake (remote only).
+    std::string server_name() const;
 
   private:
     struct Local;
