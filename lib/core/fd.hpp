@@ -7,6 +7,8 @@
 #include <fcntl.h>
 #include <unistd.h>
 
+#include <string_view>
+
 namespace sandweave {
 
 class Fd {
@@ -50,5 +52,9 @@ struct Pipe {
 
 // A close-on-exec pipe; throws Error on failure.
 Pipe make_pipe();
+
+// Writes all of `data` to `fd` (retrying short writes and EINTR); false when
+// the reader is gone or the write fails.
+bool write_all(int fd, std::string_view data);
 
 }  // namespace sandweave

@@ -218,6 +218,16 @@ CommandResult wait_capturing(pid_t pid, ChildStdio& stdio, const Command& cmd) {
 
 }  // namespace
 
+bool write_all(int fd, std::string_view data) {
+    while (!data.empty()) {
+        ssize_t w = ::write(fd, data.data(), data.size());
+        if (w < 0 && errno == EINTR) continue;
+        if (w <= 0) return false;
+        data.remove_prefix(static_cast<std::size_t>(w));
+    }
+    return true;
+}
+
 Pipe make_pipe() {
     int fds[2];
     if (::pipe2(fds, O_CLOEXEC) != 0) throw_errno("pipe");
@@ -256,17 +266,6 @@ CommandResult LocalRunner::run(const Command& cmd) {
 }
 
 namespace {
-
-// Writes all of `data` to `fd`; false when the reader is gone.
-bool write_all(int fd, std::string_view data) {
-    while (!data.empty()) {
-        ssize_t w = ::write(fd, data.data(), data.size());
-        if (w < 0 && errno == EINTR) continue;
-        if (w <= 0) return false;
-        data.remove_prefix(static_cast<std::size_t>(w));
-    }
-    return true;
-}
 
 // Reads what is there on `from` and hands it to `sink`; closes `from` at EOF.
 void pump(Fd& from, const OutputSink& sink, short revents) {

@@ -17,6 +17,7 @@
 #include <thread>
 
 #include "lib/core/error.hpp"
+#include "lib/core/fd.hpp"
 #include "lib/core/log.hpp"
 #include "lib/rpc/jsonrpc.hpp"
 
@@ -28,16 +29,6 @@ namespace {
 
 // A server line may carry 64 KiB of data as base64 plus framing.
 constexpr std::size_t max_server_line = 4u << 20;
-
-bool write_all(int fd, std::string_view data) {
-    while (!data.empty()) {
-        ssize_t w = ::write(fd, data.data(), data.size());
-        if (w < 0 && errno == EINTR) continue;
-        if (w <= 0) return false;
-        data.remove_prefix(static_cast<std::size_t>(w));
-    }
-    return true;
-}
 
 // Threads of the client take no signals: a Ctrl-C is for the thread that
 // waits on a run (which forwards it), or kills the process as usual.

@@ -35,18 +35,25 @@ using nlohmann::json;
 constexpr std::size_t max_in_flight = 256;
 constexpr std::size_t max_stdin_backlog = 16u << 20;
 
-bool write_all(int fd, std::string_view data) {
-    while (!data.empty()) {
-        ssize_t w = ::write(fd, data.data(), data.size());
-        if (w < 0 && errno == EINTR) continue;
-        if (w <= 0) return false;
-        data.remove_prefix(static_cast<std::size_t>(w));
-    }
-    return true;
-}
-
 json error_data(int exit_status) {
     return json{{"exit_status", exit_status}};
+}
+
+// The answer to request `id` whose work `fn` does: its result, or the
+// error it threw, with the exit status a CLI would have used.
+template <class Fn>
+std::string answer(const json& id, Fn fn) {
+    try {
+        return encode_result(id, fn());
+    } catch (const Error& e) {
+        int status = static_cast<int>(e.code());
+        return encode_error(id, status, e.what(), error_data(status));
+    } catch (const std::filesystem::filesystem_error& e) {
+        return encode_error(id, 1, e.what(), error_data(1));
+    } catch (const std::exception& e) {
+        return encode_error(id, code::internal_error, std::string("internal error: ") + e.what(),
+                            error_data(1));
+    }
 }
 
 class Connection;
@@ -333,18 +340,7 @@ void Connection::dispatch(Request r) {
     start_thread([this, r = std::move(r), m, key] {
         RequestLogger logger(*this, r.id);
         ThreadLogger scope(logger);
-        std::string line;
-        try {
-            line = encode_result(r.id, m->call(api_, r.params));
-        } catch (const Error& e) {
-            int status = static_cast<int>(e.code());
-            line = encode_error(r.id, status, e.what(), error_data(status));
-        } catch (const std::filesystem::filesystem_error& e) {
-            line = encode_error(r.id, 1, e.what(), error_data(1));
-        } catch (const std::exception& e) {
-            line = encode_error(r.id, code::internal_error,
-                                std::string("internal error: ") + e.what(), error_data(1));
-        }
+        std::string line = answer(r.id, [&] { return m->call(api_, r.params); });
         finish_request(key);
         send(line);
     });
@@ -452,22 +448,13 @@ void Connection::start_fetch(Request r) {
     start_thread([this, r = std::move(r), key] {
         RequestLogger logger(*this, r.id);
         ThreadLogger scope(logger);
-        std::string line;
-        try {
+        std::string line = answer(r.id, [&] {
             auto p = api::from_json<api::IdParams>(r.params);
             auto st = api_.audit_fetch(p, [&](std::string_view chunk) {
                 notify("audit.data", {{"request", r.id}, {"data", base64_encode(chunk)}});
             });
-            line = encode_result(r.id, api::encode_value(st));
-        } catch (const Error& e) {
-            int status = static_cast<int>(e.code());
-            line = encode_error(r.id, status, e.what(), error_data(status));
-        } catch (const std::filesystem::filesystem_error& e) {
-            line = encode_error(r.id, 1, e.what(), error_data(1));
-        } catch (const std::exception& e) {
-            line = encode_error(r.id, code::internal_error,
-                                std::string("internal error: ") + e.what(), error_data(1));
-        }
+            return api::encode_value(st);
+        });
         finish_request(key);
         send(line);
     });
