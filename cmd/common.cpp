@@ -26,8 +26,12 @@ struct Session::Remote {
 
 Session::Session(const GlobalOptions& g) {
     if (g.host.rfind("ssh://", 0) == 0) {
-        // --state-dir and --runsc (or their variables) describe this host; a
-        // worker uses its own, set in its environment.
+        // --state-dir and --runsc describe this host; a worker uses its own,
+        // set in its environment (the variables here are simply not used).
+        if (!g.state_dir.empty() || !g.runsc.empty())
+            throw Error(ErrorCode::usage,
+                        "--state-dir and --runsc apply to the local connection; a worker uses its "
+                        "own (set SANDWEAVE_STATE_DIR or SANDWEAVE_RUNSC in its environment)");
         rpc::SshOptions o;
         o.remote_binary = g.remote_binary;
         if (!g.identity.empty()) o.identity = g.identity;
@@ -87,8 +91,8 @@ void print_line(const std::string& s) {
 void add_global_options(CLI::App& app, GlobalOptions& g) {
     app.add_flag("--json", g.json, "Machine-readable output: one JSON document on stdout");
     app.add_option("--state-dir", g.state_dir,
-                   "State directory of the local connection (default /var/lib/sandweave for root)")
-        ->envname("SANDWEAVE_STATE_DIR");
+                   "State directory of the local connection (default $SANDWEAVE_STATE_DIR, "
+                   "else /var/lib/sandweave for root)");
     app.add_option("--host", g.host, "Connection: local (default) or ssh://[user@]host[:port]")
         ->envname("SANDWEAVE_HOST");
     app.add_option("--identity", g.identity, "ssh: private key file (default: agent, ~/.ssh/id_*)")
@@ -108,7 +112,10 @@ void add_global_options(CLI::App& app, GlobalOptions& g) {
     app.add_option("--remote-binary", g.remote_binary, "ssh: sandweave on the worker")
         ->capture_default_str()
         ->group("SSH");
-    app.add_option("--runsc", g.runsc, "The runsc binary to drive")->envname("SANDWEAVE_RUNSC");
+    // No envname for these two: the library reads SANDWEAVE_STATE_DIR and
+    // SANDWEAVE_RUNSC itself for the local connection, so an explicit flag
+    // can be told from the environment (and refused for a remote one).
+    app.add_option("--runsc", g.runsc, "The runsc binary to drive (default $SANDWEAVE_RUNSC)");
     app.add_flag("-v,--verbose", g.verbosity, "More logging on stderr");
     app.add_flag("-q,--quiet", g.quiet, "Only errors on stderr");
 }

@@ -462,6 +462,13 @@ class Api {
     virtual Removed image_rm(const NameParams& p) = 0;
 
     virtual DoctorResult doctor() = 0;
+
+    // Whether the worker serves `method` (docs/protocol.md's name); a client
+    // checks before starting work that would need it half-way.
+    virtual bool offers(const std::string& method) const {
+        (void)method;
+        return true;
+    }
 };
 
 // The API on this host: the worker-side operations of lib/sandbox.

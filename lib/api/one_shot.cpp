@@ -11,6 +11,12 @@
 namespace sandweave::api {
 
 OneShotResult one_shot(Api& api, const OneShotParams& p, const RunIo& io) {
+    // Refused before anything runs: an episode whose log cannot be had is
+    // not worth running.
+    if (p.audit_log && p.via && !api.offers("audit.fetch"))
+        throw Error(ErrorCode::runtime, *p.via +
+                                            " cannot send an audit log to the client (its "
+                                            "sandweave is older; update it); nothing was run");
     SandboxView created = api.create(p.create);
     const std::string id = created.record.id;
     OneShotResult out;

@@ -277,6 +277,14 @@ struct RpcClient::Impl {
         return p.error;
     }
 
+    // Closing our end makes the server see EOF (and stop what still runs); the
+    // reader then sees the server close its side.
+    void close() {
+        out.reset();
+        if (in.valid()) ::shutdown(in.get(), SHUT_RDWR);
+        if (reader.joinable()) reader.join();
+    }
+
     bool done(std::int64_t id) {
         std::lock_guard<std::mutex> g(mu);
         auto it = pending.find(id);
@@ -290,6 +298,17 @@ RpcClient::RpcClient(Fd in, Fd out, std::string peer) : impl_(std::make_unique<I
     impl_->peer = std::move(peer);
     ::signal(SIGPIPE, SIG_IGN);
     impl_->reader = std::thread([this] { impl_->read_loop(); });
+    try {
+        handshake();
+    } catch (...) {
+        // The destructor does not run for a constructor that throws: stop
+        // the reader here.
+        impl_->close();
+        throw;
+    }
+}
+
+void RpcClient::handshake() {
     json res;
     try {
         res = impl_->finish(impl_->start(
@@ -315,11 +334,7 @@ RpcClient::RpcClient(Fd in, Fd out, std::string peer) : impl_(std::make_unique<I
 }
 
 RpcClient::~RpcClient() {
-    // Closing our end makes the server see EOF (and stop what still runs); the
-    // reader then sees the server close its side.
-    impl_->out.reset();
-    ::shutdown(impl_->in.get(), SHUT_RDWR);
-    if (impl_->reader.joinable()) impl_->reader.join();
+    impl_->close();
 }
 
 const api::HelloResult& RpcClient::server() const {

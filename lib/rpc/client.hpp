@@ -66,7 +66,10 @@ class RpcClient final : public api::Api {
     api::Removed image_rm(const api::NameParams& p) override;
     api::DoctorResult doctor() override;
 
+    bool offers(const std::string& method) const override { return has_method(method); }
+
   private:
+    void handshake();
     struct Impl;
     std::unique_ptr<Impl> impl_;
 };

@@ -221,8 +221,16 @@ struct SshConnection::Impl {
             }
         }
     done:
-        if (channel && ssh_channel_is_closed(channel))
+        // The exit status (127: no sandweave on the worker) comes with or
+        // just after the channel's EOF; wait for it a little.
+        if (channel && !stop) {
+            for (int i = 0; i < 20 && !ssh_channel_is_closed(channel); ++i) {
+                char drain[4096];
+                if (ssh_channel_read_timeout(channel, drain, sizeof drain, 1, 50) == SSH_ERROR)
+                    break;
+            }
             exit_status = ssh_channel_get_exit_status(channel);
+        }
         ::shutdown(theirs.get(), SHUT_RDWR);
     }
 };

@@ -342,8 +342,23 @@ assert_true "image ls: base (built in the worker's state)" jq -e 'any(.[]; .name
 same_as_local "template ls" template ls
 same_as_local "template ls --json" --json template ls
 same_as_local "template show base" template show base
-same_as_local "doctor" doctor
-same_as_local "doctor --json" --json doctor
+# doctor: the worker's own checks, as locally, plus the client's and the
+# worker's versions (the first line, and three fields with --json).
+capture lw doctor
+L_OUT=$LAST_OUT L_RC=$LAST_RC
+capture rsw doctor
+assert_eq "doctor: exit status as locally ($L_RC)" "$L_RC" "$LAST_RC"
+assert_true "doctor: the first line names client and worker versions" \
+    grep -qE "^client: sandweave [0-9.]+; worker ssh://root@127\.0\.0\.1:$SSHD_PORT: sandweave [0-9.]+$" <<<"$LAST_OUT"
+assert_eq "doctor: the checks as locally, the last line naming the worker" \
+    "$(sed 's/ here$//' <<<"$L_OUT")" "$(tail -n +2 <<<"$LAST_OUT" | sed "s| on ssh://root@127\.0\.0\.1:$SSHD_PORT\$||")"
+capture lw --json doctor
+L_OUT=$LAST_OUT
+capture rsw --json doctor
+R_OUT=$LAST_OUT R_RC=$LAST_RC
+assert_eq "doctor --json: the checks as locally" "$(jq -c .checks <<<"$L_OUT")" "$(jq -c .checks <<<"$R_OUT")"
+assert_true "doctor --json: client_version, worker_version and worker" \
+    jq -e --arg w "ssh://root@127.0.0.1:$SSHD_PORT" '.client_version and .worker_version and .worker == $w' <<<"$R_OUT"
 assert_eq "doctor: exit 0 (the worker can run sandboxes)" 0 "$R_RC"
 assert_true "doctor: the worker's checks (its state directory)" \
     jq -e --arg w "$WSTATE" 'any(.checks[]; .name == "state directory" and (.detail | contains($w)))' <<<"$R_OUT"
