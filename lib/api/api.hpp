@@ -156,12 +156,18 @@ struct CreateParams {
     std::map<std::string, std::string> labels;
     template <class V>
     void fields(V& v) {
+        member_fields(v);
+        v.optional("name", name);
+    }
+    // Every field but the sandbox's name: what pool.create flattens into its
+    // params, where "name" is the pool's.
+    template <class V>
+    void member_fields(V& v) {
         v.optional("template", template_ref);
         v.optional("from_snapshot", from_snapshot);
         v.optional("hidepid", hidepid);
         v.optional("audit", audit);
         v.optional("user", user);
-        v.optional("name", name);
         v.optional("labels", labels);
     }
 };
@@ -255,12 +261,12 @@ struct SnapshotList {
 struct PoolCreateParams {
     std::string name;
     int size = 0;
-    CreateParams options;  // flattened into the params object
+    CreateParams options;  // flattened into the params object, without its name
     template <class V>
     void fields(V& v) {
         v.required("name", name);
         v.required("size", size);
-        options.fields(v);
+        options.member_fields(v);
     }
 };
 
