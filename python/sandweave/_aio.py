@@ -12,7 +12,7 @@ from __future__ import annotations
 
 import asyncio
 import functools
-from typing import TYPE_CHECKING, Any, Callable, Generator, Optional
+from typing import TYPE_CHECKING, Any, Callable, Dict, Generator, Optional
 
 from .client import Connection, NotifyFn, _Pending
 
@@ -28,7 +28,7 @@ class Call:
         self,
         conn: Connection,
         method: str,
-        params: Optional[dict] = None,
+        params: Optional[Dict[str, Any]] = None,
         *,
         on_notify: Optional[NotifyFn] = None,
         cancel_method: Optional[str] = None,
@@ -167,7 +167,7 @@ class _TwinDescriptor:
     def __init__(self, fn: Callable[..., Op], on_class: bool) -> None:
         self._fn = fn
         self._on_class = on_class
-        functools.update_wrapper(self, fn)  # type: ignore[arg-type]
+        functools.update_wrapper(self, fn)
 
     def __set_name__(self, owner: type, name: str) -> None:
         self._name = name

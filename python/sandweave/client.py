@@ -154,7 +154,7 @@ class _Pending:
         self.line = line
         self.on_notify = on_notify
         self.loop = loop
-        self.future: Optional[asyncio.Future] = loop.create_future() if loop else None
+        self.future: "Optional[asyncio.Future[Any]]" = loop.create_future() if loop else None
         self.event: Optional[threading.Event] = None if loop else threading.Event()
         self.result: Any = None
         self.error: Optional[BaseException] = None
@@ -216,7 +216,7 @@ class _Pending:
 class _Child:
     """One ``serve`` process and the requests sent to it."""
 
-    def __init__(self, proc: subprocess.Popen, argv: List[str]) -> None:
+    def __init__(self, proc: "subprocess.Popen[bytes]", argv: List[str]) -> None:
         self.proc = proc
         self.argv = argv
         self.pending: Dict[int, _Pending] = {}

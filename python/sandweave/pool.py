@@ -97,7 +97,7 @@ class Pool:
 
     @twin_classmethod
     def create(
-        cls,
+        cls: Any,
         template: Optional[Template] = None,
         *,
         size: int,
@@ -116,11 +116,12 @@ class Pool:
         params: Dict[str, Any] = {"name": name, "size": size}
         params.update(create_params(conn, template, hidepid, audit, user, None, labels, snapshot))
         info = yield Call(conn, "pool.create", params)
-        return cls._wrap(conn, name, info, owned=True)
+        created: Pool = cls._wrap(conn, name, info, owned=True)
+        return created
 
     @twin_classmethod
     def from_name(
-        cls,
+        cls: Any,
         name: str,
         *,
         connection: Union[None, str, Connection] = None,
@@ -129,7 +130,8 @@ class Pool:
         """An existing pool (not owned: :meth:`close` leaves it; ``close(remove=True)`` removes it)."""
         conn = resolve_connection(connection, state_dir)
         info = yield from _find(conn, name)
-        return cls._wrap(conn, name, info, owned=False)
+        found: Pool = cls._wrap(conn, name, info, owned=False)
+        return found
 
     @twin
     def acquire(self) -> Generator[Step, Any, Sandbox]:

@@ -16,7 +16,6 @@ import threading
 from dataclasses import dataclass
 from typing import (
     Any,
-    AsyncIterator,
     Callable,
     Deque,
     Dict,
@@ -262,7 +261,8 @@ def _feed_stdin(conn: Connection, p: _Pending, stdin: Stdin) -> Generator[Step, 
         chunks: Optional[Iterator[bytes]] = iter([_as_bytes(stdin)])
         aiter = None
     elif hasattr(stdin, "read"):
-        chunks = iter(lambda: _as_bytes(stdin.read(MAX_CHUNK_BYTES)), b"")
+        reader: Any = stdin
+        chunks = iter(lambda: _as_bytes(reader.read(MAX_CHUNK_BYTES)), b"")
         aiter = None
     elif hasattr(stdin, "__aiter__"):
         chunks = None
@@ -382,10 +382,10 @@ class RunStream:
             raise StopIteration
         return item  # type: ignore[no-any-return]
 
-    def __aiter__(self) -> AsyncIterator[Tuple[str, bytes]]:
+    def __aiter__(self) -> "RunStream":
         if self._pending is None or self._pending.future is None:
             raise TypeError("this RunStream was made by stream(): use `for`")
-        return self  # type: ignore[return-value]
+        return self
 
     async def __anext__(self) -> Tuple[str, bytes]:
         if self._ended:
@@ -480,7 +480,7 @@ class Snapshot:
 
     @twin_classmethod
     def list(
-        cls, *, connection: Union[None, str, Connection] = None, state_dir: Optional[str] = None
+        cls: Any, *, connection: Union[None, str, Connection] = None, state_dir: Optional[str] = None
     ) -> Generator[Step, Any, "List[Snapshot]"]:
         """Every snapshot on the worker."""
         conn = resolve_connection(connection, state_dir)
@@ -600,7 +600,7 @@ class Sandbox:
 
     @twin_classmethod
     def create(
-        cls,
+        cls: Any,
         template: Optional[Template] = None,
         *,
         hidepid: Optional[int] = None,
@@ -617,11 +617,12 @@ class Sandbox:
         view = yield Call(
             conn, "sandbox.create", create_params(conn, template, hidepid, audit, user, name, labels, snapshot)
         )
-        return cls._wrap(conn, view, owned=True)
+        created: Sandbox = cls._wrap(conn, view, owned=True)
+        return created
 
     @twin_classmethod
     def from_id(
-        cls,
+        cls: Any,
         sandbox_id: str,
         *,
         connection: Union[None, str, Connection] = None,
@@ -633,11 +634,12 @@ class Sandbox:
         """
         conn = resolve_connection(connection, state_dir)
         view = yield Call(conn, "sandbox.inspect", {"id": sandbox_id})
-        return cls._wrap(conn, view, owned=False)
+        found: Sandbox = cls._wrap(conn, view, owned=False)
+        return found
 
     @twin_classmethod
     def list(
-        cls,
+        cls: Any,
         labels: Optional[Mapping[str, str]] = None,
         *,
         connection: Union[None, str, Connection] = None,
