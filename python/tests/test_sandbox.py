@@ -344,3 +344,24 @@ def test_over_long_request_is_refused_here(state_dir: str) -> None:
         with pytest.raises(UsageError, match="limit"):
             env.run(["echo", "x" * (1 << 20)])
         assert env.run("echo fine").ok
+
+
+def test_close_keep_and_remove(state_dir: str) -> None:
+    env = Sandbox(template="base")
+    env.close(remove=False)  # owned, but kept on request
+    kept = Sandbox.from_id(env.id)
+    assert kept.run("echo kept").stdout == "kept\n"
+    kept.remove()
+    assert kept.closed
+    with pytest.raises(NotFound):
+        Sandbox.from_id(env.id)
+
+    async def main() -> None:
+        env = await Sandbox.create.aio("base")
+        await env.close.aio(remove=False)
+        handle = await Sandbox.from_id.aio(env.id)
+        await handle.remove.aio()
+        with pytest.raises(NotFound):
+            await Sandbox.from_id.aio(env.id)
+
+    asyncio.run(main())
