@@ -27,7 +27,8 @@ void register_audit(CLI::App& app, GlobalOptions& g, Outcome& out) {
     exp->add_option("path", *path, "Where to write the JSONL log")->required();
     exp->callback([&g, &out, id, path] {
         Session s(g);
-        auto st = s.api().audit_export({*id, *path});
+        auto st = s.remote() ? api::export_to_client(s.api(), *id, *path, s.remote_url())
+                             : s.api().audit_export({*id, *path});
         print_audit_status(st);
         out.exit_code = st.complete ? 0 : 3;
     });

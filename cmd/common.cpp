@@ -1,29 +1,75 @@
 #include "cmd/common.hpp"
 
+#include <fcntl.h>
+
 #include <iostream>
 
 #include "lib/core/error.hpp"
+#include "lib/core/fd.hpp"
+#include "lib/core/host.hpp"
 #include "lib/core/units.hpp"
+#include "lib/rpc/client.hpp"
+#include "lib/rpc/ssh.hpp"
 #include "lib/sandbox/context.hpp"
 
 namespace sandweave::cli {
 
 struct Session::Local {
     LocalRunner runner;
+    LocalHost host;
     std::unique_ptr<StateStore> store;
 };
 
+struct Session::Remote {
+    std::unique_ptr<rpc::SshConnection> ssh;
+};
+
 Session::Session(const GlobalOptions& g) {
+    if (g.host.rfind("ssh://", 0) == 0) {
+        if (!g.state_dir.empty() || !g.runsc.empty())
+            throw Error(ErrorCode::usage,
+                        "--state-dir and --runsc apply to the local connection; a worker uses its "
+                        "own (set them in its environment)");
+        rpc::SshOptions o;
+        o.remote_binary = g.remote_binary;
+        if (!g.identity.empty()) o.identity = g.identity;
+        if (!g.known_hosts.empty()) o.known_hosts = g.known_hosts;
+        if (!g.ssh_config.empty()) o.config = g.ssh_config;
+        o.accept_new_host_key = g.accept_new_host_key;
+        auto t = parse_duration(g.connect_timeout);
+        if (!t || t->count() < 1000)
+            throw Error(ErrorCode::usage, "--connect-timeout '" + g.connect_timeout +
+                                              "': expected a duration of at least 1s");
+        o.connect_timeout = std::chrono::duration_cast<std::chrono::seconds>(*t);
+        auto target = rpc::parse_ssh_url(g.host);
+        remote_ = std::make_unique<Remote>();
+        remote_->ssh = std::make_unique<rpc::SshConnection>(target, o);
+        Fd stream = remote_->ssh->take_stream();
+        Fd out(::fcntl(stream.get(), F_DUPFD_CLOEXEC, 3));
+        if (!out.valid()) throw_errno("dup");
+        remote_url_ = target.url();
+        try {
+            api_ = std::make_unique<rpc::RpcClient>(std::move(stream), std::move(out), remote_url_);
+        } catch (const Error& e) {
+            if (remote_->ssh->remote_exit_status() == 127)
+                throw Error(ErrorCode::connection,
+                            remote_url_ + ": `" + g.remote_binary +
+                                "` was not found on the worker (install sandweave there, or "
+                                "give its path with --remote-binary)");
+            throw;
+        }
+        return;
+    }
     if (g.host != "local" && !g.host.empty())
-        throw Error(
-            ErrorCode::usage,
-            "--host " + g.host + ": only the local connection is available in this version");
+        throw Error(ErrorCode::usage,
+                    "--host '" + g.host + "': expected local or ssh://[user@]host[:port]");
     local_ = std::make_unique<Local>();
     std::filesystem::path root =
         g.state_dir.empty() ? StateStore::default_root() : std::filesystem::path(g.state_dir);
     local_->store = std::make_unique<StateStore>(root);
-    api_ = std::make_unique<api::LocalApi>(Context{
-        *local_->store, local_->runner, g.runsc.empty() ? std::nullopt : std::optional(g.runsc)});
+    api_ = std::make_unique<api::LocalApi>(
+        Context{*local_->store, local_->runner, local_->host,
+                g.runsc.empty() ? std::nullopt : std::optional(g.runsc)});
 }
 
 Session::~Session() = default;
@@ -40,7 +86,25 @@ void add_global_options(CLI::App& app, GlobalOptions& g) {
     app.add_option("--state-dir", g.state_dir,
                    "State directory (default /var/lib/sandweave for root)")
         ->envname("SANDWEAVE_STATE_DIR");
-    app.add_option("--host", g.host, "Connection: local (default)")->envname("SANDWEAVE_HOST");
+    app.add_option("--host", g.host, "Connection: local (default) or ssh://[user@]host[:port]")
+        ->envname("SANDWEAVE_HOST");
+    app.add_option("--identity", g.identity, "ssh: private key file (default: agent, ~/.ssh/id_*)")
+        ->group("SSH");
+    app.add_option("--known-hosts", g.known_hosts,
+                   "ssh: known_hosts file (default ~/.ssh/known_hosts)")
+        ->group("SSH");
+    app.add_option("--ssh-config", g.ssh_config, "ssh: config file (default ~/.ssh/config)")
+        ->group("SSH");
+    app.add_flag("--accept-new-host-key", g.accept_new_host_key,
+                 "ssh: add an unknown host key to known_hosts (a changed key is still refused)")
+        ->group("SSH");
+    app.add_option("--connect-timeout", g.connect_timeout,
+                   "ssh: give up connecting after this long")
+        ->capture_default_str()
+        ->group("SSH");
+    app.add_option("--remote-binary", g.remote_binary, "ssh: sandweave on the worker")
+        ->capture_default_str()
+        ->group("SSH");
     app.add_option("--runsc", g.runsc, "The runsc binary to drive")->envname("SANDWEAVE_RUNSC");
     app.add_flag("-v,--verbose", g.verbosity, "More logging on stderr");
     app.add_flag("-q,--quiet", g.quiet, "Only errors on stderr");

@@ -24,6 +24,10 @@ struct GlobalOptions {
     std::string runsc;
     int verbosity = 0;  // -v: debug, -q: only errors
     bool quiet = false;
+    // ssh:// connections
+    std::string identity, known_hosts, ssh_config, remote_binary = "sandweave";
+    bool accept_new_host_key = false;
+    std::string connect_timeout = "10s";
 };
 
 // Set by a verb's callback; main() exits with it.
@@ -33,18 +37,24 @@ struct Outcome {
     bool docker_exit_codes = false;
 };
 
-// The connection for one invocation. Only the local one exists so far: the
-// API is called in-process.
+// The connection for one invocation: `local` calls the API in-process;
+// `ssh://[user@]host[:port]` speaks it to `sandweave serve --stdio` on the
+// worker.
 class Session {
   public:
     explicit Session(const GlobalOptions& g);
     ~Session();
     api::Api& api() { return *api_; }
+    bool remote() const { return !remote_url_.empty(); }
+    const std::string& remote_url() const { return remote_url_; }
 
   private:
     struct Local;
+    struct Remote;
     std::unique_ptr<Local> local_;
+    std::unique_ptr<Remote> remote_;
     std::unique_ptr<api::Api> api_;
+    std::string remote_url_;
 };
 
 void print_json(const nlohmann::json& j);

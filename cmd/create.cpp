@@ -9,6 +9,7 @@ void register_create(CLI::App& app, GlobalOptions& g, Outcome& out) {
     sub->callback([&g, &out, flags, sub] {
         auto params = to_create_params(*flags, *sub);
         Session s(g);
+        if (s.remote()) params = api::for_remote_worker(params, StateStore::default_root());
         auto v = s.api().create(params);
         if (g.json)
             print_json(api::encode_value(v));

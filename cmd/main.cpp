@@ -16,6 +16,7 @@
 #include "cmd/common.hpp"
 #include "lib/audit/audit.hpp"
 #include "lib/core/error.hpp"
+#include "lib/core/host.hpp"
 #include "lib/core/log.hpp"
 #include "lib/core/shim.hpp"
 #include "lib/core/units.hpp"
@@ -58,7 +59,9 @@ std::string check_verbs(CLI::App& app, const std::vector<std::string>& args) {
     std::string path;
     for (std::size_t i = 0; i < args.size(); ++i) {
         const std::string& a = args[i];
-        if (a == "--runsc" || a == "--state-dir" || a == "--host") {
+        if (a == "--runsc" || a == "--state-dir" || a == "--host" || a == "--identity" ||
+            a == "--known-hosts" || a == "--ssh-config" || a == "--connect-timeout" ||
+            a == "--remote-binary") {
             ++i;  // its value
             continue;
         }
@@ -208,6 +211,9 @@ int main_impl(int argc, char** argv) {
         int code = static_cast<int>(e.code());
         if (out.docker_exit_codes && e.code() == ErrorCode::general) code = 125;
         return report_error(g, e.what(), code);
+    } catch (const std::filesystem::filesystem_error& e) {
+        // A file operation the library did not wrap: still an ordinary error.
+        return report_error(g, e.what(), out.docker_exit_codes ? 125 : 1);
     } catch (const std::exception& e) {
         return report_error(g, std::string("internal error: ") + e.what(),
                             out.docker_exit_codes ? 125 : 1);
@@ -243,8 +249,9 @@ int main(int argc, char** argv) {
         if (a.size() >= 5 && a[3] == "--runsc") g.runsc = a[4];
         try {
             sandweave::LocalRunner runner;
+            sandweave::LocalHost host;
             sandweave::StateStore store(g.state_dir);
-            sandweave::Context ctx{store, runner,
+            sandweave::Context ctx{store, runner, host,
                                    g.runsc.empty() ? std::nullopt : std::optional(g.runsc)};
             return sandweave::pool_refill_main(ctx, a[2]);
         } catch (const std::exception& e) {

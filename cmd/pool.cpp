@@ -25,6 +25,7 @@ void register_pool(CLI::App& app, GlobalOptions& g, Outcome& out) {
                         "--size " + std::to_string(*size) + ": expected 0 to 1000");
         api::PoolCreateParams p{*name, *size, to_create_params(*flags, *create)};
         Session s(g);
+        if (s.remote()) p.options = api::for_remote_worker(p.options, StateStore::default_root());
         auto info = s.api().pool_create(p);
         if (g.json)
             print_json(api::encode_value(info));

@@ -80,8 +80,10 @@ int one_shot(Session& s, const RunFlags& f, const CLI::App& sub, api::RunParams 
 
     api::OneShotParams p;
     p.create = to_create_params(f.create, sub);
+    if (s.remote()) p.create = api::for_remote_worker(p.create, StateStore::default_root());
     p.run = std::move(run);
     if (!f.audit_log.empty()) p.audit_log = f.audit_log;
+    if (s.remote()) p.via = s.remote_url();
     auto res = api::one_shot(s.api(), p, our_stdio());
     if (res.audit_log_refused)
         throw Error(

@@ -1,5 +1,6 @@
 // sandweave serve: the API over JSON-RPC on stdin/stdout or a Unix socket.
 #include <signal.h>
+#include <stdlib.h>
 #include <sys/signalfd.h>
 
 #include "cmd/common.hpp"
@@ -24,23 +25,33 @@ void register_serve(CLI::App& app, GlobalOptions& g, Outcome& out) {
             throw Error(ErrorCode::usage, "serve: give --stdio or --socket PATH");
         if (g.json)
             throw Error(ErrorCode::usage, "serve: --json does not apply (the protocol is JSON)");
+        // SIGINT/SIGTERM/SIGHUP end serving as a closed connection does (what
+        // runs is killed). Blocked before any thread starts, so every thread
+        // inherits the mask and only the signalfd sees them.
+        sigset_t stop;
+        sigemptyset(&stop);
+        sigaddset(&stop, SIGINT);
+        sigaddset(&stop, SIGTERM);
+        sigaddset(&stop, SIGHUP);
+        sigprocmask(SIG_BLOCK, &stop, nullptr);
+        Fd sfd(::signalfd(-1, &stop, SFD_CLOEXEC));
+        if (!sfd.valid()) throw_errno("signalfd");
         Session s(g);
-        rpc::ServeOptions opts{std::string("sandweave ") + SANDWEAVE_VERSION_STRING};
-        if (*stdio) {
-            rpc::serve_connection(s.api(), 0, 1, opts);
-        } else {
-            sigset_t stop;
-            sigemptyset(&stop);
-            sigaddset(&stop, SIGINT);
-            sigaddset(&stop, SIGTERM);
-            sigaddset(&stop, SIGHUP);
-            // Blocked before any thread starts, so every thread inherits it and
-            // only the signalfd sees these.
-            sigprocmask(SIG_BLOCK, &stop, nullptr);
-            Fd sfd(::signalfd(-1, &stop, SFD_CLOEXEC));
-            if (!sfd.valid()) throw_errno("signalfd");
-            rpc::serve_socket(s.api(), *socket, sfd.get(), opts);
+        rpc::ServeOptions opts{std::string("sandweave ") + SANDWEAVE_VERSION_STRING, {}};
+        if (const char* w = std::getenv("SANDWEAVE_SERVE_WITHOUT")) {
+            std::string list = w;
+            for (std::size_t pos = 0; pos <= list.size();) {
+                auto comma = list.find(',', pos);
+                std::string m = list.substr(pos, comma == std::string::npos ? comma : comma - pos);
+                if (!m.empty()) opts.without.push_back(m);
+                if (comma == std::string::npos) break;
+                pos = comma + 1;
+            }
         }
+        if (*stdio)
+            rpc::serve_connection(s.api(), 0, 1, sfd.get(), opts);
+        else
+            rpc::serve_socket(s.api(), *socket, sfd.get(), opts);
         out.exit_code = 0;
     });
 }

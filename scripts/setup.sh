@@ -37,7 +37,7 @@ packages=(
   busybox-static debootstrap procps util-linux python3 python3-pip python3-setuptools python3-wheel
 )
 if [ "$test_deps" = 1 ]; then
-  packages+=(clang clang-format libclang-rt-14-dev jq bc iproute2 libc6-dev python3-pytest)
+  packages+=(clang clang-format libclang-rt-14-dev jq bc iproute2 libc6-dev openssh-server openssh-client tmux python3-pytest)
 fi
 
 missing=()

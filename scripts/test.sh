@@ -3,7 +3,9 @@
 #   1. unit tests under AddressSanitizer + UndefinedBehaviorSanitizer
 #   2. the audit message decoder under libFuzzer for 60 s (clang), seeded with a
 #      corpus recorded from a real runsc session
-#   3. every unit and integration test against the real runsc (ctest)
+#   3. the JSON-RPC request decoder and params validator under libFuzzer for 60 s,
+#      seeded with request lines from docs/protocol.md
+#   4. every unit and integration test against the real runsc (ctest)
 set -euo pipefail
 top="$(cd "$(dirname "${BASH_SOURCE[0]}")/.." && pwd)"
 "$top/scripts/setup.sh" --test-deps
@@ -18,6 +20,13 @@ cmake --build "$top/build-fuzz" -j"$(nproc)" --target fuzz_audit_decoder >&2
 mkdir -p "$top/build-fuzz/corpus"
 "$top/build-fuzz/tests/fuzz/fuzz_audit_decoder" -max_total_time=60 -print_final_stats=1 \
   "$top/build-fuzz/corpus" "$top/tests/data/audit/corpus" 2>&1 | tail -n 15 >&2
+
+echo "== fuzzing the JSON-RPC request decoder (60 s)" >&2
+cmake --build "$top/build-fuzz" -j"$(nproc)" --target fuzz_rpc_request >&2
+mkdir -p "$top/build-fuzz/corpus-rpc"
+"$top/build-fuzz/tests/fuzz/fuzz_rpc_request" -max_total_time=60 -print_final_stats=1 \
+  -dict="$top/tests/data/rpc/rpc.dict" \
+  "$top/build-fuzz/corpus-rpc" "$top/tests/data/rpc/corpus" 2>&1 | tail -n 15 >&2
 
 echo "== unit and integration tests" >&2
 cd "$top/build"

@@ -12,10 +12,12 @@
 // client.
 
 #include <cstdint>
+#include <functional>
 #include <map>
 #include <memory>
 #include <optional>
 #include <string>
+#include <string_view>
 #include <vector>
 
 #include <nlohmann/json.hpp>
@@ -156,18 +158,12 @@ struct CreateParams {
     std::map<std::string, std::string> labels;
     template <class V>
     void fields(V& v) {
-        member_fields(v);
-        v.optional("name", name);
-    }
-    // Every field but the sandbox's name: what pool.create flattens into its
-    // params, where "name" is the pool's.
-    template <class V>
-    void member_fields(V& v) {
         v.optional("template", template_ref);
         v.optional("from_snapshot", from_snapshot);
         v.optional("hidepid", hidepid);
         v.optional("audit", audit);
         v.optional("user", user);
+        v.optional("name", name);
         v.optional("labels", labels);
     }
 };
@@ -258,15 +254,22 @@ struct SnapshotList {
 
 // ---- pools -----------------------------------------------------------------
 
+// `name` is the pool's: its members get none, so the create options are
+// flattened into the params object without theirs.
 struct PoolCreateParams {
     std::string name;
     int size = 0;
-    CreateParams options;  // flattened into the params object, without its name
+    CreateParams options;
     template <class V>
     void fields(V& v) {
         v.required("name", name);
         v.required("size", size);
-        options.member_fields(v);
+        v.optional("template", options.template_ref);
+        v.optional("from_snapshot", options.from_snapshot);
+        v.optional("hidepid", options.hidepid);
+        v.optional("audit", options.audit);
+        v.optional("user", options.user);
+        v.optional("labels", options.labels);
     }
 };
 
@@ -432,6 +435,12 @@ class Api {
     virtual RemovedList prune() = 0;
 
     virtual audit::Status audit_export(const AuditExportParams& p) = 0;
+    // The same flush barrier and export, with the exported bytes handed to
+    // `on_data` as they are read instead of written on the worker; the status
+    // describes exactly those bytes (sha256, bytes). For a client that is not
+    // on the worker's host (export_to_client).
+    virtual audit::Status audit_fetch(const IdParams& p,
+                                      const std::function<void(std::string_view)>& on_data) = 0;
     virtual audit::Status audit_status(const IdParams& p) = 0;
 
     virtual SnapshotRecord snapshot_create(const SnapshotCreateParams& p) = 0;
@@ -469,6 +478,8 @@ class LocalApi final : public Api {
     Removed rm(const IdParams& p) override;
     RemovedList prune() override;
     audit::Status audit_export(const AuditExportParams& p) override;
+    audit::Status audit_fetch(const IdParams& p,
+                              const std::function<void(std::string_view)>& on_data) override;
     audit::Status audit_status(const IdParams& p) override;
     SnapshotRecord snapshot_create(const SnapshotCreateParams& p) override;
     SnapshotList snapshot_ls() override;
@@ -505,6 +516,9 @@ struct OneShotParams {
     CreateParams create;
     RunParams run;  // run.id is filled in
     std::optional<std::string> audit_log;
+    // Set for a remote connection: the log is fetched and written here, on the
+    // client (export_to_client), and the status says it came via this address.
+    std::optional<std::string> via;
 };
 struct OneShotResult {
     RunResult run;
@@ -513,5 +527,26 @@ struct OneShotResult {
     bool audit_log_refused = false;
 };
 OneShotResult one_shot(Api& api, const OneShotParams& p, const RunIo& io);
+
+// ---- a remote worker ------------------------------------------------------
+
+// A create request as it must travel to a worker on another host: a template
+// given as a file on this host is resolved here (its extends chain included,
+// from this host's template directories under `client_state_dir`) and sent
+// as the resolved document; a template name or inline text goes as it is and
+// resolves on the worker.
+CreateParams for_remote_worker(CreateParams p, const std::filesystem::path& client_state_dir);
+
+// ---- an export written on the client ---------------------------------------
+
+// `audit export` for a client that is not on the worker: fetches the log
+// through audit_fetch and writes PATH and PATH.status.json on this host (0600,
+// temp file + fsync + rename), but only after the bytes received match the
+// worker's byte count and sha256. The old sidecar goes first, and a failure
+// leaves neither a partial PATH nor a new sidecar. The status gains "via"; it
+// is complete only when the worker's export was complete and every byte
+// arrived.
+audit::Status export_to_client(Api& api, const std::string& id, const std::string& path,
+                               const std::string& via);
 
 }  // namespace sandweave::api

@@ -1,10 +1,16 @@
 // LocalApi: each method validates its params into the library's request and
 // calls one lib/sandbox operation. Nothing here prints or knows about argv.
 
+#include <fcntl.h>
+#include <unistd.h>
+
 #include <algorithm>
+#include <cerrno>
 
 #include "lib/api/api.hpp"
 #include "lib/core/error.hpp"
+#include "lib/core/fd.hpp"
+#include "lib/core/fsutil.hpp"
 #include "lib/core/log.hpp"
 #include "lib/core/units.hpp"
 #include "lib/runtime/runsc.hpp"
@@ -140,6 +146,38 @@ RemovedList LocalApi::prune() {
 audit::Status LocalApi::audit_export(const AuditExportParams& p) {
     if (p.path.empty()) throw Error(ErrorCode::usage, "path: empty");
     return export_audit(ctx_, p.id, p.path);
+}
+
+audit::Status LocalApi::audit_fetch(const IdParams& p,
+                                    const std::function<void(std::string_view)>& on_data) {
+    std::string id = ctx_.store.resolve_id(p.id);
+    // Exported into the sandbox's private audit directory, streamed, removed.
+    std::filesystem::path tmp = audit_dir(ctx_.store, id) / ("fetch-" + random_hex(12) + ".jsonl");
+    struct Cleanup {
+        std::filesystem::path a, b;
+        ~Cleanup() {
+            std::error_code ec;
+            std::filesystem::remove(a, ec);
+            std::filesystem::remove(b, ec);
+        }
+    } cleanup{tmp, tmp.string() + ".status.json"};
+    audit::Status st = export_audit(ctx_, id, tmp);
+    Fd fd(::open(tmp.c_str(), O_RDONLY | O_CLOEXEC));
+    if (!fd.valid()) throw_errno("open " + tmp.string());
+    char buf[48 * 1024];  // base64 of it fits one 64 KiB protocol chunk
+    std::uint64_t left = st.bytes;
+    while (left > 0) {
+        ssize_t n = ::read(fd.get(), buf, std::min<std::uint64_t>(sizeof buf, left));
+        if (n < 0 && errno == EINTR) continue;
+        if (n < 0) throw_errno("read " + tmp.string());
+        if (n == 0)
+            throw Error(ErrorCode::general,
+                        "export " + tmp.string() + " is shorter than its status");
+        on_data(std::string_view(buf, static_cast<std::size_t>(n)));
+        left -= static_cast<std::uint64_t>(n);
+    }
+    st.path.clear();
+    return st;
 }
 
 audit::Status LocalApi::audit_status(const IdParams& p) {

@@ -96,6 +96,7 @@ std::vector<Method> build_table() {
     t.push_back(Method{"run.stdin", &check_as<StdinParams>, nullptr, nullptr});
     t.push_back(Method{"run.signal", &check_as<SignalParams>, &validate_signal, nullptr});
     t.push_back(Method{"run.cancel", &check_as<RequestRef>, nullptr, nullptr});
+    t.push_back(Method{"audit.fetch", &check_as<IdParams>, nullptr, nullptr});
     std::sort(t.begin(), t.end(),
               [](const Method& a, const Method& b) { return std::string(a.name) < b.name; });
     return t;

@@ -40,7 +40,8 @@ OneShotResult one_shot(Api& api, const OneShotParams& p, const RunIo& io) {
         // terminate's final barrier first, so the export covers the whole run.
         step("terminating one-shot sandbox", [&] { api.terminate(IdParams{id}); });
         step("exporting the audit log", [&] {
-            out.audit = api.audit_export(AuditExportParams{id, *p.audit_log});
+            out.audit = p.via ? export_to_client(api, id, *p.audit_log, *p.via)
+                              : api.audit_export(AuditExportParams{id, *p.audit_log});
         });
     }
     step("removing one-shot sandbox", [&] { api.rm(IdParams{id}); });

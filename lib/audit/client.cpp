@@ -15,7 +15,6 @@
 #include <sys/socket.h>
 #include <sys/stat.h>
 #include <sys/un.h>
-#include <sys/wait.h>
 #include <unistd.h>
 
 #include <openssl/evp.h>
@@ -29,7 +28,9 @@
 #include "lib/audit/audit.hpp"
 #include "lib/audit/state.hpp"
 #include "lib/core/error.hpp"
+#include "lib/core/fd.hpp"
 #include "lib/core/fsutil.hpp"
+#include "lib/core/helper.hpp"
 
 namespace sandweave::audit {
 
@@ -95,15 +96,12 @@ Reply control_request(const fs::path& dir, const nlohmann::json& request,
         return r;
     }
     std::memcpy(addr.sun_path, path.c_str(), path.native().size());
-    int fd = ::socket(AF_UNIX, SOCK_SEQPACKET | SOCK_CLOEXEC, 0);
-    if (fd < 0) {
+    Fd sock(::socket(AF_UNIX, SOCK_SEQPACKET | SOCK_CLOEXEC, 0));
+    if (!sock) {
         r.error = errno_message("socket");
         return r;
     }
-    struct Closer {
-        int fd;
-        ~Closer() { ::close(fd); }
-    } closer{fd};
+    int fd = sock.get();
     if (::connect(fd, reinterpret_cast<sockaddr*>(&addr), sizeof addr) != 0) {
         r.kind = Reply::unreachable;
         r.error = errno_message("connect " + path.string());
@@ -157,12 +155,9 @@ bool writer_alive(const WriterState& s) {
 // Extends `s` by the whole lines after its durable prefix that continue the
 // sequence, then makes them durable.
 void extend_with_tail(const fs::path& dir, WriterState& s) {
-    int fd = ::open(log_path(dir).c_str(), O_RDONLY | O_CLOEXEC);
-    if (fd < 0) return;
-    struct Closer {
-        int fd;
-        ~Closer() { ::close(fd); }
-    } closer{fd};
+    Fd log_fd(::open(log_path(dir).c_str(), O_RDONLY | O_CLOEXEC));
+    if (!log_fd) return;
+    int fd = log_fd.get();
     struct stat st;
     if (::fstat(fd, &st) != 0 || static_cast<std::uint64_t>(st.st_size) <= s.bytes) return;
     std::uint64_t end = static_cast<std::uint64_t>(st.st_size);
@@ -259,19 +254,14 @@ WriterState offline_state(const fs::path& dir, const WriterState& saved,
 // An exclusive lock on the writer directory for the read-merge-write of a dead
 // writer's state by concurrent CLI processes. Released on destruction.
 struct DirLock {
-    int fd = -1;
-    explicit DirLock(const fs::path& dir) {
-        fd = ::open(dir.c_str(), O_RDONLY | O_DIRECTORY | O_CLOEXEC);
-        if (fd >= 0) {
-            while (::flock(fd, LOCK_EX) != 0 && errno == EINTR) {
+    Fd fd;
+    explicit DirLock(const fs::path& dir)
+        : fd(::open(dir.c_str(), O_RDONLY | O_DIRECTORY | O_CLOEXEC)) {
+        if (fd) {
+            while (::flock(fd.get(), LOCK_EX) != 0 && errno == EINTR) {
             }
         }
     }
-    ~DirLock() {
-        if (fd >= 0) ::close(fd);
-    }
-    DirLock(const DirLock&) = delete;
-    DirLock& operator=(const DirLock&) = delete;
 };
 
 // Reasons that exist only because this request was a barrier; a live view
@@ -380,23 +370,18 @@ std::string sha256_hex(const unsigned char* md, unsigned len) {
 // Copies [0, n) of src into a new file `tmp`, hashing the same bytes on a
 // second thread (the copy itself stays in the kernel: copy_file_range).
 std::string copy_prefix(const fs::path& src, const fs::path& tmp, std::uint64_t n) {
-    int in = ::open(src.c_str(), O_RDONLY | O_CLOEXEC);
-    if (in < 0) throw_errno("open " + src.string());
-    struct Closer {
-        int& fd;
-        ~Closer() {
-            if (fd >= 0) ::close(fd);
-        }
-    } cin{in};
+    Fd in_fd(::open(src.c_str(), O_RDONLY | O_CLOEXEC));
+    if (!in_fd) throw_errno("open " + src.string());
+    const int in = in_fd.get();
     struct stat st;
     if (::fstat(in, &st) != 0) throw_errno("stat " + src.string());
     if (static_cast<std::uint64_t>(st.st_size) < n)
         throw Error(ErrorCode::general,
                     src.string() + " is shorter (" + std::to_string(st.st_size) +
                         " bytes) than its durable prefix (" + std::to_string(n) + " bytes)");
-    int out = ::open(tmp.c_str(), O_WRONLY | O_CREAT | O_EXCL | O_CLOEXEC, 0600);
-    if (out < 0) throw_errno("create " + tmp.string());
-    Closer cout{out};
+    Fd out_fd(::open(tmp.c_str(), O_WRONLY | O_CREAT | O_EXCL | O_CLOEXEC, 0600));
+    if (!out_fd) throw_errno("create " + tmp.string());
+    const int out = out_fd.get();
     if (::fchmod(out, 0600) != 0) throw_errno("chmod " + tmp.string());
 
     std::string hash_error;
@@ -471,9 +456,8 @@ std::string copy_prefix(const fs::path& src, const fs::path& tmp, std::uint64_t 
     if (!copy_error.empty()) throw Error(ErrorCode::general, copy_error);
     if (!hash_error.empty()) throw Error(ErrorCode::general, hash_error);
     if (::fsync(out) != 0) throw_errno("fsync " + tmp.string());
-    int fd = out;
-    out = -1;
-    if (::close(fd) != 0) throw_errno("close " + tmp.string());
+    // close() can report a write error: checked, not left to ~Fd.
+    if (::close(out_fd.release()) != 0) throw_errno("close " + tmp.string());
     return digest;
 }
 
@@ -563,76 +547,30 @@ pid_t start_writer(const fs::path& self_exe, const WriterOptions& opts) {
                         "audit directory path too long for a unix socket: " + opts.dir.string());
         write_file_atomic(points_path(opts.dir), points_to_json(opts.points).dump() + "\n", 0600);
 
-        int pipefd[2];
-        if (::pipe2(pipefd, O_CLOEXEC) != 0) throw_errno("pipe");
-        // Everything the child needs is prepared before fork: after fork in a
-        // possibly multi-threaded caller only async-signal-safe calls are allowed.
         WriterOptions child_opts = opts;
-        child_opts.ready_fd = 3;
-        std::vector<std::string> args = writer_argv(child_opts);
-        args.insert(args.begin(), self_exe.string());
-        std::vector<char*> argv;
-        for (auto& a : args) argv.push_back(a.data());
-        argv.push_back(nullptr);
-        std::string log_file = (opts.dir / "writer.log").string();
-
-        pid_t child = ::fork();
-        if (child < 0) {
-            int err = errno;
-            ::close(pipefd[0]);
-            ::close(pipefd[1]);
-            throw_errno("fork", err);
+        child_opts.ready_fd = helper_report_fd;
+        HelperSpec spec;
+        spec.argv = writer_argv(child_opts);
+        spec.argv.insert(spec.argv.begin(), self_exe.string());
+        spec.log = opts.dir / "writer.log";
+        spec.timeout = 30s;
+        HelperReport report = launch_helper(spec);
+        std::uint64_t pid = 0;
+        switch (report.outcome) {
+            case HelperReport::Outcome::ready:
+                if (parse_u64(report.detail, pid)) return static_cast<pid_t>(pid);
+                throw Error(ErrorCode::general,
+                            "unexpected readiness message: ok " + report.detail);
+            case HelperReport::Outcome::failed:
+                throw Error(ErrorCode::general, report.detail);
+            case HelperReport::Outcome::garbled:
+                throw Error(ErrorCode::general, "unexpected readiness message: " + report.detail);
+            case HelperReport::Outcome::silent:
+            case HelperReport::Outcome::timed_out:
+                break;
         }
-        if (child == 0) {
-            // Intermediate: new session, fork the daemon, exit so the daemon is
-            // reparented away from the caller (no zombie, outlives the CLI).
-            ::setsid();
-            pid_t daemon = ::fork();
-            if (daemon != 0) ::_exit(daemon < 0 ? 1 : 0);
-            int null = ::open("/dev/null", O_RDWR);
-            int logfd = ::open(log_file.c_str(), O_WRONLY | O_CREAT | O_APPEND, 0600);
-            if (null >= 0) {
-                ::dup2(null, 0);
-                ::dup2(null, 1);
-            }
-            if (logfd >= 0) ::dup2(logfd, 2);
-            ::dup2(pipefd[1], 3);  // dup2 clears close-on-exec on fd 3
-            ::close_range(4, ~0U, CLOSE_RANGE_CLOEXEC);
-            ::execv(argv[0], argv.data());
-            const char msg[] = "error exec of the audit writer failed\n";
-            (void)!::write(3, msg, sizeof msg - 1);
-            ::_exit(127);
-        }
-        ::close(pipefd[1]);
-        int status = 0;
-        while (::waitpid(child, &status, 0) < 0 && errno == EINTR) {
-        }
-        std::string msg;
-        char buf[4096];
-        auto deadline = std::chrono::steady_clock::now() + 30s;
-        for (;;) {
-            auto left = std::chrono::duration_cast<std::chrono::milliseconds>(
-                deadline - std::chrono::steady_clock::now());
-            if (left.count() <= 0) break;
-            pollfd p{pipefd[0], POLLIN, 0};
-            int rc = ::poll(&p, 1, static_cast<int>(left.count()));
-            if (rc < 0 && errno == EINTR) continue;
-            if (rc <= 0) break;
-            ssize_t n = ::read(pipefd[0], buf, sizeof buf);
-            if (n <= 0) break;
-            msg.append(buf, static_cast<std::size_t>(n));
-            if (msg.size() > 65536) break;
-        }
-        ::close(pipefd[0]);
-        while (!msg.empty() && msg.back() == '\n') msg.pop_back();
-        if (msg.rfind("ok ", 0) == 0) {
-            std::uint64_t pid;
-            if (parse_u64(msg.substr(3), pid)) return static_cast<pid_t>(pid);
-        }
-        if (msg.rfind("error ", 0) == 0) throw Error(ErrorCode::general, msg.substr(6));
         throw Error(ErrorCode::general,
-                    msg.empty() ? "the writer exited without reporting (see " + log_file + ")"
-                                : "unexpected readiness message: " + msg);
+                    "the writer exited without reporting (see " + spec.log.string() + ")");
     });
 }
 

@@ -37,7 +37,9 @@
 #include "lib/audit/queue.hpp"
 #include "lib/audit/state.hpp"
 #include "lib/core/error.hpp"
+#include "lib/core/fd.hpp"
 #include "lib/core/fsutil.hpp"
+#include "lib/core/helper.hpp"
 #include "lib/core/log.hpp"
 
 namespace sandweave::audit {
@@ -91,7 +93,7 @@ struct BarrierRequest {
     WriterState result;
 };
 
-int listen_seqpacket(const fs::path& path) {
+Fd listen_seqpacket(const fs::path& path) {
     sockaddr_un addr{};
     addr.sun_family = AF_UNIX;
     if (path.native().size() >= sizeof addr.sun_path)
@@ -100,14 +102,11 @@ int listen_seqpacket(const fs::path& path) {
                         " bytes, limit " + std::to_string(sizeof addr.sun_path - 1) +
                         "): " + path.string());
     std::memcpy(addr.sun_path, path.c_str(), path.native().size());
-    int fd = ::socket(AF_UNIX, SOCK_SEQPACKET | SOCK_CLOEXEC | SOCK_NONBLOCK, 0);
-    if (fd < 0) throw_errno("socket");
+    Fd fd(::socket(AF_UNIX, SOCK_SEQPACKET | SOCK_CLOEXEC | SOCK_NONBLOCK, 0));
+    if (!fd) throw_errno("socket");
     ::unlink(path.c_str());
-    if (::bind(fd, reinterpret_cast<sockaddr*>(&addr), sizeof addr) != 0) {
-        int err = errno;
-        ::close(fd);
-        throw_errno("bind " + path.string(), err);
-    }
+    if (::bind(fd.get(), reinterpret_cast<sockaddr*>(&addr), sizeof addr) != 0)
+        throw_errno("bind " + path.string());
     ::chmod(path.c_str(), 0600);
     // The backlog bounds pending connections only (the kernel caps it at
     // net.core.somaxconn). It does not bound the data queue of an accepted
@@ -116,11 +115,7 @@ int listen_seqpacket(const fs::path& path) {
     // unix_peer(other) != sk, i.e. for senders the receiver is not connected
     // to. The sentry's connected socket is bounded by its own SO_SNDBUF
     // (sock_alloc_send_pskb), which runtime/audit.patch raises to 8 MiB.
-    if (::listen(fd, SOMAXCONN) != 0) {
-        int err = errno;
-        ::close(fd);
-        throw_errno("listen " + path.string(), err);
-    }
+    if (::listen(fd.get(), SOMAXCONN) != 0) throw_errno("listen " + path.string());
     return fd;
 }
 
@@ -154,13 +149,13 @@ bool line_is_event(std::string_view line) {
 
 class Writer {
   public:
-    explicit Writer(const WriterOptions& o) : opts_(o) {}
-    ~Writer();
+    explicit Writer(const WriterOptions& o)
+        : opts_(o),
+          ready_(o.ready_fd >= 0 ? ReadinessReporter(Fd(o.ready_fd)) : ReadinessReporter()) {}
     int run();
 
   private:
     void setup();
-    void report_ready(const std::string& line);
 
     // reader thread
     void reader_loop();
@@ -204,8 +199,9 @@ class Writer {
                                                bool stop, std::chrono::milliseconds timeout);
 
     WriterOptions opts_;
+    ReadinessReporter ready_;  // the launcher's end: "ok PID" or "error MESSAGE"
     fs::path log_path_, state_path_, reserve_path_;
-    int log_fd_ = -1, sink_fd_ = -1, control_fd_ = -1, wake_fd_ = -1, signal_fd_ = -1;
+    Fd log_fd_, sink_fd_, control_fd_, wake_fd_, signal_fd_;
     dev_t dir_dev_ = 0;
     ino_t dir_ino_ = 0;
     std::uint64_t start_time_ = 0;
@@ -213,7 +209,7 @@ class Writer {
 
     // reader state
     enum class Conn { none, handshake, streaming };
-    int conn_fd_ = -1;
+    Fd conn_fd_;
     Conn conn_state_ = Conn::none;
     Clock::time_point handshake_deadline_;
     std::string conn_peer_;
@@ -248,19 +244,6 @@ class Writer {
     WriterState live_;
 };
 
-Writer::~Writer() {
-    for (int fd : {log_fd_, sink_fd_, control_fd_, wake_fd_, signal_fd_, conn_fd_})
-        if (fd >= 0) ::close(fd);
-}
-
-void Writer::report_ready(const std::string& line) {
-    if (opts_.ready_fd < 0) return;
-    std::string msg = line + "\n";
-    (void)!::write(opts_.ready_fd, msg.data(), msg.size());
-    ::close(opts_.ready_fd);
-    opts_.ready_fd = -1;
-}
-
 void Writer::setup() {
     ::umask(077);
     struct stat st;
@@ -277,16 +260,16 @@ void Writer::setup() {
     state_path_ = opts_.dir / "writer-state.json";
     reserve_path_ = opts_.dir / "reserve";
     // A fresh stream per writer: never append to an older log.
-    log_fd_ = ::open(log_path_.c_str(), O_WRONLY | O_CREAT | O_EXCL | O_APPEND | O_CLOEXEC, 0600);
-    if (log_fd_ < 0) throw_errno("create " + log_path_.string());
+    log_fd_.reset(
+        ::open(log_path_.c_str(), O_WRONLY | O_CREAT | O_EXCL | O_APPEND | O_CLOEXEC, 0600));
+    if (!log_fd_) throw_errno("create " + log_path_.string());
     // Ballast released on ENOSPC so the final state can still be written.
     {
-        int fd = ::open(reserve_path_.c_str(), O_WRONLY | O_CREAT | O_TRUNC | O_CLOEXEC, 0600);
-        if (fd >= 0) {
+        Fd fd(::open(reserve_path_.c_str(), O_WRONLY | O_CREAT | O_TRUNC | O_CLOEXEC, 0600));
+        if (fd) {
             std::string zeros(kReserveBytes, '\0');
-            (void)!::write(fd, zeros.data(), zeros.size());
-            ::fsync(fd);
-            ::close(fd);
+            (void)!::write(fd.get(), zeros.data(), zeros.size());
+            ::fsync(fd.get());
         }
     }
     start_time_ = process_start_time(::getpid());
@@ -294,8 +277,8 @@ void Writer::setup() {
     for (const auto& p : opts_.points) selected = selected || p.name == "container/start";
     live_.container_start_selected = selected || opts_.points.empty();
 
-    wake_fd_ = ::eventfd(0, EFD_CLOEXEC | EFD_NONBLOCK);
-    if (wake_fd_ < 0) throw_errno("eventfd");
+    wake_fd_.reset(::eventfd(0, EFD_CLOEXEC | EFD_NONBLOCK));
+    if (!wake_fd_) throw_errno("eventfd");
     slots_.reset(new char[static_cast<std::size_t>(kBatch) * kMaxMessageSize]);
 
     sink_fd_ = listen_seqpacket(sink_socket_path(opts_.dir));
@@ -328,9 +311,9 @@ void Writer::enqueue_meta(std::uint16_t kind, std::uint64_t arg, std::string_vie
 
 void Writer::accept_connection() {
     for (;;) {
-        int fd = ::accept4(sink_fd_, nullptr, nullptr, SOCK_NONBLOCK | SOCK_CLOEXEC);
-        if (fd < 0) return;
-        std::string peer = peer_json(fd);
+        Fd fd(::accept4(sink_fd_.get(), nullptr, nullptr, SOCK_NONBLOCK | SOCK_CLOEXEC));
+        if (!fd) return;
+        std::string peer = peer_json(fd.get());
         if (conn_state_ == Conn::streaming && peer_closed()) {
             // The previous stream ended but we have not read its EOF yet (the
             // reader may be pausing, kCoalesceMs): finish it first.
@@ -344,10 +327,9 @@ void Writer::accept_connection() {
             nlohmann::json j = nlohmann::json::parse(peer);
             j["reason"] = "another connection is active";
             enqueue_meta(kRejected, 0, j.dump());
-            ::close(fd);
-            continue;
+            continue;  // closes it
         }
-        conn_fd_ = fd;
+        conn_fd_ = std::move(fd);
         conn_state_ = Conn::handshake;
         conn_peer_ = std::move(peer);
         handshake_deadline_ = Clock::now() + kHandshakeTimeout;
@@ -358,14 +340,13 @@ void Writer::reject(const std::string& reason) {
     nlohmann::json j = nlohmann::json::parse(conn_peer_);
     j["reason"] = reason;
     enqueue_meta(kRejected, 0, j.dump());
-    ::close(conn_fd_);
-    conn_fd_ = -1;
+    conn_fd_.reset();
     conn_state_ = Conn::none;
 }
 
 void Writer::do_handshake() {
     char buf[kMaxHandshakeSize + 1];
-    ssize_t n = ::recv(conn_fd_, buf, sizeof buf, MSG_DONTWAIT | MSG_TRUNC);
+    ssize_t n = ::recv(conn_fd_.get(), buf, sizeof buf, MSG_DONTWAIT | MSG_TRUNC);
     if (n < 0) {
         if (errno == EAGAIN || errno == EWOULDBLOCK || errno == EINTR) return;
         reject(errno_message("receiving the handshake"));
@@ -376,7 +357,7 @@ void Writer::do_handshake() {
     auto version = decode_handshake(std::string_view(buf, static_cast<std::size_t>(n)));
     if (!version || *version < 1) return reject("not a version >= 1 handshake");
     std::string reply = encode_handshake(kWireVersion);
-    if (::send(conn_fd_, reply.data(), reply.size(), MSG_NOSIGNAL | MSG_DONTWAIT) !=
+    if (::send(conn_fd_.get(), reply.data(), reply.size(), MSG_NOSIGNAL | MSG_DONTWAIT) !=
         static_cast<ssize_t>(reply.size()))
         return reject(errno_message("sending the handshake reply"));
     ++stream_no_;
@@ -390,13 +371,12 @@ void Writer::do_handshake() {
 void Writer::close_stream(const std::string& reason) {
     nlohmann::json j = {{"stream", stream_no_}, {"reason", reason}};
     enqueue_meta(kStreamClosed, stream_no_, j.dump());
-    ::close(conn_fd_);
-    conn_fd_ = -1;
+    conn_fd_.reset();
     conn_state_ = Conn::none;
 }
 
 bool Writer::peer_closed() {
-    pollfd p{conn_fd_, POLLRDHUP, 0};
+    pollfd p{conn_fd_.get(), POLLRDHUP, 0};
     return ::poll(&p, 1, 0) > 0 && (p.revents & (POLLRDHUP | POLLHUP | POLLERR));
 }
 
@@ -413,7 +393,7 @@ bool Writer::drain(int max_rounds) {
     }
     drained_ = 0;
     for (int round = 0; round < max_rounds; ++round) {
-        int n = ::recvmmsg(conn_fd_, hdrs, kBatch, MSG_DONTWAIT | MSG_TRUNC, nullptr);
+        int n = ::recvmmsg(conn_fd_.get(), hdrs, kBatch, MSG_DONTWAIT | MSG_TRUNC, nullptr);
         if (n < 0) {
             if (errno == EINTR) continue;
             if (errno == EAGAIN || errno == EWOULDBLOCK) return true;
@@ -445,7 +425,7 @@ bool Writer::drain(int max_rounds) {
 // Barrier and stop requests from the control thread. Returns true to stop.
 bool Writer::handle_wake() {
     std::uint64_t v;
-    (void)!::read(wake_fd_, &v, sizeof v);
+    (void)!::read(wake_fd_.get(), &v, sizeof v);
     std::vector<std::pair<std::uint64_t, bool>> ids;
     {
         std::lock_guard lock(mu_);
@@ -476,9 +456,9 @@ void Writer::reader_loop() {
     for (;;) {
         pollfd p[3];
         nfds_t n = 0;
-        p[n++] = {sink_fd_, POLLIN, 0};
-        p[n++] = {wake_fd_, POLLIN, 0};
-        if (conn_fd_ >= 0 && !hold) p[n++] = {conn_fd_, POLLIN | POLLRDHUP, 0};
+        p[n++] = {sink_fd_.get(), POLLIN, 0};
+        p[n++] = {wake_fd_.get(), POLLIN, 0};
+        if (conn_fd_ && !hold) p[n++] = {conn_fd_.get(), POLLIN | POLLRDHUP, 0};
         int timeout = hold ? kCoalesceMs : -1;
         if (conn_state_ == Conn::handshake) {
             auto left = std::chrono::duration_cast<std::chrono::milliseconds>(handshake_deadline_ -
@@ -501,12 +481,8 @@ void Writer::reader_loop() {
         if (conn_state_ == Conn::handshake && Clock::now() >= handshake_deadline_)
             reject("no handshake within 5 s");
     }
-    if (conn_fd_ >= 0) {
-        ::close(conn_fd_);
-        conn_fd_ = -1;
-    }
-    ::close(sink_fd_);
-    sink_fd_ = -1;
+    conn_fd_.reset();
+    sink_fd_.reset();
 }
 
 // ---------------------------------------------------------------- writer ----
@@ -660,7 +636,7 @@ void Writer::flush_output() {
     std::size_t off = 0;
     int err = 0;
     while (off < out_.size()) {
-        ssize_t n = ::write(log_fd_, out_.buf().data() + off, out_.size() - off);
+        ssize_t n = ::write(log_fd_.get(), out_.buf().data() + off, out_.size() - off);
         if (n < 0) {
             if (errno == EINTR) continue;
             err = errno;
@@ -706,7 +682,7 @@ void Writer::flush_output() {
     committed_events_ += events_good;
     committed_bytes_ += good;
     disk_dropped_ += events_lost;
-    if (off > good) (void)!::ftruncate(log_fd_, static_cast<off_t>(committed_bytes_));
+    if (off > good) (void)!::ftruncate(log_fd_.get(), static_cast<off_t>(committed_bytes_));
     seq_ = committed_seq_;
     events_ = committed_events_;
     out_.clear();
@@ -716,7 +692,7 @@ void Writer::flush_output() {
 
 void Writer::sync_log() {
     if (committed_bytes_ == synced_bytes_ && committed_seq_ == synced_seq_) return;
-    if (::fdatasync(log_fd_) != 0) {
+    if (::fdatasync(log_fd_.get()) != 0) {
         int err = errno;
         disk_failure_ = true;
         stop_reason_ = StopReason::disk;
@@ -825,7 +801,7 @@ std::optional<WriterState> Writer::request_barrier(std::optional<std::uint64_t> 
         pending_ids_.push_back(id);
     }
     std::uint64_t one = 1;
-    (void)!::write(wake_fd_, &one, sizeof one);
+    (void)!::write(wake_fd_.get(), &one, sizeof one);
     std::unique_lock lock(mu_);
     bool ok = cv_.wait_for(lock, timeout, [&] { return requests_[id].done; });
     if (!ok) {
@@ -882,21 +858,21 @@ bool Writer::handle_client(int fd) {
 
 void Writer::control_loop() {
     for (;;) {
-        pollfd p[2] = {{control_fd_, POLLIN, 0}, {signal_fd_, POLLIN, 0}};
+        pollfd p[2] = {{control_fd_.get(), POLLIN, 0}, {signal_fd_.get(), POLLIN, 0}};
         int rc = ::poll(p, 2, 1000);
         if (rc < 0 && errno != EINTR) break;
         if (p[1].revents & POLLIN) {
             signalfd_siginfo si;
-            (void)!::read(signal_fd_, &si, sizeof si);
+            (void)!::read(signal_fd_.get(), &si, sizeof si);
             log().info("audit writer: signal " + std::to_string(si.ssi_signo) + ", stopping");
             request_barrier(std::nullopt, true, 30s);
             return;
         }
         if (p[0].revents & POLLIN) {
-            int fd = ::accept4(control_fd_, nullptr, nullptr, SOCK_CLOEXEC);
-            if (fd >= 0) {
-                bool stop = handle_client(fd);
-                ::close(fd);
+            Fd fd(::accept4(control_fd_.get(), nullptr, nullptr, SOCK_CLOEXEC));
+            if (fd) {
+                bool stop = handle_client(fd.get());
+                fd.reset();  // the client sees the end of the reply before we stop
                 if (stop) return;
             }
         }
@@ -921,15 +897,15 @@ int Writer::run() {
         sigaddset(&set, SIGHUP);
         ::pthread_sigmask(SIG_BLOCK, &set, nullptr);
         ::signal(SIGPIPE, SIG_IGN);
-        signal_fd_ = ::signalfd(-1, &set, SFD_CLOEXEC | SFD_NONBLOCK);
-        if (signal_fd_ < 0) throw_errno("signalfd");
+        signal_fd_.reset(::signalfd(-1, &set, SFD_CLOEXEC | SFD_NONBLOCK));
+        if (!signal_fd_) throw_errno("signalfd");
     } catch (const std::exception& e) {
-        report_ready(std::string("error ") + e.what());
+        ready_.error(e.what());
         return 1;
     }
     std::thread writer([this] { writer_loop(); });
     std::thread reader([this] { reader_loop(); });
-    report_ready("ok " + std::to_string(::getpid()));
+    ready_.ready(std::to_string(::getpid()));
     log().info("audit writer: listening on " + sink_socket_path(opts_.dir).string());
     control_loop();
     reader.join();

@@ -18,6 +18,7 @@ enum class ErrorCode {
     audit_incomplete = 3,  // an export was written but is not complete
     not_found = 4,         // no such sandbox / pool / snapshot / template / image
     runtime = 5,           // runtime missing or lacks a requested feature
+    connection = 255,      // the connection to a remote worker failed or was lost (as ssh)
 };
 
 class Error : public std::runtime_error {

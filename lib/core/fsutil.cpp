@@ -12,6 +12,7 @@
 #include <system_error>
 
 #include "lib/core/error.hpp"
+#include "lib/core/fd.hpp"
 
 namespace sandweave {
 namespace {
@@ -30,40 +31,34 @@ void write_all(int fd, std::string_view data, const fs::path& path) {
 }  // namespace
 
 void fsync_dir(const fs::path& dir) {
-    int fd = ::open(dir.c_str(), O_RDONLY | O_DIRECTORY | O_CLOEXEC);
-    if (fd < 0) throw_errno("open " + dir.string());
-    int rc = ::fsync(fd);
-    int err = errno;
-    ::close(fd);
-    if (rc != 0) throw_errno("fsync " + dir.string(), err);
+    Fd fd(::open(dir.c_str(), O_RDONLY | O_DIRECTORY | O_CLOEXEC));
+    if (!fd) throw_errno("open " + dir.string());
+    if (::fsync(fd.get()) != 0) throw_errno("fsync " + dir.string());
 }
 
 void write_file_atomic(const fs::path& path, std::string_view data, mode_t mode) {
     fs::path dir = path.parent_path().empty() ? fs::path(".") : path.parent_path();
     fs::path tmp = dir / ("." + path.filename().string() + ".tmp-" + random_hex(8));
-    int fd = ::open(tmp.c_str(), O_WRONLY | O_CREAT | O_EXCL | O_CLOEXEC, mode);
-    if (fd < 0) throw_errno("create " + tmp.string());
+    Fd fd(::open(tmp.c_str(), O_WRONLY | O_CREAT | O_EXCL | O_CLOEXEC, mode));
+    if (!fd) throw_errno("create " + tmp.string());
     try {
-        if (::fchmod(fd, mode) != 0) throw_errno("chmod " + tmp.string());
-        write_all(fd, data, tmp);
-        if (::fsync(fd) != 0) throw_errno("fsync " + tmp.string());
-        if (::close(fd) != 0) {
-            fd = -1;
-            throw_errno("close " + tmp.string());
-        }
-        fd = -1;
+        if (::fchmod(fd.get(), mode) != 0) throw_errno("chmod " + tmp.string());
+        write_all(fd.get(), data, tmp);
+        if (::fsync(fd.get()) != 0) throw_errno("fsync " + tmp.string());
+        // close() can report a write error (NFS, quotas): checked, not left to ~Fd.
+        if (::close(fd.release()) != 0) throw_errno("close " + tmp.string());
         if (::rename(tmp.c_str(), path.c_str()) != 0) throw_errno("rename to " + path.string());
         fsync_dir(dir);
     } catch (...) {
-        if (fd >= 0) ::close(fd);
+        fd.reset();
         ::unlink(tmp.c_str());
         throw;
     }
 }
 
 std::string read_file(const fs::path& path, std::size_t max_bytes) {
-    int fd = ::open(path.c_str(), O_RDONLY | O_CLOEXEC);
-    if (fd < 0) {
+    Fd fd(::open(path.c_str(), O_RDONLY | O_CLOEXEC));
+    if (!fd) {
         int err = errno;
         throw Error(err == ENOENT ? ErrorCode::not_found : ErrorCode::general,
                     errno_message("open " + path.string(), err));
@@ -71,22 +66,17 @@ std::string read_file(const fs::path& path, std::size_t max_bytes) {
     std::string out;
     char buf[65536];
     for (;;) {
-        ssize_t n = ::read(fd, buf, sizeof buf);
+        ssize_t n = ::read(fd.get(), buf, sizeof buf);
         if (n < 0) {
             if (errno == EINTR) continue;
-            int err = errno;
-            ::close(fd);
-            throw_errno("read " + path.string(), err);
+            throw_errno("read " + path.string());
         }
         if (n == 0) break;
-        if (out.size() + static_cast<std::size_t>(n) > max_bytes) {
-            ::close(fd);
+        if (out.size() + static_cast<std::size_t>(n) > max_bytes)
             throw Error(ErrorCode::general, "read " + path.string() + ": file larger than " +
                                                 std::to_string(max_bytes) + " bytes");
-        }
         out.append(buf, static_cast<std::size_t>(n));
     }
-    ::close(fd);
     return out;
 }
 
@@ -110,37 +100,23 @@ void remove_tree(const fs::path& path) {
         throw Error(ErrorCode::general, "remove " + path.string() + ": " + ec.message());
 }
 
-FileLock::FileLock(const fs::path& lock_file, Mode mode) {
-    fd_ = ::open(lock_file.c_str(), O_RDWR | O_CREAT | O_CLOEXEC, 0600);
-    if (fd_ < 0) throw_errno("open lock " + lock_file.string());
+FileLock::FileLock(const fs::path& lock_file, Mode mode)
+    : fd_(::open(lock_file.c_str(), O_RDWR | O_CREAT | O_CLOEXEC, 0600)) {
+    if (!fd_) throw_errno("open lock " + lock_file.string());
     int op = mode == Mode::exclusive ? LOCK_EX : LOCK_SH;
-    while (::flock(fd_, op) != 0) {
+    while (::flock(fd_.get(), op) != 0) {
         if (errno == EINTR) continue;
-        int err = errno;
-        ::close(fd_);
-        fd_ = -1;
-        throw_errno("lock " + lock_file.string(), err);
+        throw_errno("lock " + lock_file.string());
     }
 }
 
 FileLock FileLock::try_lock(const fs::path& lock_file, Mode mode) {
     FileLock lock;
-    lock.fd_ = ::open(lock_file.c_str(), O_RDWR | O_CREAT | O_CLOEXEC, 0600);
-    if (lock.fd_ < 0) throw_errno("open lock " + lock_file.string());
+    lock.fd_.reset(::open(lock_file.c_str(), O_RDWR | O_CREAT | O_CLOEXEC, 0600));
+    if (!lock.fd_) throw_errno("open lock " + lock_file.string());
     int op = (mode == Mode::exclusive ? LOCK_EX : LOCK_SH) | LOCK_NB;
-    if (::flock(lock.fd_, op) != 0) {
-        ::close(lock.fd_);
-        lock.fd_ = -1;
-    }
+    if (::flock(lock.fd_.get(), op) != 0) lock.fd_.reset();
     return lock;
-}
-
-FileLock::FileLock(FileLock&& other) noexcept : fd_(other.fd_) {
-    other.fd_ = -1;
-}
-
-FileLock::~FileLock() {
-    if (fd_ >= 0) ::close(fd_);
 }
 
 std::uint64_t tree_bytes(const fs::path& p) {

@@ -11,6 +11,8 @@
 #include <string>
 #include <string_view>
 
+#include "lib/core/fd.hpp"
+
 namespace sandweave {
 
 namespace fs = std::filesystem;
@@ -38,19 +40,16 @@ class FileLock {
   public:
     enum class Mode { shared, exclusive };
     FileLock(const fs::path& lock_file, Mode mode = Mode::exclusive);
-    ~FileLock();
-    FileLock(const FileLock&) = delete;
-    FileLock& operator=(const FileLock&) = delete;
-    FileLock(FileLock&& other) noexcept;
+    FileLock(FileLock&& other) noexcept = default;
     FileLock& operator=(FileLock&&) = delete;
 
     // Non-blocking attempt; returns an unlocked (invalid) lock when busy.
     static FileLock try_lock(const fs::path& lock_file, Mode mode = Mode::exclusive);
-    bool locked() const { return fd_ >= 0; }
+    bool locked() const { return fd_.valid(); }
 
   private:
     FileLock() = default;
-    int fd_ = -1;
+    Fd fd_;
 };
 
 // Bytes in the regular files under `p` (symlinks not followed); 0 if missing.

@@ -451,13 +451,6 @@ OutputSink relaying_sink(int fd) {
                       }};
 }
 
-pid_t spawn_detached(const Command& cmd) {
-    if (cmd.out == Command::Stdio::capture || cmd.err == Command::Stdio::capture)
-        throw Error(ErrorCode::general, "internal: a detached child cannot have captured output");
-    ChildStdio stdio = prepare_stdio(cmd);
-    return spawn(cmd, stdio, true);
-}
-
 std::filesystem::path self_exe() {
     std::error_code ec;
     auto p = std::filesystem::read_symlink("/proc/self/exe", ec);

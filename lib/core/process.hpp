@@ -1,7 +1,9 @@
 #pragma once
 // Process execution behind an interface. Everything that runs a program (runsc,
-// debootstrap, the audit writer) goes through a CommandRunner, so the layers above
-// can be unit-tested with a fake and, later, run on a worker over SSH.
+// debootstrap, cp) goes through a CommandRunner, so the layers above can be
+// unit-tested with a fake and, later, run on a worker over SSH. Long-lived
+// helpers of our own (shim, audit writer, pool refill) start through
+// launch_helper (lib/core/helper.hpp).
 //
 // Contract of the local implementation: argv vectors only (never a shell string),
 // every descriptor we open is close-on-exec, captured output is read while the
@@ -147,10 +149,6 @@ bool relay_needed(int fd);
 // An OutputSink that copies the command's output to `fd` through a pipe (for
 // an fd where relay_needed() is true).
 OutputSink relaying_sink(int fd);
-
-// Spawns a detached child (new session, stdio as given) and returns its pid
-// without waiting; used for long-lived helpers such as the audit writer.
-pid_t spawn_detached(const Command& cmd);
 
 // Absolute path of the running executable (/proc/self/exe).
 std::filesystem::path self_exe();

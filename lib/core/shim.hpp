@@ -6,9 +6,10 @@
 // its own (`sandweave __shim`) that is a child subreaper: it adopts the sandbox's
 // processes, reaps them the moment they exit, and exits itself when none are left.
 //
-// Protocol with the launching process: the shim reports runsc's exit status and
-// runsc's own error messages on a pipe, then closes it; the launcher waits for
-// that EOF only, never for the shim.
+// The shim is a detached helper (lib/core/helper.hpp): its readiness report is
+// "ok" once runsc exited 0, else "error STATUS\n" followed by runsc's own error
+// messages (its --log-fd); the launcher waits for that report only, never for
+// the shim.
 
 #include <chrono>
 #include <filesystem>
@@ -28,7 +29,7 @@ LaunchResult launch_under_shim(const std::vector<std::string>& argv,
                                const std::filesystem::path& console_log,
                                std::chrono::milliseconds timeout);
 
-// Entry point of `sandweave __shim CONSOLE_LOG RUNSC ARGS...` (fd 3: status pipe).
+// Entry point of `sandweave __shim CONSOLE_LOG RUNSC ARGS...` (fd 3: the report).
 int shim_main(const std::vector<std::string>& args);
 
 }  // namespace sandweave

@@ -1,12 +1,15 @@
 #include "lib/rpc/server.hpp"
 
+#include <fcntl.h>
 #include <poll.h>
 #include <signal.h>
+#include <sys/eventfd.h>
 #include <sys/socket.h>
 #include <sys/stat.h>
 #include <sys/un.h>
 #include <unistd.h>
 
+#include <algorithm>
 #include <cerrno>
 #include <condition_variable>
 #include <cstring>
@@ -78,7 +81,32 @@ struct StdinFeed {
     std::size_t backlog = 0;
     bool eof_queued = false;
     bool stop = false;
-    Fd write_end;
+    Fd write_end;  // non-blocking
+    Fd stop_efd{::eventfd(0, EFD_CLOEXEC | EFD_NONBLOCK)};
+
+    void request_stop() {  // with mu held
+        stop = true;
+        std::uint64_t one = 1;
+        (void)!::write(stop_efd.get(), &one, sizeof one);
+        cv.notify_all();
+    }
+
+    // Writes all of `data` unless stopped first; false when it could not.
+    bool write(std::string_view data) {
+        while (!data.empty()) {
+            ssize_t w = ::write(write_end.get(), data.data(), data.size());
+            if (w > 0) {
+                data.remove_prefix(static_cast<std::size_t>(w));
+                continue;
+            }
+            if (w < 0 && errno == EINTR) continue;
+            if (w < 0 && errno != EAGAIN) return false;
+            pollfd fds[2] = {{write_end.get(), POLLOUT, 0}, {stop_efd.get(), POLLIN, 0}};
+            if (::poll(fds, 2, -1) < 0 && errno != EINTR) return false;
+            if (fds[1].revents & POLLIN) return false;
+        }
+        return true;
+    }
 };
 
 struct Running {
@@ -88,8 +116,15 @@ struct Running {
 
 class Connection {
   public:
-    Connection(api::Api& api, int in_fd, int out_fd, const ServeOptions& opts)
-        : api_(api), in_(in_fd), out_(out_fd), opts_(opts) {}
+    Connection(api::Api& api, int in_fd, int out_fd, int stop_fd, const ServeOptions& opts)
+        : api_(api),
+          in_(in_fd),
+          out_(out_fd),
+          stop_(stop_fd),
+          opts_(opts),
+          gone_(::eventfd(0, EFD_CLOEXEC | EFD_NONBLOCK)) {
+        if (!gone_.valid()) throw_errno("eventfd");
+    }
 
     void serve();
 
@@ -100,8 +135,10 @@ class Connection {
         framed += '\n';
         if (!write_all(out_, framed)) {
             out_dead_ = true;
-            // Nobody reads any more: stop what runs, as for EOF on input.
-            std::thread([this] { cancel_all(); }).detach();
+            // Nobody reads any more: the reader loop stops what runs, as for
+            // EOF on input.
+            std::uint64_t one = 1;
+            (void)!::write(gone_.get(), &one, sizeof one);
         }
     }
     void notify(const std::string& method, const json& params) {
@@ -114,6 +151,7 @@ class Connection {
     void dispatch(Request r);
     void hello(const Request& r);
     void start_run(Request r);
+    void start_fetch(Request r);
     void run_stdin(const Request& r);
     void run_signal(const Request& r);
     void run_cancel(const Request& r);
@@ -127,7 +165,9 @@ class Connection {
 
     api::Api& api_;
     int in_, out_;
+    int stop_;  // readable: stop serving (a signal), -1 for none
     ServeOptions opts_;
+    Fd gone_;  // written when the peer stopped reading
 
     std::mutex out_mu_;
     bool out_dead_ = false;
@@ -180,8 +220,7 @@ void Connection::cancel_all() {
         r->control.cancel();
         if (r->feed) {
             std::lock_guard<std::mutex> g(r->feed->mu);
-            r->feed->stop = true;
-            r->feed->cv.notify_all();
+            r->feed->request_stop();
         }
     }
 }
@@ -191,8 +230,14 @@ void Connection::serve() {
     bool discarding = false;  // inside a line that was over the limit
     char buf[65536];
     for (;;) {
+        pollfd fds[3] = {{in_, POLLIN, 0}, {gone_.get(), POLLIN, 0}, {stop_, POLLIN, 0}};
+        if (::poll(fds, 3, -1) < 0) {
+            if (errno == EINTR) continue;
+            break;
+        }
+        if ((fds[1].revents & POLLIN) || (stop_ >= 0 && (fds[2].revents & POLLIN))) break;
         ssize_t n = ::read(in_, buf, sizeof buf);
-        if (n < 0 && errno == EINTR) continue;
+        if (n < 0 && (errno == EINTR || errno == EAGAIN)) continue;
         if (n <= 0) break;
         std::string_view chunk(buf, static_cast<std::size_t>(n));
         while (!chunk.empty()) {
@@ -241,12 +286,14 @@ void Connection::dispatch(Request r) {
     auto refuse = [&](int c, const std::string& msg, int status = 2) {
         if (!notification) send(encode_error(r.id, c, msg, error_data(status)));
     };
-    const api::Method* m = api::find_method(r.method);
-    if (!m)
-        return refuse(code::method_not_found, "unknown method '" + r.method.substr(0, 64) + "'");
     if (r.method != "hello" && !hello_done_)
         return refuse(code::handshake_required,
                       "handshake required: the first request must be `hello`");
+    const api::Method* m = api::find_method(r.method);
+    if (m && std::find(opts_.without.begin(), opts_.without.end(), r.method) != opts_.without.end())
+        m = nullptr;
+    if (!m)
+        return refuse(code::method_not_found, "unknown method '" + r.method.substr(0, 64) + "'");
     try {
         m->check(r.params);
     } catch (const Error& e) {
@@ -267,8 +314,10 @@ void Connection::dispatch(Request r) {
     std::string key = key_of(r.id);
     {
         std::lock_guard<std::mutex> g(mu_);
+        // Answered with id null: an answer with that id would look like the
+        // first request's own.
         if (in_flight_.count(key))
-            return (void)send(encode_error(r.id, code::invalid_request,
+            return (void)send(encode_error(nullptr, code::invalid_request,
                                            "id " + r.id.dump() + " is already in flight",
                                            error_data(2)));
         if (in_flight_.size() >= max_in_flight)
@@ -279,6 +328,7 @@ void Connection::dispatch(Request r) {
         in_flight_.insert(key);
     }
     if (r.method == "sandbox.run") return start_run(std::move(r));
+    if (r.method == "audit.fetch") return start_fetch(std::move(r));
 
     start_thread([this, r = std::move(r), m, key] {
         RequestLogger logger(*this, r.id);
@@ -289,6 +339,8 @@ void Connection::dispatch(Request r) {
         } catch (const Error& e) {
             int status = static_cast<int>(e.code());
             line = encode_error(r.id, status, e.what(), error_data(status));
+        } catch (const std::filesystem::filesystem_error& e) {
+            line = encode_error(r.id, 1, e.what(), error_data(1));
         } catch (const std::exception& e) {
             line = encode_error(r.id, code::internal_error,
                                 std::string("internal error: ") + e.what(), error_data(1));
@@ -319,7 +371,9 @@ void Connection::hello(const Request& r) {
     res.protocol = std::min(p.protocol, protocol_version);
     res.server = opts_.server_name;
     res.capabilities = {"log", "run.cancel", "run.signal", "run.stdin"};
-    res.methods = api::method_names();
+    for (const auto& name : api::method_names())
+        if (std::find(opts_.without.begin(), opts_.without.end(), name) == opts_.without.end())
+            res.methods.push_back(name);
     if (!r.is_notification()) send(encode_result(r.id, api::to_json(res)));
 }
 
@@ -339,6 +393,8 @@ void Connection::start_run(Request r) {
         stdin_read = std::move(pipe.read);
         running->feed = std::make_shared<StdinFeed>();
         running->feed->write_end = std::move(pipe.write);
+        ::fcntl(running->feed->write_end.get(), F_SETFL, O_NONBLOCK);
+        if (!running->feed->stop_efd.valid()) throw_errno("eventfd");
     }
     {
         std::lock_guard<std::mutex> g(mu_);
@@ -375,6 +431,8 @@ void Connection::start_run(Request r) {
         } catch (const Error& e) {
             int status = static_cast<int>(e.code());
             line = encode_error(r.id, status, e.what(), error_data(status));
+        } catch (const std::filesystem::filesystem_error& e) {
+            line = encode_error(r.id, 1, e.what(), error_data(1));
         } catch (const std::exception& e) {
             line = encode_error(r.id, code::internal_error,
                                 std::string("internal error: ") + e.what(), error_data(1));
@@ -382,8 +440,33 @@ void Connection::start_run(Request r) {
         stdin_fd->reset();
         if (running->feed) {
             std::lock_guard<std::mutex> g(running->feed->mu);
-            running->feed->stop = true;
-            running->feed->cv.notify_all();
+            running->feed->request_stop();
+        }
+        finish_request(key);
+        send(line);
+    });
+}
+
+void Connection::start_fetch(Request r) {
+    std::string key = key_of(r.id);
+    start_thread([this, r = std::move(r), key] {
+        RequestLogger logger(*this, r.id);
+        ThreadLogger scope(logger);
+        std::string line;
+        try {
+            auto p = api::from_json<api::IdParams>(r.params);
+            auto st = api_.audit_fetch(p, [&](std::string_view chunk) {
+                notify("audit.data", {{"request", r.id}, {"data", base64_encode(chunk)}});
+            });
+            line = encode_result(r.id, api::encode_value(st));
+        } catch (const Error& e) {
+            int status = static_cast<int>(e.code());
+            line = encode_error(r.id, status, e.what(), error_data(status));
+        } catch (const std::filesystem::filesystem_error& e) {
+            line = encode_error(r.id, 1, e.what(), error_data(1));
+        } catch (const std::exception& e) {
+            line = encode_error(r.id, code::internal_error,
+                                std::string("internal error: ") + e.what(), error_data(1));
         }
         finish_request(key);
         send(line);
@@ -410,7 +493,7 @@ void Connection::stdin_writer(std::shared_ptr<StdinFeed> feed) {
             chunk = std::move(feed->queue.front());
             feed->queue.pop_front();
         }
-        bool ok = chunk.data.empty() || write_all(feed->write_end.get(), chunk.data);
+        bool ok = chunk.data.empty() || feed->write(chunk.data);
         {
             std::lock_guard<std::mutex> g(feed->mu);
             feed->backlog -= chunk.data.size();
@@ -515,10 +598,10 @@ void prepare_socket_dir(const std::filesystem::path& dir) {
 
 }  // namespace
 
-void serve_connection(api::Api& api, int in_fd, int out_fd, const ServeOptions& opts) {
+void serve_connection(api::Api& api, int in_fd, int out_fd, int stop_fd, const ServeOptions& opts) {
     // A peer that goes away makes writes fail with EPIPE instead of killing us.
     ::signal(SIGPIPE, SIG_IGN);
-    Connection c(api, in_fd, out_fd, opts);
+    Connection c(api, in_fd, out_fd, stop_fd, opts);
     c.serve();
 }
 
@@ -579,6 +662,13 @@ void serve_socket(api::Api& api, const std::filesystem::path& path, int stop_fd,
                                             error_data(1));
             line += '\n';
             (void)write_all(conn.get(), line);
+            // Close gently: with the peer's unread bytes still queued, close()
+            // would reset the connection and the peer might never read why.
+            ::shutdown(conn.get(), SHUT_WR);
+            pollfd p{conn.get(), POLLIN, 0};
+            char sink[4096];
+            for (int i = 0; i < 8 && ::poll(&p, 1, 50) > 0; ++i)
+                if (::read(conn.get(), sink, sizeof sink) <= 0) break;
             continue;
         }
         {
@@ -587,7 +677,7 @@ void serve_socket(api::Api& api, const std::filesystem::path& path, int stop_fd,
         }
         std::thread([&, fd = conn.release()] {
             Fd owned(fd);
-            serve_connection(api, owned.get(), owned.get(), opts);
+            serve_connection(api, owned.get(), owned.get(), -1, opts);
             std::lock_guard<std::mutex> g(mu);
             live.erase(fd);
             cv.notify_all();

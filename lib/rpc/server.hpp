@@ -17,6 +17,7 @@
 #include <filesystem>
 #include <functional>
 #include <string>
+#include <vector>
 
 #include "lib/api/api.hpp"
 
@@ -24,10 +25,15 @@ namespace sandweave::rpc {
 
 struct ServeOptions {
     std::string server_name;  // "sandweave 0.1.0"
+    // Methods this server neither lists nor serves: simulates an older
+    // worker in tests (SANDWEAVE_SERVE_WITHOUT=audit.fetch,run.signal).
+    std::vector<std::string> without;
 };
 
-// Serves one connection until the peer closes it; reads in_fd, writes out_fd.
-void serve_connection(api::Api& api, int in_fd, int out_fd, const ServeOptions& opts);
+// Serves one connection until the peer closes it, or until `stop_fd` (a
+// signalfd, or -1) becomes readable, which ends it the same way: running
+// commands are killed. Reads in_fd, writes out_fd.
+void serve_connection(api::Api& api, int in_fd, int out_fd, int stop_fd, const ServeOptions& opts);
 
 // Listens on a Unix stream socket at `path` (0600, in a 0700 directory; see
 // docs/protocol.md) and serves each accepted peer on a thread of its own,

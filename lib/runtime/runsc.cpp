@@ -315,4 +315,31 @@ void Runsc::remove(const std::string& id, bool force) {
     if (!r.ok()) throw Error(ErrorCode::runtime, "runsc delete " + id + ": " + r.describe());
 }
 
+CommandResult Runsc::run_to_exit(const std::string& id, const fs::path& bundle,
+                                 const fs::path& output, std::chrono::milliseconds timeout) {
+    Command c;
+    c.argv = argv({"run", "--bundle", bundle.string(), id});
+    c.out = Command::Stdio::file;
+    c.out_file = output;
+    c.err = Command::Stdio::file;
+    c.err_file = output;
+    c.timeout = timeout;
+    return runner_.run(c);
+}
+
+void Runsc::checkpoint(const std::string& id, const fs::path& image_dir) {
+    auto r = raw({"checkpoint", "--image-path", image_dir.string(), id});
+    if (!r.ok()) throw Error(ErrorCode::runtime, "runsc checkpoint: " + r.describe());
+}
+
+void Runsc::pause(const std::string& id) {
+    auto r = raw({"pause", id});
+    if (!r.ok()) throw Error(ErrorCode::runtime, "runsc pause: " + r.describe());
+}
+
+void Runsc::resume(const std::string& id) {
+    auto r = raw({"resume", id});
+    if (!r.ok()) throw Error(ErrorCode::runtime, "runsc resume: " + r.describe());
+}
+
 }  // namespace sandweave

@@ -6,6 +6,7 @@
 
 #include <sys/types.h>
 
+#include <chrono>
 #include <filesystem>
 #include <map>
 #include <optional>
@@ -74,7 +75,19 @@ class Runsc {
     std::optional<ContainerState> state(const std::string& id);
     std::map<std::string, ContainerState> list();
     void kill(const std::string& id, int signal, std::optional<pid_t> guest_pid = std::nullopt);
-    void remove(const std::string& id, bool force);    // runsc delete
+    void remove(const std::string& id, bool force);  // runsc delete
+    // `runsc run` in the foreground (no shim: the sandbox's processes exit with
+    // it), stdout and stderr appended to `output`; killed after `timeout`. For
+    // throwaway probe sandboxes.
+    CommandResult run_to_exit(const std::string& id, const std::filesystem::path& bundle,
+                              const std::filesystem::path& output,
+                              std::chrono::milliseconds timeout);
+
+    // `runsc checkpoint` into `image_dir` (which must exist); the sandbox stops.
+    void checkpoint(const std::string& id, const std::filesystem::path& image_dir);
+    void pause(const std::string& id);
+    void resume(const std::string& id);
+
     CommandResult raw(std::vector<std::string> args);  // any other subcommand, captured
 
   private:

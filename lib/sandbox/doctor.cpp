@@ -1,6 +1,5 @@
 #include "lib/sandbox/doctor.hpp"
 
-#include <sys/mount.h>
 #include <unistd.h>
 
 #include <fstream>
@@ -26,7 +25,7 @@ bool filesystem_known(const std::string& name) {
     return false;
 }
 
-DoctorCheck overlay_check(const fs::path& state) {
+DoctorCheck overlay_check(Host& host, const fs::path& state) {
     DoctorCheck c{"overlayfs", false, true, ""};
     if (!filesystem_known("overlay")) {
         c.detail = "the kernel has no overlay filesystem (modprobe overlay)";
@@ -35,16 +34,18 @@ DoctorCheck overlay_check(const fs::path& state) {
     fs::path t = state / ("doctor-" + random_hex(6));
     try {
         for (const char* d : {"lower", "upper", "work", "merged"}) make_dirs(t / d, 0700);
-        std::string opts = "lowerdir=" + (t / "lower").string() +
-                           ",upperdir=" + (t / "upper").string() +
-                           ",workdir=" + (t / "work").string();
-        if (::mount("overlay", (t / "merged").c_str(), "overlay", 0, opts.c_str()) == 0) {
-            ::umount2((t / "merged").c_str(), MNT_DETACH);
+        try {
+            host.mount_overlay({t / "lower", t / "upper", t / "work", t / "merged"});
             c.ok = true;
             c.detail = "mounts in " + state.string();
-        } else {
-            c.detail = errno_message("mount overlay in " + state.string());
+        } catch (const Error& e) {
+            // Said of the state directory, not of our scratch mount point.
+            std::string cause = e.what();
+            std::string ours = "mount overlay on " + (t / "merged").string() + ": ";
+            if (cause.rfind(ours, 0) == 0) cause.erase(0, ours.size());
+            c.detail = "mount overlay in " + state.string() + ": " + cause;
         }
+        if (c.ok) host.unmount(t / "merged");
     } catch (const Error& e) {
         c.detail = e.what();
     }
@@ -84,7 +85,7 @@ std::vector<DoctorCheck> run_doctor(Context& ctx) {
     if (!state.ok) state.detail += ": not writable";
     out.push_back(state);
 
-    out.push_back(overlay_check(ctx.store.root()));
+    out.push_back(overlay_check(ctx.host, ctx.store.root()));
 
     DoctorCheck cgroups{"cgroups", fs::exists("/sys/fs/cgroup"), false, ""};
     cgroups.detail = fs::exists("/sys/fs/cgroup/cgroup.controllers") ? "cgroup v2"

@@ -61,19 +61,7 @@ HidepidVerdict probe_hidepid(Context& ctx, const fs::path& runsc_path) {
 
     Runsc runsc(ctx.runner, runsc_path,
                 Runsc::flags_for(dir / "runsc", "ptrace", "none", std::nullopt));
-    Command c;
-    c.argv = {runsc_path.string()};
-    for (const auto& f : Runsc::flags_for(dir / "runsc", "ptrace", "none", std::nullopt))
-        c.argv.push_back(f);
-    for (const char* a : {"run", "--bundle"}) c.argv.push_back(a);
-    c.argv.push_back((dir / "bundle").string());
-    c.argv.push_back(id);
-    c.out = Command::Stdio::file;
-    c.out_file = dir / "probe.log";
-    c.err = Command::Stdio::file;
-    c.err_file = dir / "probe.log";
-    c.timeout = std::chrono::seconds(60);
-    auto r = ctx.runner.run(c);
+    auto r = runsc.run_to_exit(id, dir / "bundle", dir / "probe.log", std::chrono::seconds(60));
     std::string output;
     try {
         output = read_file(dir / "probe.log", 1 << 16);

@@ -105,15 +105,17 @@ std::string debian_mirror() {
 ImageStore::ImageStore(fs::path images_dir, CommandRunner& runner)
     : dir_(std::move(images_dir)), runner_(runner) {}
 
+ObjectDir ImageStore::objects() const {
+    return ObjectDir(image_kind, dir_);
+}
+
 std::vector<std::string> ImageStore::recipes() {
     return {"base", "coding"};
 }
 
 std::optional<ImageInfo> ImageStore::find(const std::string& name) const {
-    fs::path meta = dir_ / name / "image.json";
-    std::error_code ec;
-    if (name.find('/') != std::string::npos || !fs::exists(meta, ec)) return std::nullopt;
-    json j = json::parse(read_file(meta));
+    if (!objects().exists(name)) return std::nullopt;
+    json j = json::parse(read_file(dir_ / name / image_kind.record));
     return ImageInfo{name, j.value("recipe", name), j.value("built_at", std::string()),
                      j.value("bytes", std::uint64_t{0}), dir_ / name / "rootfs"};
 }
@@ -153,14 +155,14 @@ ImageInfo ImageStore::build(const std::string& name, bool force) {
                        "\n",
                    0600);
         fs::path final_dir = dir_ / name;
-        fs::path old = dir_ / (".old-" + name + "-" + random_hex(8));
         std::error_code ec;
         // Running sandboxes keep their lower layer: the old tree is only renamed
         // aside and removed, and overlay mounts hold their own references.
-        if (fs::exists(final_dir, ec)) fs::rename(final_dir, old);
+        fs::path old;
+        if (fs::exists(final_dir, ec)) old = objects().bury(name);
         fs::rename(tmp, final_dir);
         fsync_dir(dir_);
-        remove_tree(old);
+        if (!old.empty()) remove_tree(old);
         log().info("image '" + name + "' built (" + std::to_string(info.bytes / 1024) + " KiB)");
         return info;
     } catch (...) {
@@ -236,10 +238,7 @@ void ImageStore::build_coding(const fs::path& rootfs) {
 
 std::vector<ImageInfo> ImageStore::list() const {
     std::vector<ImageInfo> out;
-    std::error_code ec;
-    for (const auto& e : fs::directory_iterator(dir_, ec)) {
-        std::string n = e.path().filename().string();
-        if (n.empty() || n[0] == '.') continue;
+    for (const auto& n : objects().ids()) {
         try {
             if (auto i = find(n)) out.push_back(*i);
         } catch (const std::exception&) {
@@ -250,11 +249,10 @@ std::vector<ImageInfo> ImageStore::list() const {
 }
 
 void ImageStore::remove(const std::string& name) {
-    if (!find(name)) throw Error(ErrorCode::not_found, "no such image: " + name);
-    FileLock lock(dir_ / ("." + name + ".lock"));
-    fs::path old = dir_ / (".old-" + name + "-" + random_hex(8));
-    fs::rename(dir_ / name, old);
-    remove_tree(old);
+    ObjectDir images = objects();
+    std::string id = images.resolve(name);  // "no such image: NAME" (exit 4)
+    FileLock lock(dir_ / ("." + id + ".lock"));
+    images.remove(id);
 }
 
 }  // namespace sandweave

@@ -15,6 +15,7 @@
 #include <nlohmann/json.hpp>
 
 #include "lib/core/process.hpp"
+#include "lib/store/state.hpp"
 
 namespace sandweave {
 
@@ -40,6 +41,7 @@ class ImageStore {
     void remove(const std::string& name);
 
   private:
+    ObjectDir objects() const;  // the store's image kind, in dir_
     void build_base(const std::filesystem::path& rootfs);
     void build_coding(const std::filesystem::path& rootfs);
 

@@ -7,6 +7,7 @@
 
 #include "lib/core/error.hpp"
 #include "lib/core/fsutil.hpp"
+#include "lib/core/helper.hpp"
 #include "lib/core/log.hpp"
 #include "lib/core/units.hpp"
 #include "lib/sandbox/audit_glue.hpp"
@@ -18,52 +19,23 @@ using nlohmann::json;
 
 namespace {
 
-fs::path pools_root(Context& ctx) {
-    fs::path p = ctx.store.root() / "pools";
-    make_dirs(p, 0700);
-    return p;
-}
-
+// A pool's directory; an invalid name is a usage error (the store's pool kind).
 fs::path pool_dir(Context& ctx, const std::string& name) {
-    if (!valid_object_name(name))
-        throw Error(ErrorCode::usage,
-                    "invalid pool name '" + name + "': use letters, digits, '-', '_' or '.'");
-    return pools_root(ctx) / name;
+    return ctx.store.objects(pool_kind).object_dir(name);
 }
 
 std::optional<json> read_pool(Context& ctx, const std::string& name) {
-    fs::path file = pool_dir(ctx, name) / "pool.json";
+    fs::path file = pool_dir(ctx, name) / pool_kind.record;
     std::error_code ec;
     if (!fs::exists(file, ec)) return std::nullopt;
     return json::parse(read_file(file, 1 << 20));
 }
 
+// By the store's lookup rule: for pools, the exact name.
 json require_pool(Context& ctx, const std::string& name) {
-    auto p = read_pool(ctx, name);
-    if (!p) throw Error(ErrorCode::not_found, "no such pool: " + name);
+    auto p = read_pool(ctx, ctx.store.objects(pool_kind).resolve(name));
+    if (!p) throw Error(ErrorCode::not_found, "no such pool: " + name);  // removed meanwhile
     return *p;
-}
-
-json request_to_json(const CreateRequest& r) {
-    json j{{"template", r.template_ref}, {"labels", r.flags.labels}};
-    if (r.flags.hidepid) j["hidepid"] = *r.flags.hidepid;
-    if (r.flags.audit) j["audit"] = *r.flags.audit;
-    if (r.flags.user) j["user"] = r.flags.user->str();
-    if (!r.from_snapshot.empty()) j["from_snapshot"] = r.from_snapshot;
-    return j;
-}
-
-CreateRequest request_from_json(const json& j, const std::string& pool) {
-    CreateRequest r;
-    r.template_ref = j.value("template", std::string("base"));
-    r.template_given = j.contains("template") && !j.contains("from_snapshot");
-    r.flags.labels = j.value("labels", std::map<std::string, std::string>{});
-    if (j.contains("hidepid")) r.flags.hidepid = j["hidepid"].get<int>();
-    if (j.contains("audit")) r.flags.audit = j["audit"].get<bool>();
-    if (j.contains("user")) r.flags.user = parse_user(j["user"].get<std::string>());
-    r.from_snapshot = j.value("from_snapshot", std::string());
-    r.pool = pool;
-    return r;
 }
 
 std::vector<SandboxRecord> members(Context& ctx, const std::string& name) {
@@ -117,20 +89,29 @@ void set_last_error(Context& ctx, const std::string& name, const std::optional<s
     write_pool(ctx, name, *j);
 }
 
+// Starts `sandweave __pool-refill` in the background. Ready as soon as it was
+// exec'd: acquire must not wait for a process to start up; what the refill
+// itself runs into is recorded in pool.json (last_error) for the next acquire.
 void start_refill(Context& ctx, const std::string& name) {
-    Command c;
-    c.argv = {self_exe().string(), pool_refill_verb, "--state-dir", ctx.store.root().string(),
-              name};
+    HelperSpec spec;
+    spec.argv = {self_exe().string(), pool_refill_verb, "--state-dir", ctx.store.root().string(),
+                 name};
     if (ctx.runsc_flag) {
-        c.argv.push_back("--runsc");
-        c.argv.push_back(*ctx.runsc_flag);
+        spec.argv.push_back("--runsc");
+        spec.argv.push_back(*ctx.runsc_flag);
     }
-    c.in = Command::Stdio::null;
-    c.out = Command::Stdio::file;
-    c.out_file = pool_dir(ctx, name) / "refill.log";
-    c.err = Command::Stdio::file;
-    c.err_file = c.out_file;
-    spawn_detached(c);
+    spec.log = pool_dir(ctx, name) / "refill.log";
+    spec.readiness = HelperSpec::Readiness::exec;
+    spec.timeout = std::chrono::seconds(10);
+    try {
+        HelperReport report = launch_helper(spec);
+        if (!report.ok())
+            log().warn("pool " + name + ": the background refill did not start" +
+                       (report.detail.empty() ? "" : ": " + report.detail));
+    } catch (const Error& e) {
+        // The caller's sandbox is already handed out; the pool refills on the next call.
+        log().warn("pool " + name + ": starting the background refill: " + e.what());
+    }
 }
 
 std::optional<std::uint64_t> audit_position(Context& ctx, const SandboxRecord& r) {
@@ -148,6 +129,28 @@ std::optional<std::uint64_t> audit_position(Context& ctx, const SandboxRecord& r
 }
 
 }  // namespace
+
+json pool_request_to_json(const CreateRequest& r) {
+    json j{{"template", r.template_ref}, {"labels", r.flags.labels}};
+    if (r.flags.hidepid) j["hidepid"] = *r.flags.hidepid;
+    if (r.flags.audit) j["audit"] = *r.flags.audit;
+    if (r.flags.user) j["user"] = r.flags.user->str();
+    if (!r.from_snapshot.empty()) j["from_snapshot"] = r.from_snapshot;
+    return j;
+}
+
+CreateRequest pool_request_from_json(const json& j, const std::string& pool) {
+    CreateRequest r;
+    r.template_ref = j.value("template", std::string("base"));
+    r.template_given = j.contains("template") && !j.contains("from_snapshot");
+    r.flags.labels = j.value("labels", std::map<std::string, std::string>{});
+    if (j.contains("hidepid")) r.flags.hidepid = j["hidepid"].get<int>();
+    if (j.contains("audit")) r.flags.audit = j["audit"].get<bool>();
+    if (j.contains("user")) r.flags.user = parse_user(j["user"].get<std::string>());
+    r.from_snapshot = j.value("from_snapshot", std::string());
+    r.pool = pool;
+    return r;
+}
 
 json to_json(const PoolInfo& p) {
     json j{{"name", p.name},
@@ -184,12 +187,12 @@ PoolInfo create_pool(Context& ctx, const std::string& name, int size, const Crea
     }
     json j{{"name", name},
            {"size", size},
-           {"request", request_to_json(req)},
+           {"request", pool_request_to_json(req)},
            {"created_at", now_rfc3339()}};
     std::vector<std::string> made;
     try {
         write_pool(ctx, name, j);
-        CreateRequest member = request_from_json(j["request"], name);
+        CreateRequest member = pool_request_from_json(j["request"], name);
         member.template_given = req.template_given;
         for (int i = 0; i < size; ++i) {
             made.push_back(create_sandbox(ctx, member).id);
@@ -204,7 +207,11 @@ PoolInfo create_pool(Context& ctx, const std::string& name, int size, const Crea
             } catch (const Error&) {
             }
         }
-        remove_tree(dir);
+        try {
+            ctx.store.objects(pool_kind).remove(name);
+        } catch (const Error& cleanup) {
+            log().warn("removing the failed pool " + name + ": " + cleanup.what());
+        }
         throw e.wrap("creating pool " + name);
     }
     return info_from(name, j, members(ctx, name));
@@ -238,7 +245,7 @@ SandboxRecord acquire_from_pool(Context& ctx, const std::string& name) {
         return *picked;
     }
     // Nothing warm: the caller gets a new one now, the pool refills behind.
-    CreateRequest req = request_from_json(j["request"], name);
+    CreateRequest req = pool_request_from_json(j["request"], name);
     req.pool_acquired = true;
     SandboxRecord r;
     try {
@@ -258,11 +265,8 @@ SandboxRecord acquire_from_pool(Context& ctx, const std::string& name) {
 
 std::vector<PoolInfo> list_pools(Context& ctx) {
     std::vector<PoolInfo> out;
-    std::error_code ec;
     auto all = ctx.store.list();
-    for (const auto& e : fs::directory_iterator(pools_root(ctx), ec)) {
-        std::string n = e.path().filename().string();
-        if (!valid_object_name(n)) continue;
+    for (const auto& n : ctx.store.objects(pool_kind).ids()) {
         auto j = read_pool(ctx, n);
         if (!j) continue;
         std::vector<SandboxRecord> m;
@@ -325,7 +329,7 @@ void remove_pool(Context& ctx, const std::string& name) {
             if (e.code() != ErrorCode::not_found) throw;
         }
     }
-    remove_tree(dir);
+    ctx.store.objects(pool_kind).remove(name);
 }
 
 int pool_refill_main(Context& ctx, const std::string& name) {
@@ -352,7 +356,7 @@ int pool_refill_main(Context& ctx, const std::string& name) {
         m = members(ctx, name);
         PoolInfo info = info_from(name, *j, m);
         if (info.warm + info.starting >= info.size) return 0;
-        CreateRequest req = request_from_json((*j)["request"], name);
+        CreateRequest req = pool_request_from_json((*j)["request"], name);
         SandboxRecord r;
         try {
             r = create_sandbox(ctx, req);

@@ -46,6 +46,13 @@ PoolInfo pool_info(Context& ctx, const std::string& name);
 PoolInfo resize_pool(Context& ctx, const std::string& name, int size);
 void remove_pool(Context& ctx, const std::string& name);
 
+// pool.json's "request": the create options the pool was made with, as given
+// (template, hidepid, audit, user, labels, snapshot), nothing resolved: every
+// member, made now or by a later refill, is what `create` with the same options
+// would make. Members have no names and are not handed out at creation.
+nlohmann::json pool_request_to_json(const CreateRequest& r);
+CreateRequest pool_request_from_json(const nlohmann::json& j, const std::string& pool);
+
 // Body of `sandweave __pool-refill NAME` (state dir from the environment).
 int pool_refill_main(Context& ctx, const std::string& name);
 inline constexpr const char* pool_refill_verb = "__pool-refill";

@@ -1,13 +1,10 @@
 #include "lib/sandbox/sandbox.hpp"
 
 #include <signal.h>
-#include <sys/mount.h>
 #include <sys/stat.h>
 #include <unistd.h>
 
 #include <algorithm>
-#include <cerrno>
-#include <fstream>
 
 #include "lib/core/error.hpp"
 #include "lib/core/fsutil.hpp"
@@ -26,39 +23,6 @@ using nlohmann::json;
 
 namespace {
 
-bool is_mounted(const fs::path& p) {
-    std::ifstream in("/proc/self/mountinfo");
-    std::string line;
-    std::string target = " " + p.string() + " ";
-    while (std::getline(in, line)) {
-        // Field 5 is the mount point; paths with spaces are octal-escaped and ours have none.
-        std::size_t pos = 0;
-        for (int i = 0; i < 4 && pos != std::string::npos; ++i) pos = line.find(' ', pos + 1);
-        if (pos != std::string::npos && line.compare(pos, target.size(), target) == 0) return true;
-    }
-    return false;
-}
-
-void mount_overlay(const fs::path& lower, const fs::path& upper, const fs::path& work,
-                   const fs::path& target) {
-    for (const auto& p : {lower, upper, work})
-        if (p.string().find_first_of(",:") != std::string::npos)
-            throw Error(ErrorCode::general, "overlay: path contains ',' or ':': " + p.string());
-    std::string opts =
-        "lowerdir=" + lower.string() + ",upperdir=" + upper.string() + ",workdir=" + work.string();
-    if (::mount("overlay", target.c_str(), "overlay", MS_NOSUID | MS_NODEV, opts.c_str()) != 0)
-        throw_errno("mount overlay on " + target.string());
-}
-
-void unmount_if_mounted(const fs::path& p) {
-    if (!is_mounted(p)) return;
-    if (::umount2(p.c_str(), 0) != 0) {
-        // Busy (a gofer still exiting): detach it now, the kernel finishes later.
-        if (::umount2(p.c_str(), MNT_DETACH) != 0 && errno != EINVAL && errno != ENOENT)
-            throw_errno("unmount " + p.string());
-    }
-}
-
 Runsc runsc_for(Context& ctx, const SandboxRecord& r) {
     return Runsc(ctx.runner, r.runsc, r.runsc_flags);
 }
@@ -66,23 +30,10 @@ Runsc runsc_for(Context& ctx, const SandboxRecord& r) {
 // Kills every process whose arguments name this sandbox's bundle: what a
 // launch that failed half-way (a timed-out runsc run) leaves behind where
 // `runsc delete` cannot see it.
-void kill_leftover_processes(const fs::path& bundle) {
-    const std::string needle = bundle.string();
-    std::error_code ec;
-    for (const auto& e : fs::directory_iterator("/proc", ec)) {
-        std::string pid_text = e.path().filename().string();
-        if (pid_text.empty() || !std::all_of(pid_text.begin(), pid_text.end(), ::isdigit)) continue;
-        pid_t pid = static_cast<pid_t>(std::stol(pid_text));
-        if (pid == ::getpid()) continue;
-        std::string cmdline;
-        try {
-            cmdline = read_file(e.path() / "cmdline", 1 << 16);
-        } catch (const Error&) {
-            continue;
-        }
-        if (cmdline.find(needle) == std::string::npos) continue;
-        log().debug("killing leftover process " + pid_text + " of " + needle);
-        ::kill(pid, SIGKILL);
+void kill_leftover_processes(Context& ctx, const fs::path& bundle) {
+    for (pid_t pid : ctx.host.processes_matching(bundle.string())) {
+        log().debug("killing leftover process " + std::to_string(pid) + " of " + bundle.string());
+        ctx.host.kill(pid, SIGKILL);
     }
 }
 
@@ -99,8 +50,9 @@ void stop_runtime(Context& ctx, const SandboxRecord& r) {
             }
         }
     }
-    kill_leftover_processes(ctx.store.sandbox_dir(r.id) / "bundle");
-    unmount_if_mounted(ctx.store.sandbox_dir(r.id) / "rootfs");
+    kill_leftover_processes(ctx, ctx.store.sandbox_dir(r.id) / "bundle");
+    fs::path rootfs = ctx.store.sandbox_dir(r.id) / "rootfs";
+    if (ctx.host.is_mounted(rootfs)) ctx.host.unmount(rootfs);
 }
 
 SandboxState live_state(const SandboxRecord& r,
@@ -184,7 +136,7 @@ SandboxRecord create_sandbox(Context& ctx, const CreateRequest& req) {
                     copy_tree(ctx, snapshot_dir(ctx, snap->id) / "layer", dir / "upper");
                 });
             }
-            mount_overlay(lower, dir / "upper", dir / "work", dir / "rootfs");
+            ctx.host.mount_overlay({lower, dir / "upper", dir / "work", dir / "rootfs"});
 
             if (spec.runtime.audit) {
                 // The writer listens before runsc exists: no guest event predates
@@ -302,13 +254,9 @@ void remove_sandbox(Context& ctx, const std::string& ref) {
         // Stop the writer (a no-op after terminate) before its directory goes.
         if (r.spec.runtime.audit && fs::exists(audit_dir(ctx.store, id)))
             audit::finish(audit_dir(ctx.store, id), std::nullopt);
-        fs::path dir = ctx.store.sandbox_dir(id);
-        // The record goes first: from here on the sandbox no longer exists for
-        // other sandweave processes, even if removing the files is interrupted.
-        fs::path graveyard = ctx.store.root() / "sandboxes" / (".rm-" + id);
-        fs::rename(dir, graveyard);
-        ctx.store.release_name(r.name, id);
-        remove_tree(graveyard);
+        // The store's removal rule: once renamed, the sandbox no longer exists
+        // for other sandweave processes, even if removing the files is interrupted.
+        ctx.store.objects(sandbox_kind).remove(id, [&] { ctx.store.release_name(r.name, id); });
     });
 }
 

@@ -17,9 +17,7 @@ using nlohmann::json;
 namespace {
 
 fs::path snapshots_root(Context& ctx) {
-    fs::path p = ctx.store.root() / "snapshots";
-    make_dirs(p, 0700);
-    return p;
+    return ctx.store.objects(snapshot_kind).path();
 }
 
 // Everything a restore needs must be there and parse.
@@ -52,6 +50,9 @@ void sweep_abandoned(Context& ctx, const fs::path& root) {
     for (const auto& e : fs::directory_iterator(root, ec)) {
         std::string n = e.path().filename().string();
         if (n.rfind(".tmp-", 0) != 0 && n.rfind(".rm-", 0) != 0) continue;
+        // A builder's (or remover's) lock file, not an entry: removing it would
+        // let the next pass take the lock of a build that is still running.
+        if (n.size() >= 5 && n.compare(n.size() - 5, 5, ".lock") == 0) continue;
         auto lock = FileLock::try_lock(root / (n + ".lock"));
         if (!lock.locked()) continue;
         try {
@@ -122,9 +123,35 @@ fs::path snapshot_dir(Context& ctx, const std::string& id) {
     return snapshots_root(ctx) / id;
 }
 
+namespace {
+
+bool known_kind(const std::string& k) {
+    return k == "fs" || k == "memory" || k == "auto";
+}
+
+Error unknown_kind(const std::string& k) {
+    return Error(ErrorCode::usage, "snapshot kind '" + k + "': expected fs, memory or auto");
+}
+
+}  // namespace
+
+SnapshotKind choose_snapshot_kind(const std::string& requested, bool audit,
+                                  const std::string& sandbox_id) {
+    if (!known_kind(requested)) throw unknown_kind(requested);
+    SnapshotKind kind = requested == "fs"       ? SnapshotKind::fs
+                        : requested == "memory" ? SnapshotKind::memory
+                        : audit                 ? SnapshotKind::fs
+                                                : SnapshotKind::memory;
+    if (kind == SnapshotKind::memory && audit)
+        throw Error(ErrorCode::usage,
+                    "snapshot: sandbox " + sandbox_id +
+                        " has audit on, which rejects memory snapshots (trace continuity "
+                        "across a live restore is not supported); take an fs snapshot");
+    return kind;
+}
+
 SnapshotRecord create_snapshot(Context& ctx, const SnapshotRequest& req) {
-    if (req.kind != "fs" && req.kind != "memory" && req.kind != "auto")
-        throw Error(ErrorCode::usage, "--kind '" + req.kind + "': expected fs, memory or auto");
+    if (!known_kind(req.kind)) throw unknown_kind(req.kind);  // before touching the sandbox
     std::string id = ctx.store.resolve_id(req.sandbox);
     auto sandbox_lock = ctx.store.lock(id);
     SandboxRecord r = ctx.store.load(id);
@@ -135,15 +162,7 @@ SnapshotRecord create_snapshot(Context& ctx, const SnapshotRequest& req) {
                     "snapshot: sandbox " + id + " is not running (" +
                         (r.state == SandboxState::running ? "failed" : to_string(r.state)) + ")");
 
-    SnapshotKind kind = req.kind == "fs"       ? SnapshotKind::fs
-                        : req.kind == "memory" ? SnapshotKind::memory
-                        : r.spec.runtime.audit ? SnapshotKind::fs
-                                               : SnapshotKind::memory;
-    if (kind == SnapshotKind::memory && r.spec.runtime.audit)
-        throw Error(ErrorCode::usage,
-                    "snapshot: sandbox " + id +
-                        " has audit on, which rejects memory snapshots (trace continuity "
-                        "across a live restore is not supported); use --kind fs");
+    SnapshotKind kind = choose_snapshot_kind(req.kind, r.spec.runtime.audit, id);
 
     fs::path root = snapshots_root(ctx);
     sweep_abandoned(ctx, root);
@@ -173,46 +192,37 @@ SnapshotRecord create_snapshot(Context& ctx, const SnapshotRequest& req) {
             // Recorded first: if we die while it is paused, the next snapshot
             // command (sweep_abandoned) resumes it.
             write_file_atomic(tmp / "paused-source", id, 0600);
-            auto pause = runsc.raw({"pause", id});
-            if (!pause.ok()) throw Error(ErrorCode::runtime, "runsc pause: " + pause.describe());
+            runsc.pause(id);
             try {
                 copy_tree(ctx, sdir / "upper", tmp / "layer");
             } catch (...) {
-                runsc.raw({"resume", id});
+                runsc.raw({"resume", id});  // best effort: the copy's error is the one to report
                 throw;
             }
-            auto resume = runsc.raw({"resume", id});
-            if (!resume.ok()) throw Error(ErrorCode::runtime, "runsc resume: " + resume.describe());
+            runsc.resume(id);
             fs::remove(tmp / "paused-source");
         } else {
             // checkpoint stops the sandbox; the layer is copied at that instant,
             // then the source is restored in place and keeps running.
             make_dirs(tmp / "checkpoint", 0700);
-            auto cp = runsc.raw({"checkpoint", "--image-path", (tmp / "checkpoint").string(), id});
-            if (!cp.ok()) throw Error(ErrorCode::runtime, "runsc checkpoint: " + cp.describe());
+            runsc.checkpoint(id, tmp / "checkpoint");
             std::optional<Error> copy_error;
             try {
                 copy_tree(ctx, sdir / "upper", tmp / "layer");
             } catch (const Error& e) {
                 copy_error = e;
             }
-            runsc.raw({"delete", id});
-            Command restore;
-            restore.argv = {r.runsc, "--log-fd=3"};
-            restore.argv.insert(restore.argv.end(), r.runsc_flags.begin(), r.runsc_flags.end());
-            for (const auto& a : {std::string("restore"), std::string("--detach"),
-                                  std::string("--image-path"), (tmp / "checkpoint").string(),
-                                  std::string("--bundle"), (sdir / "bundle").string(), id})
-                restore.argv.push_back(a);
-            restore.timeout = std::chrono::seconds(60);
-            auto res = ctx.runner.launch_detached(restore, sdir / "logs/console.log");
-            if (res.exit_status != 0) {
+            runsc.raw({"delete", id});  // checkpoint stopped it; a leftover would block restore
+            try {
+                runsc.restore_detached(id, sdir / "bundle", tmp / "checkpoint",
+                                       sdir / "logs/console.log");
+            } catch (const Error& e) {
                 r.state = SandboxState::failed;
-                r.error = "restore after memory snapshot failed: " + res.runtime_error;
+                r.error = std::string("restore after memory snapshot failed: ") + e.what();
                 ctx.store.save(r);
-                throw Error(ErrorCode::runtime,
-                            "sandbox " + id +
-                                " could not be resumed after its checkpoint: " + res.runtime_error);
+                throw Error(
+                    ErrorCode::runtime,
+                    "sandbox " + id + " could not be resumed after its checkpoint: " + e.what());
             }
             if (copy_error) throw *copy_error;
         }
@@ -235,15 +245,12 @@ SnapshotRecord create_snapshot(Context& ctx, const SnapshotRequest& req) {
 
 std::vector<SnapshotRecord> list_snapshots(Context& ctx) {
     std::vector<SnapshotRecord> out;
-    std::error_code ec;
     sweep_abandoned(ctx, snapshots_root(ctx));
-    for (const auto& e : fs::directory_iterator(snapshots_root(ctx), ec)) {
-        std::string n = e.path().filename().string();
-        if (n.empty() || n[0] == '.' || !e.is_directory()) continue;
+    for (const auto& id : ctx.store.objects(snapshot_kind).ids()) {
         try {
-            out.push_back(read_and_verify(e.path()));
+            out.push_back(read_and_verify(snapshot_dir(ctx, id)));
         } catch (const Error& err) {
-            log().warn("skipping " + n + ": " + err.what());
+            log().warn("skipping " + id + ": " + err.what());
         }
     }
     std::sort(out.begin(), out.end(),
@@ -252,44 +259,14 @@ std::vector<SnapshotRecord> list_snapshots(Context& ctx) {
 }
 
 SnapshotRecord load_snapshot(Context& ctx, const std::string& ref) {
-    if (ref.empty() || ref.find('/') != std::string::npos || ref[0] == '.')
-        throw Error(ErrorCode::usage, "invalid snapshot id '" + ref + "'");
-    fs::path root = snapshots_root(ctx);
-    std::error_code ec;
-    if (fs::exists(root / ref, ec)) return read_and_verify(root / ref);
-    std::vector<std::string> matches;
-    for (const auto& e : fs::directory_iterator(root, ec)) {
-        std::string n = e.path().filename().string();
-        if (n.empty() || n[0] == '.') continue;
-        if (n.rfind(ref, 0) == 0 || n.rfind("snap-" + ref, 0) == 0) {
-            matches.push_back(n);
-            continue;
-        }
-        try {
-            json j = json::parse(read_file(e.path() / "snapshot.json", 4u << 20));
-            if (j.value("name", std::string()) == ref) matches.push_back(n);
-        } catch (const std::exception&) {
-        }
-    }
-    if (matches.size() == 1) return read_and_verify(root / matches[0]);
-    if (matches.size() > 1) throw Error(ErrorCode::usage, "snapshot '" + ref + "' is ambiguous");
-    throw Error(ErrorCode::not_found, "no such snapshot: " + ref);
+    return read_and_verify(snapshot_dir(ctx, ctx.store.objects(snapshot_kind).resolve(ref)));
 }
 
 std::string remove_snapshot(Context& ctx, const std::string& ref) {
-    fs::path root = snapshots_root(ctx);
-    std::string id;
-    std::error_code ec;
-    // A corrupt snapshot must still be removable: an exact id needs no reading.
-    if (!ref.empty() && ref.find('/') == std::string::npos && ref[0] != '.' &&
-        fs::is_directory(root / ref, ec)) {
-        id = ref;
-    } else {
-        id = load_snapshot(ctx, ref).id;
-    }
-    fs::path grave = root / (".rm-" + id);
-    fs::rename(root / id, grave);
-    remove_tree(grave);
+    // Resolving reads no record, so a corrupt snapshot is removable too.
+    ObjectDir snapshots = ctx.store.objects(snapshot_kind);
+    std::string id = snapshots.resolve(ref);
+    snapshots.remove(id);
     return id;
 }
 

@@ -57,6 +57,12 @@ struct SnapshotRequest {
 };
 
 SnapshotRecord create_snapshot(Context& ctx, const SnapshotRequest& req);
+
+// The kind a request gets: fs or memory as asked, auto is fs when the sandbox
+// has audit on and memory otherwise. A memory snapshot of an audited sandbox is
+// refused, and so is an unknown kind (both exit 2).
+SnapshotKind choose_snapshot_kind(const std::string& requested, bool audit,
+                                  const std::string& sandbox_id);
 std::vector<SnapshotRecord> list_snapshots(Context& ctx);
 // By id, name or unique id prefix; throws not_found (exit 4) or a clear error
 // for a corrupt snapshot.

@@ -232,6 +232,10 @@ bool looks_like_path(const std::string& ref) {
 
 }  // namespace
 
+bool is_template_file(const std::string& ref) {
+    return !is_inline_template(ref) && looks_like_path(ref);
+}
+
 bool is_inline_template(const std::string& ref) {
     auto first = ref.find_first_not_of(" \t\r\n");
     return first != std::string::npos && (ref[first] == '{' || ref.find('\n') != std::string::npos);

@@ -66,5 +66,7 @@ class TemplateResolver {
 
 // True when `ref` is inline template text rather than a name or path.
 bool is_inline_template(const std::string& ref);
+// True when `ref` names a template file (a path) rather than a template name.
+bool is_template_file(const std::string& ref);
 
 }  // namespace sandweave

@@ -6,6 +6,7 @@
 #include <algorithm>
 #include <cerrno>
 #include <chrono>
+#include <cstdio>
 #include <cstdlib>
 #include <ctime>
 
@@ -19,8 +20,192 @@ using nlohmann::json;
 namespace {
 
 constexpr const char* id_prefix = "sw-";
+constexpr std::size_t min_prefix = 4;
+
+// A reference that can only name an entry of the kind's directory: not empty,
+// no '/', and not one of the hidden entries (".", "..", builds, graveyards).
+bool plain_name(const std::string& ref) {
+    return !ref.empty() && ref.find('/') == std::string::npos && ref[0] != '.';
+}
+
+Error no_such(const char* noun, const std::string& ref) {
+    return Error(ErrorCode::not_found, std::string("no such ") + noun + ": " + ref);
+}
 
 }  // namespace
+
+const ObjectKind sandbox_kind{
+    "sandbox",
+    "sandboxes",
+    "sandbox.json",
+    id_prefix,
+    NameStyle::symlinks,
+    false,
+    plain_name,
+    [](const std::string& ref) {
+        return ref.empty() ? Error(ErrorCode::usage, "empty sandbox id") : no_such("sandbox", ref);
+    },
+    [](const std::string& ref, std::size_t n) {
+        return Error(ErrorCode::usage,
+                     "sandbox id '" + ref + "' is ambiguous (" + std::to_string(n) + " matches)");
+    },
+};
+
+const ObjectKind snapshot_kind{
+    "snapshot",
+    "snapshots",
+    "snapshot.json",
+    "snap-",
+    NameStyle::in_record,
+    true,
+    plain_name,
+    [](const std::string& ref) {
+        return Error(ErrorCode::usage, "invalid snapshot id '" + ref + "'");
+    },
+    [](const std::string& ref, std::size_t) {
+        return Error(ErrorCode::usage, "snapshot '" + ref + "' is ambiguous");
+    },
+};
+
+const ObjectKind pool_kind{
+    "pool",
+    "pools",
+    "pool.json",
+    "",
+    NameStyle::ids,
+    false,
+    valid_object_name,
+    [](const std::string& ref) {
+        return Error(ErrorCode::usage,
+                     "invalid pool name '" + ref + "': use letters, digits, '-', '_' or '.'");
+    },
+    [](const std::string& ref, std::size_t) { return no_such("pool", ref); },
+};
+
+const ObjectKind image_kind{
+    "image",
+    "images",
+    "image.json",
+    "",
+    NameStyle::ids,
+    false,
+    plain_name,
+    [](const std::string& ref) { return no_such("image", ref); },
+    [](const std::string& ref, std::size_t) { return no_such("image", ref); },
+};
+
+ObjectDir::ObjectDir(const ObjectKind& kind, fs::path dir, fs::path names_dir)
+    : kind_(kind), dir_(std::move(dir)), names_dir_(std::move(names_dir)) {}
+
+fs::path ObjectDir::object_dir(const std::string& id) const {
+    if (!kind_.valid_ref(id)) throw kind_.invalid_ref(id);
+    return dir_ / id;
+}
+
+bool ObjectDir::exists(const std::string& id) const {
+    if (!kind_.valid_ref(id)) return false;
+    std::error_code ec;
+    return kind_.exists_with_dir ? fs::is_directory(dir_ / id, ec)
+                                 : fs::exists(dir_ / id / kind_.record, ec);
+}
+
+std::vector<std::string> ObjectDir::ids() const {
+    std::vector<std::string> out;
+    std::error_code ec;
+    for (const auto& e : fs::directory_iterator(dir_, ec)) {
+        std::string id = e.path().filename().string();
+        if (exists(id)) out.push_back(id);
+    }
+    return out;
+}
+
+std::optional<std::string> ObjectDir::name_target(const std::string& name) const {
+    std::error_code ec;
+    switch (kind_.names) {
+        case NameStyle::ids:
+            return std::nullopt;  // the exact-id step already looked
+        case NameStyle::symlinks: {
+            auto target = fs::read_symlink(names_dir_ / name, ec);
+            if (!ec && exists(target.string())) return target.string();
+            return std::nullopt;
+        }
+        case NameStyle::in_record: {
+            std::vector<std::string> matches;
+            for (const auto& id : ids()) {
+                try {
+                    auto j = json::parse(read_file(dir_ / id / kind_.record, 4u << 20));
+                    if (j.is_object() && j.value("name", std::string()) == name)
+                        matches.push_back(id);
+                } catch (const std::exception&) {
+                    // A corrupt record names nothing; it is still found by id.
+                }
+            }
+            if (matches.size() > 1) throw kind_.ambiguous(name, matches.size());
+            if (matches.size() == 1) return matches[0];
+            return std::nullopt;
+        }
+    }
+    return std::nullopt;
+}
+
+std::string ObjectDir::resolve(const std::string& ref) const {
+    if (!kind_.valid_ref(ref)) throw kind_.invalid_ref(ref);
+    if (exists(ref)) return ref;
+    if (auto id = name_target(ref)) return *id;
+    const std::string prefix = kind_.id_prefix;
+    if (!prefix.empty() && ref.size() >= min_prefix) {
+        std::vector<std::string> matches;
+        for (const auto& id : ids())
+            if (id.rfind(ref, 0) == 0 || id.rfind(prefix + ref, 0) == 0) matches.push_back(id);
+        if (matches.size() == 1) return matches[0];
+        if (matches.size() > 1) throw kind_.ambiguous(ref, matches.size());
+    }
+    throw no_such(kind_.noun, ref);
+}
+
+namespace {
+
+// <dir>/.rm-<id>-<random>: hidden, and never the name of an earlier graveyard
+// (pool and image names are reused).
+fs::path graveyard_for(const fs::path& dir, const std::string& id) {
+    return dir / (".rm-" + id + "-" + random_hex(8));
+}
+
+void rename_away(const ObjectKind& kind, const fs::path& from, const fs::path& grave,
+                 const std::string& id) {
+    if (::rename(from.c_str(), grave.c_str()) != 0) {
+        if (errno == ENOENT) throw no_such(kind.noun, id);
+        throw_errno("remove " + from.string() + ": rename to " + grave.string());
+    }
+    fsync_dir(from.parent_path());
+}
+
+}  // namespace
+
+fs::path ObjectDir::bury(const std::string& id) const {
+    fs::path from = object_dir(id);
+    fs::path grave = graveyard_for(dir_, id);
+    rename_away(kind_, from, grave, id);
+    return grave;
+}
+
+void ObjectDir::remove(const std::string& id, const std::function<void()>& after_rename) const {
+    fs::path from = object_dir(id);
+    fs::path grave = graveyard_for(dir_, id);
+    // Held until the files are gone, so a sweep of abandoned entries (snapshots
+    // have one) leaves a graveyard that is still being removed alone.
+    struct Unlink {
+        fs::path file;
+        ~Unlink() {
+            std::error_code ec;
+            fs::remove(file, ec);
+        }
+    } unlink_lock{grave.string() + ".lock"};
+    FileLock removing(unlink_lock.file);  // released before the file is unlinked
+    rename_away(kind_, from, grave, id);
+    if (after_rename) after_rename();
+    remove_tree(grave);
+}
 
 std::string to_string(SandboxState s) {
     switch (s) {
@@ -113,12 +298,17 @@ fs::path StateStore::default_root() {
 StateStore::StateStore(fs::path root) : root_(std::move(root)) {
     with_context("state directory " + root_.string(), [&] {
         make_dirs(root_, 0711);
-        for (const char* sub : {"sandboxes", "names", "runsc", "images", "templates"})
+        for (const char* sub :
+             {"sandboxes", "names", "runsc", "images", "snapshots", "pools", "templates"})
             make_dirs(root_ / sub, 0700);
         if (::access(root_.c_str(), W_OK | X_OK) != 0 ||
             ::access((root_ / "sandboxes").c_str(), W_OK | X_OK) != 0)
             throw_errno("not writable");
     });
+}
+
+ObjectDir StateStore::objects(const ObjectKind& kind) const {
+    return ObjectDir(kind, root_ / kind.dir, root_ / "names");
 }
 
 fs::path StateStore::sandbox_dir(const std::string& id) const {
@@ -160,29 +350,7 @@ void StateStore::release_name(const std::string& name, const std::string& id) {
 }
 
 std::string StateStore::resolve_id(const std::string& ref) const {
-    std::error_code ec;
-    if (ref.empty()) throw Error(ErrorCode::usage, "empty sandbox id");
-    bool safe = ref.find('/') == std::string::npos && ref != "." && ref != "..";
-    if (safe && fs::exists(sandbox_dir(ref) / "sandbox.json", ec)) return ref;
-    if (safe) {
-        auto target = fs::read_symlink(root_ / "names" / ref, ec);
-        if (!ec && fs::exists(sandbox_dir(target.string()) / "sandbox.json", ec))
-            return target.string();
-    }
-    if (safe && ref.size() >= 4) {
-        std::vector<std::string> matches;
-        for (const auto& e : fs::directory_iterator(root_ / "sandboxes", ec)) {
-            std::string id = e.path().filename().string();
-            if ((id.rfind(ref, 0) == 0 || id.rfind(id_prefix + ref, 0) == 0) &&
-                fs::exists(e.path() / "sandbox.json"))
-                matches.push_back(id);
-        }
-        if (matches.size() == 1) return matches[0];
-        if (matches.size() > 1)
-            throw Error(ErrorCode::usage, "sandbox id '" + ref + "' is ambiguous (" +
-                                              std::to_string(matches.size()) + " matches)");
-    }
-    throw Error(ErrorCode::not_found, "no such sandbox: " + ref);
+    return objects(sandbox_kind).resolve(ref);
 }
 
 std::optional<SandboxRecord> StateStore::try_load(const std::string& id) const {
@@ -208,9 +376,7 @@ void StateStore::save(const SandboxRecord& r) const {
 
 std::vector<SandboxRecord> StateStore::list() const {
     std::vector<SandboxRecord> out;
-    std::error_code ec;
-    for (const auto& e : fs::directory_iterator(root_ / "sandboxes", ec)) {
-        std::string id = e.path().filename().string();
+    for (const auto& id : objects(sandbox_kind).ids()) {
         try {
             if (auto r = try_load(id)) out.push_back(std::move(*r));
         } catch (const Error&) {

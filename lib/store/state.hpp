@@ -12,21 +12,95 @@
 //                          logs/          runsc and init output
 //                          audit/         the audit writer's socket and log (0700)
 //   <state>/names/<name>                  symlink name -> id (atomic uniqueness)
+//   <state>/snapshots/<id>/snapshot.json  snapshots (lib/sandbox/snapshot.hpp)
+//   <state>/pools/<name>/pool.json        warm pools (lib/sandbox/pool.hpp)
+//   <state>/images/<name>/image.json      built root filesystems (lib/sandbox/image.hpp)
 //   <state>/runsc/                        runsc --root shared by all sandboxes
-//   <state>/images/<name>/                built root filesystems
+//
+// Every kind of object follows the same two rules (ObjectDir):
+//   lookup   an exact id, else an exact name, else a unique id prefix of at
+//            least 4 characters (with or without the kind's id prefix, "sw-");
+//            never a guess. Kinds whose ids are user-chosen names (pools,
+//            images) match exactly only.
+//   removal  the directory is renamed out of sight first (<kind>/.rm-<id>-...),
+//            so from that instant the object no longer exists for any other
+//            sandweave process even if removing its files is interrupted;
+//            then the files go.
+// Entries starting with '.' (builds in progress, graveyards, locks) are never objects.
 
+#include <cstddef>
 #include <cstdint>
 #include <filesystem>
+#include <functional>
 #include <optional>
 #include <string>
 #include <vector>
 
 #include <nlohmann/json.hpp>
 
+#include "lib/core/error.hpp"
 #include "lib/core/fsutil.hpp"
 #include "lib/spec/options.hpp"
 
 namespace sandweave {
+
+enum class NameStyle {
+    symlinks,   // <state>/names/<name> -> id (reserved atomically)
+    in_record,  // the record's "name" field
+    ids,        // the id is the user-chosen name
+};
+
+// A kind of object: its layout, and the words its errors use (kept as users
+// have always seen them).
+struct ObjectKind {
+    const char* noun;       // "sandbox": "no such sandbox: x" (exit 4)
+    const char* dir;        // its directory under the state root
+    const char* record;     // the record file in an object's directory
+    const char* id_prefix;  // generated ids start with it ("sw-"); "" for NameStyle::ids
+    NameStyle names;
+    // An object exists once its directory does (snapshots are renamed into
+    // place whole, so a missing record means a corrupt one), rather than only
+    // once its record is written (a sandbox's directory is reserved first).
+    bool exists_with_dir;
+    bool (*valid_ref)(const std::string& ref);
+    Error (*invalid_ref)(const std::string& ref);
+    Error (*ambiguous)(const std::string& ref, std::size_t matches);
+};
+
+extern const ObjectKind sandbox_kind, snapshot_kind, pool_kind, image_kind;
+
+// The objects of one kind in one directory.
+class ObjectDir {
+  public:
+    ObjectDir(const ObjectKind& kind, std::filesystem::path dir,
+              std::filesystem::path names_dir = {});
+
+    const ObjectKind& kind() const { return kind_; }
+    const std::filesystem::path& path() const { return dir_; }
+    // <dir>/<id>; throws the kind's invalid-reference error for an id that is
+    // not a plain name (so it never escapes the directory).
+    std::filesystem::path object_dir(const std::string& id) const;
+    bool exists(const std::string& id) const;
+    // Every object that exists, in directory order.
+    std::vector<std::string> ids() const;
+
+    // The lookup rule (see the top of this file). Throws not_found (exit 4),
+    // the kind's ambiguous error (exit 2) or its invalid-reference error.
+    std::string resolve(const std::string& ref) const;
+
+    // The removal rule: rename, then `after_rename` (a sandbox frees its name
+    // there), then remove the files. Throws not_found when the directory is
+    // already gone (removed by another process).
+    void remove(const std::string& id, const std::function<void()>& after_rename = {}) const;
+    // Just the rename, for a caller that puts a replacement in place before the
+    // old files go (an image rebuild); returns the graveyard to remove_tree().
+    std::filesystem::path bury(const std::string& id) const;
+
+  private:
+    std::optional<std::string> name_target(const std::string& name) const;
+    const ObjectKind& kind_;
+    std::filesystem::path dir_, names_dir_;
+};
 
 enum class SandboxState { creating, running, stopped, failed };
 std::string to_string(SandboxState s);
@@ -66,6 +140,8 @@ class StateStore {
     static std::filesystem::path default_root();
 
     const std::filesystem::path& root() const { return root_; }
+    // The objects of `kind` (sandbox_kind, snapshot_kind, pool_kind, image_kind).
+    ObjectDir objects(const ObjectKind& kind) const;
     std::filesystem::path sandbox_dir(const std::string& id) const;
     std::filesystem::path runsc_root() const { return root_ / "runsc"; }
     std::filesystem::path images_dir() const { return root_ / "images"; }

@@ -11,63 +11,39 @@
 #   - an interrupted export (kill -9 mid-copy) and an export onto a full disk
 # Needs root (tmpfs mounts) and a working runsc.
 
-set -u
-
-SW=${SANDWEAVE:-/work/build-audit-cli/sandweave}
-
-pass=0
-fail=0
-ok() { pass=$((pass + 1)); echo "ok   - $*"; }
-bad() { fail=$((fail + 1)); echo "FAIL - $*"; }
-check() { # check "description" command...
-    local desc=$1
-    shift
-    if "$@" >/dev/null 2>&1; then ok "$desc"; else bad "$desc"; fi
-}
-
-if [ "$(id -u)" != 0 ]; then
-    echo "audit_cli_faults: needs root"
-    echo "0 passed, 1 failed"
-    exit 1
-fi
-for tool in "$SW" "$(command -v jq)" "$(command -v sha256sum)"; do
-    if [ ! -x "$tool" ]; then
-        echo "missing tool: $tool"
-        echo "0 passed, 1 failed"
-        exit 1
-    fi
-done
+source "$(dirname "${BASH_SOURCE[0]}")/lib.sh"
+require_root "runsc, tmpfs mounts"
+require_cmd jq sha256sum
 unset SANDWEAVE_HOST
-
 # Short paths: the writer's sink socket path must stay under 100 bytes.
-export SANDWEAVE_STATE_DIR
-SANDWEAVE_STATE_DIR=$(mktemp -d /tmp/swf.XXXXXX)
-MAIN_STATE=$SANDWEAVE_STATE_DIR
-T=$(mktemp -d /tmp/swft.XXXXXX)
-STATES=("$MAIN_STATE")
-MOUNTS=()
+TMPDIR=/tmp sw_setup
+MAIN_STATE=$STATE
+T=$SCRATCH
+DS=""     # the second state dir, on a small tmpfs (section 5)
+MOUNTS=() # tmpfs mounts of ours, unmounted at exit
 
 writer_pids() { # state-dir [id] -> pids of the audit writers there
     pgrep -f "__audit-writer --dir $1/sandboxes/${2:-}" 2>/dev/null
 }
-cleanup() {
+# Before lib.sh removes $STATE: wake stopped writers (they would hold up rm),
+# remove the sandboxes of the second state dir and unmount our tmpfs mounts.
+cleanup_faults() {
     local s d pid m
-    for s in "${STATES[@]}"; do
+    for s in "$MAIN_STATE" $DS; do
         for pid in $(writer_pids "$s"); do kill -CONT "$pid" 2>/dev/null; done
-        for d in "$s"/sandboxes/*/; do
-            [ -d "$d" ] || continue
-            SANDWEAVE_STATE_DIR=$s "$SW" rm "$(basename "$d")" >/dev/null 2>&1
-        done
-        for pid in $(writer_pids "$s"); do kill -KILL "$pid" 2>/dev/null; done
-        awk -v s="$s/" 'index($2, s) == 1 {print $2}' /proc/mounts | sort -r | while read -r m; do
-            umount -l "$m" 2>/dev/null
-        done
     done
+    if [[ -n "$DS" ]]; then
+        for d in "$DS"/sandboxes/*/; do
+            [ -d "$d" ] || continue
+            SANDWEAVE_STATE_DIR=$DS "$SW" rm "$(basename "$d")" >/dev/null 2>&1
+        done
+        for pid in $(writer_pids "$DS"); do kill -KILL "$pid" 2>/dev/null; done
+        mounts_under "$DS" | sort -r | while read -r m; do umount -l "$m" 2>/dev/null; done
+    fi
     for m in "${MOUNTS[@]}"; do umount -l "$m" 2>/dev/null; done
-    rm -rf "${STATES[@]}" "$T"
+    [[ -n "$DS" ]] && rm -rf "$DS"
 }
-trap cleanup EXIT
-trap 'exit 130' INT TERM
+on_cleanup cleanup_faults
 
 side() { jq -r "$2" "$1.status.json"; }
 seq_contiguous() { jq -se 'length > 0 and ([.[].seq] == [range(1; length + 1)])' "$1"; }
@@ -84,11 +60,18 @@ sentry_dropped() { # state-dir id
     r=$(jq -r .runsc "$1/sandboxes/$2/sandbox.json")
     "$r" --root "$1/runsc" trace list "$2" 2>/dev/null | sed -n 's/.*Sink: "remote", dropped: \([0-9]*\).*/\1/p'
 }
+# Every file PREFIX* (temp copies of an interrupted export) has mode 0600.
+temp_copies_are_0600() {
+    local f
+    for f in "$1"*; do
+        [ -e "$f" ] || continue
+        [ "$(stat -c %a "$f")" = 600 ] || { echo "$f: mode $(stat -c %a "$f")"; return 1; }
+    done
+}
 writer_pid() { jq -r '.pid' "$1/sandboxes/$2/audit/writer-state.json"; }
 create_audited() { "$SW" create --template "${2:-base}" --audit 2>"$T/create-$1.err"; }
 
 mkdir -p "$T/out"
-START=$SECONDS
 S=$MAIN_STATE
 
 # ---------------------------------------------------------------- 1. byte limit
@@ -99,31 +82,31 @@ runtime_options:
   audit_max_bytes: 64KiB
 EOF
 B=$("$SW" create --template "$T/small.yaml" 2>"$T/create-b.err")
-check "byte limit: audited sandbox from a 64KiB template" test -n "$B" -a -d "$S/sandboxes/$B/audit"
+assert_true "byte limit: audited sandbox from a 64KiB template" test -n "$B" -a -d "$S/sandboxes/$B/audit"
 "$SW" run "$B" -- /bin/dd if=/dev/zero of=/dev/null bs=1 count=3000 >/dev/null 2>&1
 E=$T/out/limit.jsonl
 "$SW" audit export "$B" "$E" >"$T/limit.json" 2>/dev/null
 rc=$?
-check "byte limit: export exits 3" test $rc = 3
-check "byte limit: complete false, reason byte_limit, max_bytes 65536" \
+assert_true "byte limit: export exits 3" test $rc = 3
+assert_true "byte limit: complete false, reason byte_limit, max_bytes 65536" \
     jq -e '.complete == false and (.reasons | index("byte_limit") != null) and .max_bytes == 65536' "$E.status.json"
-check "byte limit: the writer's log <= 65536 bytes" test "$(stat -c %s "$S/sandboxes/$B/audit/audit.jsonl")" -le 65536
-check "byte limit: export <= 65536 bytes, whole lines, seq 1..N" \
+assert_true "byte limit: the writer's log <= 65536 bytes" test "$(stat -c %s "$S/sandboxes/$B/audit/audit.jsonl")" -le 65536
+assert_true "byte limit: export <= 65536 bytes, whole lines, seq 1..N" \
     eval 'test "$(stat -c %s "$E")" -le 65536 && seq_contiguous "$E" && sidecar_matches_file "$E"'
-check "byte limit: later events are counted as dropped" jq -e '.dropped > 0 and .counters.byte_limit_dropped > 0' "$E.status.json"
+assert_true "byte limit: later events are counted as dropped" jq -e '.dropped > 0 and .counters.byte_limit_dropped > 0' "$E.status.json"
 "$SW" run "$B" -- /bin/cat /etc/passwd >/dev/null 2>&1
-check "byte limit: the guest keeps running" test $? = 0
+assert_true "byte limit: the guest keeps running" test $? = 0
 E2=$T/out/limit2.jsonl
 "$SW" audit export "$B" "$E2" >/dev/null 2>&1
 rc=$?
-check "byte limit: a later export works and stays incomplete (exit 3, byte_limit)" \
+assert_true "byte limit: a later export works and stays incomplete (exit 3, byte_limit)" \
     eval 'test $rc = 3 && has_reason "$E2" byte_limit && test "$(side "$E2" .complete)" = false'
-check "byte limit: the log stopped growing (same bytes), more dropped" \
+assert_true "byte limit: the log stopped growing (same bytes), more dropped" \
     eval 'test "$(side "$E2" .bytes)" = "$(side "$E" .bytes)" && test "$(side "$E2" .dropped)" -gt "$(side "$E" .dropped)"'
 "$SW" terminate "$B" >/dev/null 2>&1
 "$SW" audit export "$B" "$T/out/limit3.jsonl" >/dev/null 2>&1
 rc=$?
-check "byte limit: after terminate still exit 3, byte_limit" \
+assert_true "byte limit: after terminate still exit 3, byte_limit" \
     eval 'test $rc = 3 && has_reason "$T/out/limit3.jsonl" byte_limit'
 "$SW" rm "$B" >/dev/null 2>&1
 
@@ -134,35 +117,35 @@ D=$(create_audited d)
 # runtime's 8 MiB send buffer absorbs what the writer has not read yet).
 "$SW" run "$D" -- /bin/dd if=/dev/zero of=/dev/null bs=1 count=20000 >/dev/null 2>&1
 DROP0=$(sentry_dropped "$S" "$D")
-check "drops: a healthy writer loses nothing of dd bs=1 count=20000 (sentry dropped: ${DROP0:-?})" test "${DROP0:-x}" = 0
+assert_true "drops: a healthy writer loses nothing of dd bs=1 count=20000 (sentry dropped: ${DROP0:-?})" test "${DROP0:-x}" = 0
 PD=$(writer_pid "$S" "$D")
-check "drops: writer pid known (writer-state.json) and it is the writer of this sandbox" \
+assert_true "drops: writer pid known (writer-state.json) and it is the writer of this sandbox" \
     eval 'test -n "$PD" && writer_pids "$S" "$D/" | grep -qx "$PD"'
 kill -STOP "$PD"
 t0=$SECONDS
 "$SW" run "$D" -- /bin/dd if=/dev/zero of=/dev/null bs=1 count=20000 >/dev/null 2>&1
 rc=$?
-check "drops: the guest does not wait for the stopped writer (exit 0, < 20 s)" test $rc = 0 -a $((SECONDS - t0)) -lt 20
+assert_true "drops: the guest does not wait for the stopped writer (exit 0, < 20 s)" test $rc = 0 -a $((SECONDS - t0)) -lt 20
 kill -CONT "$PD"
 sleep 0.5
 DROP=$(sentry_dropped "$S" "$D")
-check "drops: the sentry reports drops (runsc trace list: $DROP)" test "${DROP:-0}" -gt 0
+assert_true "drops: the sentry reports drops (runsc trace list: $DROP)" test "${DROP:-0}" -gt 0
 E=$T/out/drops.jsonl
 "$SW" audit export "$D" "$E" >/dev/null 2>&1
 rc=$?
-check "drops: export exits 3, complete false" test "$rc,$(side "$E" .complete)" = "3,false"
-check "drops: dropped == the sentry's count ($DROP)" test "$(side "$E" .dropped)" = "$DROP"
-check "drops: runtime_dropped_reported == the sentry's count" test "$(side "$E" .runtime_dropped_reported)" = "$DROP"
-check "drops: reason queue_overflow" has_reason "$E" queue_overflow
-check "drops: gap records add up to the loss" \
+assert_true "drops: export exits 3, complete false" test "$rc,$(side "$E" .complete)" = "3,false"
+assert_true "drops: dropped == the sentry's count ($DROP)" test "$(side "$E" .dropped)" = "$DROP"
+assert_true "drops: runtime_dropped_reported == the sentry's count" test "$(side "$E" .runtime_dropped_reported)" = "$DROP"
+assert_true "drops: reason queue_overflow" has_reason "$E" queue_overflow
+assert_true "drops: gap records add up to the loss" \
     jq -se --argjson d "$DROP" '[.[] | select(.point == "gap") | .lost] | add == $d' "$E"
-check "drops: export is whole lines, seq 1..N, sidecar matches" eval 'seq_contiguous "$E" && sidecar_matches_file "$E"'
+assert_true "drops: export is whole lines, seq 1..N, sidecar matches" eval 'seq_contiguous "$E" && sidecar_matches_file "$E"'
 "$SW" run "$D" -- /bin/cat /etc/passwd >/dev/null 2>&1
 "$SW" audit export "$D" "$T/out/drops2.jsonl" >/dev/null 2>&1
 rc=$?
-check "drops: later exports stay incomplete and keep the count" \
+assert_true "drops: later exports stay incomplete and keep the count" \
     eval 'test $rc = 3 && test "$(side "$T/out/drops2.jsonl" .dropped)" -ge "$DROP"'
-check "drops: records after the writer resumed are written" \
+assert_true "drops: records after the writer resumed are written" \
     jq -se 'any(.point == "syscall/openat/exit" and .pathname == "/etc/passwd")' "$T/out/drops2.jsonl"
 "$SW" rm "$D" >/dev/null 2>&1
 
@@ -170,49 +153,49 @@ check "drops: records after the writer resumed are written" \
 K=$(create_audited k)
 "$SW" run "$K" -- /bin/cat /etc/passwd >/dev/null 2>&1
 "$SW" audit export "$K" "$T/out/k-before.jsonl" >/dev/null 2>&1
-check "killed: an export before the kill is complete" test "$(side "$T/out/k-before.jsonl" .complete)" = true
+assert_true "killed: an export before the kill is complete" test "$(side "$T/out/k-before.jsonl" .complete)" = true
 PK=$(writer_pid "$S" "$K")
 kill -KILL "$PK"
 sleep 0.2
 "$SW" run "$K" -- /bin/cat /etc/passwd >/dev/null 2>&1
-check "killed: the guest keeps running" test $? = 0
+assert_true "killed: the guest keeps running" test $? = 0
 E=$T/out/killed.jsonl
 "$SW" audit export "$K" "$E" >"$T/killed.json" 2>"$T/killed.err"
 rc=$?
-check "killed: export exits 3 (written, incomplete)" test $rc = 3
-check "killed: complete false, reason writer_died" \
+assert_true "killed: export exits 3 (written, incomplete)" test $rc = 3
+assert_true "killed: complete false, reason writer_died" \
     eval 'test "$(side "$E" .complete)" = false && has_reason "$E" writer_died'
-check "killed: the exported prefix is consistent (seq 1..N, sha256, bytes)" \
+assert_true "killed: the exported prefix is consistent (seq 1..N, sha256, bytes)" \
     eval 'seq_contiguous "$E" && sidecar_matches_file "$E"'
-check "killed: the prefix holds the earlier export" cmp -n "$(stat -c %s "$T/out/k-before.jsonl")" "$T/out/k-before.jsonl" "$E"
+assert_true "killed: the prefix holds the earlier export" cmp -n "$(stat -c %s "$T/out/k-before.jsonl")" "$T/out/k-before.jsonl" "$E"
 "$SW" audit status "$K" >"$T/k-status.json" 2>/dev/null
-check "killed: audit status says writer_died, not complete" \
+assert_true "killed: audit status says writer_died, not complete" \
     jq -e '.complete == false and (.reasons | index("writer_died") != null)' "$T/k-status.json"
 "$SW" terminate "$K" >/dev/null 2>"$T/k-term.err"
 rc=$?
-check "killed: terminate still works (exit 0) and warns" eval 'test $rc = 0 && grep -qi incomplete "$T/k-term.err"'
+assert_true "killed: terminate still works (exit 0) and warns" eval 'test $rc = 0 && grep -qi incomplete "$T/k-term.err"'
 E3=$T/out/killed-after.jsonl
 "$SW" audit export "$K" "$E3" >/dev/null 2>&1
 rc=$?
-check "killed: export after terminate is never complete (exit 3, writer_died)" \
+assert_true "killed: export after terminate is never complete (exit 3, writer_died)" \
     eval 'test $rc = 3 && has_reason "$E3" writer_died && test "$(side "$E3" .complete)" = false'
-check "killed: dropped never decreases across exports ($(side "$E" .dropped) -> $(side "$E3" .dropped))" \
+assert_true "killed: dropped never decreases across exports ($(side "$E" .dropped) -> $(side "$E3" .dropped))" \
     test "$(side "$E3" .dropped)" -ge "$(side "$E" .dropped)"
-check "killed: the merged state was saved (writer_died, not finished, sentry's count kept)" \
+assert_true "killed: the merged state was saved (writer_died, not finished, sentry's count kept)" \
     jq -e --argjson d "$(side "$E" .counters.runtime_dropped)" \
         '.writer_died == true and .finished == false and .runtime_dropped >= $d' "$S/sandboxes/$K/audit/writer-state.json"
 "$SW" audit status "$K" >"$T/k-status2.json" 2>/dev/null
-check "killed: audit status after terminate keeps the loss, never complete" \
+assert_true "killed: audit status after terminate keeps the loss, never complete" \
     jq -e --argjson d "$(side "$E" .dropped)" '.complete == false and .dropped >= $d and (.reasons | index("writer_died") != null)' "$T/k-status2.json"
 "$SW" rm "$K" >/dev/null 2>&1
-check "killed: rm works" test $? = 0 -a ! -e "$S/sandboxes/$K"
+assert_true "killed: rm works" test $? = 0 -a ! -e "$S/sandboxes/$K"
 
 # ---------------------------------------------------------------- 4. interrupted exports
 X=$(create_audited x)
 "$SW" run "$X" -- /bin/cat /etc/passwd >/dev/null 2>&1
 A=$T/out/older.jsonl
 "$SW" audit export "$X" "$A" >/dev/null 2>&1
-check "interrupt: an older export A is complete" test "$?,$(side "$A" .complete)" = "0,true"
+assert_true "interrupt: an older export A is complete" test "$?,$(side "$A" .complete)" = "0,true"
 before=$(sha256sum "$A" "$A.status.json")
 # A destination on a small tmpfs: a first (small) export fits, a later one does not.
 FULL=$T/full
@@ -220,21 +203,21 @@ mkdir -p "$FULL"
 mount -t tmpfs -o size=400k tmpfs "$FULL" && MOUNTS+=("$FULL")
 C=$FULL/c.jsonl
 "$SW" audit export "$X" "$C" >/dev/null 2>&1
-check "interrupt: a small export onto the small tmpfs is complete" test "$?,$(side "$C" .complete)" = "0,true"
+assert_true "interrupt: a small export onto the small tmpfs is complete" test "$?,$(side "$C" .complete)" = "0,true"
 # A big log (~15 MB): drops may happen, they do not matter here.
 "$SW" run "$X" -- /bin/dd if=/dev/zero of=/dev/null bs=1 count=20000 >/dev/null 2>&1
 "$SW" audit export "$X" "$C" >"$T/full.out" 2>"$T/full.err"
 rc=$?
-check "interrupt: export onto a full disk fails (non-zero, not 3)" test $rc != 0 -a $rc != 3
-check "interrupt: a one-line error naming the destination" grep -q "$C" "$T/full.err"
-check "interrupt: no sidecar at the full destination claims complete" \
+assert_true "interrupt: export onto a full disk fails (non-zero, not 3)" test $rc != 0 -a $rc != 3
+assert_true "interrupt: a one-line error naming the destination" grep -q "$C" "$T/full.err"
+assert_true "interrupt: no sidecar at the full destination claims complete" \
     test "$(jq -r .complete "$C.status.json" 2>/dev/null || echo absent)" != true
-check "interrupt: no temp file left on the full disk" test -z "$(find "$FULL" -name '.c.jsonl.tmp-*')"
-check "interrupt: older export A untouched" test "$(sha256sum "$A" "$A.status.json")" = "$before"
+assert_true "interrupt: no temp file left on the full disk" test -z "$(find "$FULL" -name '.c.jsonl.tmp-*')"
+assert_true "interrupt: older export A untouched" test "$(sha256sum "$A" "$A.status.json")" = "$before"
 # kill -9 of `sandweave audit export` while it copies the big log.
 B2=$T/out/big.jsonl
 "$SW" audit export "$X" "$B2" >/dev/null 2>&1
-check "interrupt: a first big export to B exists with its sidecar" test -f "$B2" -a -f "$B2.status.json"
+assert_true "interrupt: a first big export to B exists with its sidecar" test -f "$B2" -a -f "$B2.status.json"
 killed_mid_copy=no
 for attempt in 1 2 3 4 5; do
     "$SW" audit export "$X" "$B2" >/dev/null 2>&1 &
@@ -250,57 +233,55 @@ for attempt in 1 2 3 4 5; do
     [ $killed_mid_copy = yes ] && break
 done
 if [ $killed_mid_copy = yes ]; then
-    ok "interrupt: export killed (SIGKILL) mid-copy (attempt $attempt)"
-    check "interrupt: after the kill no sidecar at B claims complete" \
+    pass "interrupt: export killed (SIGKILL) mid-copy (attempt $attempt)"
+    assert_true "interrupt: after the kill no sidecar at B claims complete" \
         test "$(jq -r .complete "$B2.status.json" 2>/dev/null || echo absent)" != true
-    check "interrupt: a partial temp copy left behind is 0600" \
-        eval 'for f in "$T"/out/.big.jsonl.tmp-*; do [ -e "$f" ] || continue; test "$(stat -c %a "$f")" = 600 || exit 1; done'
+    assert_true "interrupt: a partial temp copy left behind is 0600" temp_copies_are_0600 "$T/out/.big.jsonl.tmp-"
 else
-    bad "interrupt: could not catch the export mid-copy (5 attempts)"
+    fail "interrupt: could not catch the export mid-copy (5 attempts)"
 fi
-check "interrupt: older export A still untouched" test "$(sha256sum "$A" "$A.status.json")" = "$before"
+assert_true "interrupt: older export A still untouched" test "$(sha256sum "$A" "$A.status.json")" = "$before"
 "$SW" audit export "$X" "$B2" >/dev/null 2>&1
-check "interrupt: the next export to B is consistent again" eval 'sidecar_matches_file "$B2" && seq_contiguous "$B2"'
+assert_true "interrupt: the next export to B is consistent again" eval 'sidecar_matches_file "$B2" && seq_contiguous "$B2"'
 "$SW" rm "$X" >/dev/null 2>&1
 
 # ---------------------------------------------------------------- 5. disk full (state dir on a small tmpfs)
 DS=$(mktemp -d /tmp/swd.XXXXXX)
-STATES+=("$DS")
 if mount -t tmpfs -o size=6m,mode=0700 tmpfs "$DS"; then
     MOUNTS+=("$DS")
     export SANDWEAVE_STATE_DIR=$DS
     F=$(create_audited f)
-    check "disk full: audited sandbox on a 6 MiB state dir" test -n "$F"
+    assert_true "disk full: audited sandbox on a 6 MiB state dir" test -n "$F"
     PF=$(writer_pid "$DS" "$F")
     "$SW" run "$F" -- /bin/dd if=/dev/zero of=/dev/null bs=1 count=20000 >/dev/null 2>&1
-    check "disk full: the guest keeps running (exit 0)" test $? = 0
-    check "disk full: the state fs is full" test "$(df --output=avail -k "$DS" | tail -1)" -lt 256
+    assert_true "disk full: the guest keeps running (exit 0)" test $? = 0
+    assert_true "disk full: the state fs is full" test "$(df --output=avail -k "$DS" | tail -1)" -lt 256
     E=$T/out/full.jsonl
     "$SW" audit export "$F" "$E" >"$T/diskfull.json" 2>"$T/diskfull.err"
     rc=$?
-    check "disk full: export exits 3, complete false, reason disk_failure" \
+    assert_true "disk full: export exits 3, complete false, reason disk_failure" \
         eval 'test $rc = 3 && test "$(side "$E" .complete)" = false && has_reason "$E" disk_failure'
-    check "disk full: lost events are counted (dropped > 0)" jq -e '.dropped > 0 and .counters.disk_dropped > 0' "$E.status.json"
-    check "disk full: the writer did not crash" kill -0 "$PF"
-    check "disk full: consistent prefix (every line JSON, seq 1..N, sha256, bytes)" \
+    assert_true "disk full: lost events are counted (dropped > 0)" jq -e '.dropped > 0 and .counters.disk_dropped > 0' "$E.status.json"
+    assert_true "disk full: the writer did not crash" kill -0 "$PF"
+    assert_true "disk full: consistent prefix (every line JSON, seq 1..N, sha256, bytes)" \
         eval 'jq -c . "$E" >/dev/null && seq_contiguous "$E" && sidecar_matches_file "$E"'
     "$SW" run "$F" -- /bin/cat /etc/passwd >/dev/null 2>&1
     "$SW" audit export "$F" "$T/out/full2.jsonl" >/dev/null 2>&1
     rc=$?
-    check "disk full: a later export still says disk_failure (exit 3)" \
+    assert_true "disk full: a later export still says disk_failure (exit 3)" \
         eval 'test $rc = 3 && has_reason "$T/out/full2.jsonl" disk_failure && seq_contiguous "$T/out/full2.jsonl"'
     "$SW" terminate "$F" >/dev/null 2>&1
-    check "disk full: terminate works on a full disk" test $? = 0
-    check "disk full: terminate stopped the writer" test -z "$(writer_pids "$DS" "$F/")"
+    assert_true "disk full: terminate works on a full disk" test $? = 0
+    assert_true "disk full: terminate stopped the writer" test -z "$(writer_pids "$DS" "$F/")"
     "$SW" audit export "$F" "$T/out/full3.jsonl" >/dev/null 2>&1
     rc=$?
-    check "disk full: export after terminate: exit 3, disk_failure" \
+    assert_true "disk full: export after terminate: exit 3, disk_failure" \
         eval 'test $rc = 3 && has_reason "$T/out/full3.jsonl" disk_failure && sidecar_matches_file "$T/out/full3.jsonl"'
     "$SW" rm "$F" >/dev/null 2>&1
-    check "disk full: rm works" test $? = 0 -a ! -e "$DS/sandboxes/$F"
+    assert_true "disk full: rm works" test $? = 0 -a ! -e "$DS/sandboxes/$F"
     export SANDWEAVE_STATE_DIR=$MAIN_STATE
 else
-    bad "disk full: cannot mount a tmpfs"
+    fail "disk full: cannot mount a tmpfs"
 fi
 
 # ---------------------------------------------------------------- 6. hung writer at export time
@@ -314,12 +295,10 @@ E=$T/out/hung.jsonl
 rc=$?
 el=$((SECONDS - t0))
 kill -CONT "$PH"
-check "hung writer: export gives up (exit 3) in bounded time (${el}s <= 60s)" test $rc = 3 -a $el -le 60
-check "hung writer: complete false, reason writer_unresponsive" \
+assert_true "hung writer: export gives up (exit 3) in bounded time (${el}s <= 60s)" test $rc = 3 -a $el -le 60
+assert_true "hung writer: complete false, reason writer_unresponsive" \
     eval 'test "$(side "$E" .complete)" = false && has_reason "$E" writer_unresponsive'
-check "hung writer: the exported prefix is consistent" eval 'seq_contiguous "$E" && sidecar_matches_file "$E"'
+assert_true "hung writer: the exported prefix is consistent" eval 'seq_contiguous "$E" && sidecar_matches_file "$E"'
 "$SW" rm "$H" >/dev/null 2>&1
 
-echo "# audit_cli_faults: $((SECONDS - START)) s"
-echo "$pass passed, $fail failed"
-[ "$fail" = 0 ]
+finish

@@ -1,29 +1,61 @@
 # Shared helpers for the integration tests (sourced, never run by ctest).
 #
-# Each test script: source this file, call `sw_setup`, make assertions, end with
-# `finish`. sw_setup gives the script its own state directory ($STATE, exported
-# as SANDWEAVE_STATE_DIR) and an EXIT trap that removes every sandbox made there,
+# Each test script: source this file, call `sw_setup` (or `test_setup`), make
+# assertions, end with `finish`.
+#
+# sw_setup gives the script its own state directory ($STATE, exported as
+# SANDWEAVE_STATE_DIR) and an EXIT trap that removes every sandbox made there,
 # unmounts leftovers, kills leftover runsc processes and deletes the directory,
-# also when the script fails or is interrupted.
+# also when the script fails or is interrupted. Scripts that keep their own
+# state (a bare runsc root, a persistent image cache) call test_setup instead
+# and register their own cleanup with on_cleanup. Both give a scratch
+# directory, $SCRATCH, removed at exit.
 #
 # Environment (set by tests/CMakeLists.txt): SANDWEAVE (the binary under test),
-# SANDWEAVE_SOURCE_DIR, SANDWEAVE_BUILD_DIR.
+# SANDWEAVE_SOURCE_DIR, SANDWEAVE_BUILD_DIR, SANDWEAVE_TEST_HELPERS (the helper
+# programs of tests/helpers/, see require_helpers).
+#
+# Exit status: 0 when every assertion passed, 1 otherwise, 77 when the test
+# cannot run on this machine (skip; ctest reports it as skipped), 2 when the
+# environment above is missing.
 
 set -uo pipefail
 
-: "${SANDWEAVE:?SANDWEAVE must name the sandweave binary under test}"
-SW="$SANDWEAVE"
 TEST_NAME="$(basename "${BASH_SOURCE[1]:-$0}" .sh)"
+
+# Each VARIABLE must be set (ctest sets them). Run by hand without them, a test
+# stops with one clear line, not a confusing failure later.
+require_env() {  # VARIABLE...
+    local v
+    for v in "$@"; do
+        if [[ -z "${!v:-}" ]]; then
+            printf '%s: %s is not set (run the test through ctest: cd build && ctest -R %s)\n' \
+                "$TEST_NAME" "$v" "$TEST_NAME" >&2
+            exit 2
+        fi
+    done
+}
+require_env SANDWEAVE SANDWEAVE_SOURCE_DIR SANDWEAVE_BUILD_DIR
+SW="$SANDWEAVE"
 
 _passed=0
 _failed=0
+_skipped=0
 _finished=0
+_seq=0
+_t0=$SECONDS
+_cleanups=()
 STATE=""
 SCRATCH=""
+HELPERS=""
 LAST_OUT="" LAST_ERR="" LAST_RC=0
 
+# --- assertions -------------------------------------------------------------------
+# Every check ends in pass or fail. A failure prints FAIL NAME and, indented,
+# what was expected and what happened.
+
 pass() { _passed=$((_passed + 1)); printf 'PASS %s\n' "$1"; }
-fail() {
+fail() {  # NAME [DETAIL...]
     _failed=$((_failed + 1))
     # A failure inside $(...) runs in a subshell: record it where finish() sees it.
     if [[ "$BASHPID" != "$$" && -n "$SCRATCH" ]]; then echo "$1" >>"$SCRATCH/subshell-failures"; fi
@@ -52,10 +84,25 @@ assert_no_match() {  # NAME EXTENDED_REGEX ACTUAL
     if [[ ! "$3" =~ $2 ]]; then pass "$1"; else fail "$1" "expected not to match: $2" "actual: $(_shown "$3")"; fi
 }
 
-assert_true() {  # NAME COMMAND... (passes when the command succeeds)
-    local name="$1"
+# Passes when COMMAND... succeeds. Its output (stdout and stderr) is kept and
+# shown only on failure, with its exit status; stdin is left alone. It runs in
+# a subshell: a predicate that trips `set -u` or calls exit fails this check
+# instead of ending the script (its variable assignments do not persist).
+assert_true() {  # NAME COMMAND...
+    local __at_name="$1" __at_out __at_rc
     shift
-    if "$@"; then pass "$name"; else fail "$name" "command failed: $*"; fi
+    _seq=$((_seq + 1))
+    __at_out="${SCRATCH:-${TMPDIR:-/tmp}}/.assert_true.$BASHPID.$_seq"
+    ("$@") >"$__at_out" 2>&1
+    __at_rc=$?
+    if ((__at_rc == 0)); then
+        pass "$__at_name"
+    else
+        local __at_lines=()
+        mapfile -t __at_lines < <(tail -n 20 "$__at_out")
+        fail "$__at_name" "command failed (exit $__at_rc): $*" "${__at_lines[@]/#/| }"
+    fi
+    rm -f "$__at_out"
 }
 
 # Runs COMMAND..., keeping stdout, stderr and the exit status in LAST_OUT,
@@ -95,6 +142,119 @@ wait_for() {  # SECONDS COMMAND...
         ((SECONDS >= deadline)) && return 1
         sleep 0.1
     done
+}
+
+# Records a failure and ends the test now (for a check nothing after it can
+# do without).
+fatal() {  # NAME [DETAIL...]
+    fail "$@"
+    finish
+}
+
+# Ends the test as skipped (exit 77): this machine cannot run it. Only for a
+# missing privilege or tool, never for a failure of the code under test; a test
+# that already failed a check is not skipped, it fails.
+skip() {  # REASON
+    if ((_failed > 0)) || [[ -s "${SCRATCH:-/nonexistent}/subshell-failures" ]]; then
+        fail "cannot go on: $1"
+        finish
+    fi
+    printf 'SKIP %s: %s\n' "$TEST_NAME" "$1"
+    _finished=1
+    exit 77
+}
+
+# Notes that one part of the test could not run here (the rest goes on); the
+# summary counts it.
+skipped() {  # REASON
+    _skipped=$((_skipped + 1))
+    printf 'SKIP %s\n' "$1"
+}
+
+require_root() {  # WHY
+    [[ "$(id -u)" == 0 ]] || skip "needs root (${1:-runsc})"
+}
+
+require_cmd() {  # COMMAND...: each must be installed
+    local c
+    for c in "$@"; do
+        command -v "$c" >/dev/null || skip "$c is not installed"
+    done
+}
+
+# The helper programs of tests/helpers/, built (C) or copied (scripts) by
+# tests/CMakeLists.txt into $SANDWEAVE_TEST_HELPERS; sets HELPERS to that
+# directory. A missing helper is a broken build, so a failure, not a skip.
+require_helpers() {  # NAME...
+    require_env SANDWEAVE_TEST_HELPERS
+    HELPERS="$SANDWEAVE_TEST_HELPERS"
+    local h
+    for h in "$@"; do
+        [[ -x "$HELPERS/$h" ]] || fatal "helper $h is built" "$HELPERS/$h is missing (cmake --build build)"
+    done
+}
+
+# --- guest probe results ----------------------------------------------------------
+# A probe script (tests/helpers/hidepid_probe_*.sh) prints one line per
+# observation, "NAME|EXIT STATUS|OUTPUT" (output on one line); a test keeps
+# them in PROBE and checks them with probe_expect and probe_listed.
+PROBE=""
+
+probe_rc() { printf '%s\n' "$PROBE" | awk -F'|' -v n="$1" '$1 == n { print $2; exit }'; }
+probe_out() {
+    printf '%s\n' "$PROBE" | awk -v n="$1" 'index($0, n "|") == 1 { sub("^[^|]*[|][^|]*[|]", ""); print; exit }'
+}
+
+# probe_expect LABEL NAME WANT. WANT is one of
+#   ok          exit 0
+#   ok:TEXT     exit 0, output contains TEXT
+#   is:TEXT     exit 0, output is exactly TEXT
+#   fail        exit != 0
+#   fail:TEXT   exit != 0, output is exactly TEXT ("fail:" means no output)
+#   EPERM, ENOENT, EACCES   exit != 0, output contains that error's message
+probe_expect() {
+    local label="$1" name="$2" want="$3" rc out msg=""
+    rc="$(probe_rc "$name")"
+    out="$(probe_out "$name")"
+    if [[ -z "$rc" ]]; then
+        fail "$label: $name -> $want" "no result for $name from the probe"
+        return
+    fi
+    case "$want" in
+        EPERM) msg="Operation not permitted" ;;
+        ENOENT) msg="No such file or directory" ;;
+        EACCES) msg="Permission denied" ;;
+    esac
+    if case "$want" in
+        ok) [[ "$rc" == 0 ]] ;;
+        ok:*) [[ "$rc" == 0 && "$out" == *"${want#ok:}"* ]] ;;
+        is:*) [[ "$rc" == 0 && "$out" == "${want#is:}" ]] ;;
+        fail) [[ "$rc" != 0 ]] ;;
+        fail:*) [[ "$rc" != 0 && "$out" == "${want#fail:}" ]] ;;
+        EPERM | ENOENT | EACCES) [[ "$rc" != 0 && "$out" == *"$msg"* ]] ;;
+        *) false ;;
+    esac; then
+        pass "$label: $name -> $want"
+    else
+        fail "$label: $name -> $want" "got exit $rc, output: '$out'"
+    fi
+}
+
+# probe_listed LABEL NAME PID yes|no: PID is (not) one of the words of NAME's output.
+probe_listed() {
+    local label="$1" name="$2" pid="$3" want="$4" out
+    out="$(probe_out "$name")"
+    if [[ "$(probe_rc "$name")" != 0 ]]; then
+        fail "$label: $name: $pid listed=$want" "$name failed (exit $(probe_rc "$name")): '$out'"
+        return
+    fi
+    local got=no
+    [[ " $out " == *" $pid "* ]] && got=yes
+    if [[ "$got" == "$want" ]]; then
+        pass "$label: $name: $pid listed=$want"
+    else
+        fail "$label: $name: $pid listed=$want" "listed: $got, output: '$out'"
+    fi
 }
 
 # --- sandweave helpers -----------------------------------------------------------
@@ -162,15 +322,19 @@ assert_no_leftovers() {  # LABEL
 
 # --- setup and cleanup -----------------------------------------------------------
 
+# Registers FUNCTION to run at exit, before $STATE and $SCRATCH go (the last
+# registered runs first): a script's own sandboxes, runsc roots, mounts.
+on_cleanup() { _cleanups+=("$1"); }  # FUNCTION
+
+# Removes every sandbox of $STATE and what runsc left behind.
 sw_cleanup() {
-    set +e
     [[ -n "$STATE" && -d "$STATE" ]] || return 0
     local d id rb
     rb="$(runsc_bin)"
     for d in "$STATE"/sandboxes/sw-*; do
         [[ -d "$d" ]] || continue
         id="$(basename "$d")"
-        timeout 60 "$SW" rm "$id" >/dev/null 2>&1 </dev/null
+        SANDWEAVE_STATE_DIR="$STATE" timeout 60 "$SW" rm "$id" >/dev/null 2>&1 </dev/null
     done
     if [[ -n "$rb" && -d "$STATE/runsc" ]]; then
         for id in $("$rb" --root "$STATE/runsc" list -quiet 2>/dev/null); do
@@ -181,41 +345,58 @@ sw_cleanup() {
     pids="$(pgrep -f -- "$STATE")"
     [[ -n "$pids" ]] && kill -9 $pids 2>/dev/null
     local m
-    for m in $( (mounts_under "$STATE"; [[ -n "$SCRATCH" ]] && mounts_under "$SCRATCH") | sort -r); do
-        umount -l "$m" 2>/dev/null
-    done
-    rm -rf "$STATE" "$SCRATCH"
+    for m in $(mounts_under "$STATE" | sort -r); do umount -l "$m" 2>/dev/null; done
+    rm -rf "$STATE"
 }
 
 _on_exit() {
-    local rc=$?
+    local rc=$? i m
+    set +e
+    for ((i = ${#_cleanups[@]} - 1; i >= 0; i--)); do "${_cleanups[i]}"; done
     sw_cleanup
+    if [[ -n "$SCRATCH" && -d "$SCRATCH" ]]; then
+        for m in $(mounts_under "$SCRATCH" | sort -r); do umount -l "$m" 2>/dev/null; done
+    fi
     if ((_finished == 0)); then
         fail "$TEST_NAME ended early (status $rc) before finish"
-        printf '%s: %d passed, %d failed\n' "$TEST_NAME" "$_passed" "$_failed"
+        _summary
+        rm -rf "$SCRATCH"
         exit 1
     fi
+    rm -rf "$SCRATCH"
 }
 
-# Gives the script its own state directory and the cleanup trap.
-sw_setup() {
-    command -v jq >/dev/null || { echo "$TEST_NAME: jq is needed (apt-get install jq)" >&2; exit 1; }
-    [[ -x "$SW" ]] || { echo "$TEST_NAME: $SW is not executable" >&2; exit 1; }
-    STATE="$(mktemp -d "${TMPDIR:-/tmp}/sw-it-$TEST_NAME.XXXXXX")"
+# Gives the script a scratch directory ($SCRATCH) and the cleanup trap.
+test_setup() {
     SCRATCH="$(mktemp -d "${TMPDIR:-/tmp}/sw-it-scratch-$TEST_NAME.XXXXXX")"
-    export SANDWEAVE_STATE_DIR="$STATE"
     trap _on_exit EXIT
     trap 'exit 130' INT
     trap 'exit 143' TERM
 }
 
+# Gives the script its own state directory, a scratch directory and the cleanup trap.
+sw_setup() {
+    require_cmd jq
+    [[ -x "$SW" ]] || { echo "$TEST_NAME: $SW is not executable" >&2; exit 1; }
+    test_setup
+    STATE="$(mktemp -d "${TMPDIR:-/tmp}/sw-it-$TEST_NAME.XXXXXX")"
+    export SANDWEAVE_STATE_DIR="$STATE"
+}
+
+_summary() {
+    local skipped=""
+    ((_skipped > 0)) && skipped=", $_skipped skipped"
+    printf '%s: %d passed, %d failed%s (%d s)\n' "$TEST_NAME" "$_passed" "$_failed" "$skipped" \
+        $((SECONDS - _t0))
+}
+
 # Prints the summary and exits non-zero on any failure.
 finish() {
     _finished=1
-    if [[ -s "$SCRATCH/subshell-failures" ]]; then
+    if [[ -n "$SCRATCH" && -s "$SCRATCH/subshell-failures" ]]; then
         _failed=$((_failed + $(wc -l <"$SCRATCH/subshell-failures")))
     fi
-    printf '%s: %d passed, %d failed\n' "$TEST_NAME" "$_passed" "$_failed"
+    _summary
     ((_failed == 0))
     exit $?
 }

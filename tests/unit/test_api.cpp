@@ -230,7 +230,7 @@ TEST_SUITE("api") {
                               "image.rm",
                               "doctor"})
             CHECK_MESSAGE(find_method(m) != nullptr, m);
-        CHECK(names.size() == 29);
+        CHECK(names.size() == 30);
         try {
             check_params("sandbox.frob", json::object());
             FAIL("no error");

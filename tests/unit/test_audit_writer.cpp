@@ -17,6 +17,7 @@
 #include <openssl/evp.h>
 #include <nlohmann/json.hpp>
 
+#include "fixtures.hpp"
 #include "lib/audit/audit.hpp"
 #include "lib/audit/state.hpp"
 #include "lib/audit/wire.hpp"
@@ -27,17 +28,13 @@
 namespace fs = std::filesystem;
 using namespace sandweave::audit;
 namespace w = sandweave::audit::wire;
+using sandweave::test::TempDir;
 
 namespace {
 
-struct TempDir {
-    fs::path path;
-    TempDir() {
-        char tmpl[] = "/tmp/sw-audit-test-XXXXXX";
-        path = ::mkdtemp(tmpl);
-    }
-    ~TempDir() { fs::remove_all(path); }
-};
+// Under /tmp, not $TMPDIR: the writer's sockets live in it, and a Unix socket
+// path must stay under 108 bytes.
+const fs::path short_tmp = "/tmp";
 
 // A writer_main running on a thread, as the daemon would.
 struct RunningWriter {
@@ -146,7 +143,7 @@ bool has(const std::vector<std::string>& v, const std::string& s) {
 }  // namespace
 
 TEST_CASE("audit writer: stream, barrier, export, finish") {
-    TempDir t;
+    TempDir t("audit", short_tmp);
     fs::path dir = t.path / "w";
     RunningWriter wr(dir);
     CHECK(mode_of(dir) == 0700);
@@ -244,7 +241,7 @@ TEST_CASE("audit writer: stream, barrier, export, finish") {
 }
 
 TEST_CASE("audit writer: runtime drops become gap records and make it incomplete") {
-    TempDir t;
+    TempDir t("audit", short_tmp);
     fs::path dir = t.path / "w";
     RunningWriter wr(dir);
     int fd = sentry(dir);
@@ -267,7 +264,7 @@ TEST_CASE("audit writer: runtime drops become gap records and make it incomplete
 }
 
 TEST_CASE("audit writer: hostile peers are refused or recorded, never fatal") {
-    TempDir t;
+    TempDir t("audit", short_tmp);
     fs::path dir = t.path / "w";
     RunningWriter wr(dir);
 
@@ -332,7 +329,7 @@ TEST_CASE("audit writer: hostile peers are refused or recorded, never fatal") {
 }
 
 TEST_CASE("audit writer: the log stops at max_bytes on a line boundary") {
-    TempDir t;
+    TempDir t("audit", short_tmp);
     fs::path dir = t.path / "w";
     RunningWriter wr(dir, 4096);
     int fd = sentry(dir);
@@ -351,7 +348,7 @@ TEST_CASE("audit writer: the log stops at max_bytes on a line boundary") {
 }
 
 TEST_CASE("audit export: failures never leave a sidecar claiming completeness") {
-    TempDir t;
+    TempDir t("audit", short_tmp);
     fs::path dir = t.path / "w";
     RunningWriter wr(dir);
     int fd = sentry(dir);
@@ -381,7 +378,7 @@ TEST_CASE("audit export: failures never leave a sidecar claiming completeness") 
 }
 
 TEST_CASE("audit offline: a dead writer's log is exported with writer_died") {
-    TempDir t;
+    TempDir t("audit", short_tmp);
     fs::path dir = t.path / "w";
     fs::create_directories(dir);
     // A state persisted at seq 2, then two more whole lines and a torn one.
@@ -448,12 +445,12 @@ TEST_CASE("audit offline: a dead writer's log is exported with writer_died") {
     CHECK_FALSE(has(live.reasons, "runtime_unavailable"));
 
     // No state at all: a clear error.
-    TempDir empty;
+    TempDir empty("audit", short_tmp);
     CHECK_THROWS_AS(barrier(empty.path, 0, std::chrono::seconds(1)), sandweave::Error);
 }
 
 TEST_CASE("audit writer argv round-trips and rejects bad input") {
-    TempDir t;
+    TempDir t("audit", short_tmp);
     std::ofstream(t.path / "points.json")
         << "[{\"name\":\"container/"
            "start\",\"optional_fields\":[\"env\"],\"context_fields\":[\"time\"]}]";

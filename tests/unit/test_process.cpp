@@ -15,11 +15,13 @@
 #include <filesystem>
 #include <thread>
 
+#include "fixtures.hpp"
 #include "lib/core/error.hpp"
 #include "lib/core/fsutil.hpp"
 #include "lib/core/process.hpp"
 
 using namespace sandweave;
+using sandweave::test::TempDir;
 namespace fs = std::filesystem;
 using Clock = std::chrono::steady_clock;
 using namespace std::chrono_literals;
@@ -48,19 +50,6 @@ std::thread signal_later(int sig, std::chrono::milliseconds delay) {
         ::kill(::getpid(), sig);
     });
 }
-
-struct TempDir {
-    fs::path path;
-    TempDir() {
-        std::string tmpl = (fs::temp_directory_path() / "sandweave-process-test.XXXXXX").string();
-        REQUIRE(::mkdtemp(tmpl.data()) != nullptr);
-        path = tmpl;
-    }
-    ~TempDir() {
-        std::error_code ec;
-        fs::remove_all(path, ec);
-    }
-};
 
 }  // namespace
 
@@ -152,7 +141,7 @@ TEST_SUITE("process") {
         auto in = runner.run(sh("cat; echo eof"));
         CHECK(in.out == "eof\n");
 
-        TempDir t;
+        TempDir t("process");
         fs::path log = t.path / "log";
         write_file_atomic(log, "first\n");
         Command c = sh("echo second; echo to-err >&2");
@@ -212,7 +201,7 @@ TEST_SUITE("process") {
 
     TEST_CASE("run_attached: forward_signal replaces the default forwarding") {
         LocalRunner runner;
-        TempDir t;
+        TempDir t("process");
         const fs::path pid_file = t.path / "child.pid";
         Command c;
         c.argv = {"sh", "-c", "echo $$ > " + pid_file.string() + "; exec sleep 30"};
@@ -266,24 +255,6 @@ TEST_SUITE("process") {
             CAPTURE(s);
             CHECK(sigismember(&before, s) == sigismember(&after, s));
         }
-    }
-
-    TEST_CASE("spawn_detached starts a new session and does not wait") {
-        Command c;
-        c.argv = {"sleep", "0.2"};
-        c.out = Command::Stdio::null;
-        c.err = Command::Stdio::null;
-        auto t0 = Clock::now();
-        pid_t pid = spawn_detached(c);
-        CHECK(seconds_since(t0) < 0.15);
-        CHECK(::getsid(pid) == pid);
-        int status = 0;
-        CHECK(::waitpid(pid, &status, 0) == pid);
-        CHECK(WIFEXITED(status));
-
-        Command captured;
-        captured.argv = {"true"};  // out defaults to capture, which a detached child cannot have
-        CHECK_THROWS_AS(spawn_detached(captured), Error);
     }
 
     TEST_CASE("self_exe is this test binary") {

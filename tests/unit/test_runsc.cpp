@@ -5,83 +5,24 @@
 #include <doctest/doctest.h>
 
 #include <signal.h>
-#include <unistd.h>
 
 #include <algorithm>
-#include <deque>
 #include <filesystem>
-#include <functional>
 
 #include <nlohmann/json.hpp>
 
+#include "fixtures.hpp"
 #include "lib/core/error.hpp"
 #include "lib/core/fsutil.hpp"
 #include "lib/runtime/runsc.hpp"
 
 using namespace sandweave;
+using sandweave::test::FakeRunner;
+using sandweave::test::TempDir;
 namespace fs = std::filesystem;
 using nlohmann::json;
 
 namespace {
-
-// Records every command; answers from a script of results (default: success).
-class FakeRunner final : public CommandRunner {
-  public:
-    struct Reply {
-        CommandResult result;
-        std::string log_fd_text;  // written to the fd passed as the child's fd 3
-        std::function<void(const Command&)> inspect;
-    };
-
-    std::vector<Command> calls;
-    std::vector<bool> attached;
-    std::vector<fs::path> console_logs;  // for launch_detached calls
-    std::deque<Reply> replies;
-
-    void reply(int exit_status, std::string out = "", std::string log = "") {
-        Reply r;
-        r.result.exit_status = exit_status;
-        r.result.out = std::move(out);
-        r.log_fd_text = std::move(log);
-        replies.push_back(std::move(r));
-    }
-
-    // Never a real shim here: the shim re-executes the running binary, which in
-    // this test binary would be doctest again.
-    LaunchResult launch_detached(const Command& cmd, const fs::path& console_log) override {
-        console_logs.push_back(console_log);
-        std::string log;
-        if (!replies.empty())
-            std::swap(log, replies.front().log_fd_text);  // returned, not written to fd 3
-        CommandResult r = answer(cmd, false);
-        return LaunchResult{r.shell_status(), log};
-    }
-    CommandResult run(const Command& cmd) override { return answer(cmd, false); }
-    CommandResult run_attached(const Command& cmd, const AttachOptions&) override {
-        return answer(cmd, true);
-    }
-
-  private:
-    CommandResult answer(const Command& cmd, bool is_attached) {
-        calls.push_back(cmd);
-        attached.push_back(is_attached);
-        if (replies.empty()) {
-            CommandResult ok;
-            ok.exit_status = 0;
-            return ok;
-        }
-        Reply r = std::move(replies.front());
-        replies.pop_front();
-        if (r.inspect) r.inspect(cmd);
-        if (!r.log_fd_text.empty()) {
-            for (const auto& [ours, theirs] : cmd.pass_fds)
-                if (theirs == 3)
-                    CHECK(::write(ours, r.log_fd_text.data(), r.log_fd_text.size()) ==
-                          static_cast<ssize_t>(r.log_fd_text.size()));
-        }
-        return r.result;
-    }
-};
 
 const std::vector<std::string> global = {"--root=/state/runsc", "--platform=ptrace",
                                          "--network=none"};
@@ -101,19 +42,6 @@ std::vector<std::string> after(const std::vector<std::string>& argv,
     REQUIRE(sub != argv.end());
     return std::vector<std::string>(sub + 1, argv.end());
 }
-
-struct TempDir {
-    fs::path path;
-    TempDir() {
-        std::string tmpl = (fs::temp_directory_path() / "sandweave-runsc-test.XXXXXX").string();
-        REQUIRE(::mkdtemp(tmpl.data()) != nullptr);
-        path = tmpl;
-    }
-    ~TempDir() {
-        std::error_code ec;
-        fs::remove_all(path, ec);
-    }
-};
 
 // One line of runsc's --log-fd output, keys in runsc's order.
 std::string log_line(const std::string& msg, const std::string& level = "error") {
@@ -135,7 +63,7 @@ TEST_SUITE("runsc") {
 
     TEST_CASE("every call carries the same global flags after the binary") {
         FakeRunner fake;
-        TempDir t;
+        TempDir t("runsc");
         Runsc runsc(fake, "/opt/runsc", global);
         fake.reply(0);                                                  // run
         fake.reply(0, R"({"id":"sw-1","status":"running","pid":42})");  // state
@@ -163,7 +91,7 @@ TEST_SUITE("runsc") {
     TEST_CASE(
         "run --detach: bundle and id, runsc output to the console log, errors from --log-fd") {
         FakeRunner fake;
-        TempDir t;
+        TempDir t("runsc");
         Runsc runsc(fake, "/opt/runsc", global);
         runsc.run_detached("sw-abc", t.path / "bundle", t.path / "console.log");
         REQUIRE(fake.calls.size() == 1u);
@@ -252,7 +180,7 @@ TEST_SUITE("runsc") {
 
     TEST_CASE("exec: a process spec with the user, cwd, env and argv; attached; cleaned up after") {
         FakeRunner fake;
-        TempDir t;
+        TempDir t("runsc");
         Runsc runsc(fake, "/opt/runsc", global);
         json seen;
         FakeRunner::Reply r;
@@ -290,7 +218,7 @@ TEST_SUITE("runsc") {
 
     TEST_CASE("exec as root keeps Docker's default capabilities") {
         FakeRunner fake;
-        TempDir t;
+        TempDir t("runsc");
         Runsc runsc(fake, "/opt/runsc", global);
         json seen;
         FakeRunner::Reply r;
@@ -309,7 +237,7 @@ TEST_SUITE("runsc") {
 
     TEST_CASE("exec status: runsc's own failures become 127 / 126 / 125, a signal 128+N") {
         FakeRunner fake;
-        TempDir t;
+        TempDir t("runsc");
         Runsc runsc(fake, "/opt/runsc", global);
         ExecRequest req{{"nosuch"}, {}, "/", {}};
 
@@ -377,6 +305,64 @@ TEST_SUITE("runsc") {
         } catch (const Error& e) {
             CHECK(e.code() == ErrorCode::runtime);
         }
+    }
+
+    TEST_CASE("restore, checkpoint, pause and resume: the snapshot calls, with the globals") {
+        FakeRunner fake;
+        TempDir t;
+        Runsc runsc(fake, "/opt/runsc", global);
+        runsc.checkpoint("sw-1", t.path / "image");
+        runsc.pause("sw-1");
+        runsc.resume("sw-1");
+        runsc.restore_detached("sw-1", t.path / "bundle", t.path / "image", t.path / "console.log");
+        REQUIRE(fake.calls.size() == 4u);
+        CHECK(carries_globals(fake.calls[0].argv, "checkpoint"));
+        CHECK(after(fake.calls[0].argv, "checkpoint") ==
+              std::vector<std::string>{"--image-path", (t.path / "image").string(), "sw-1"});
+        CHECK(after(fake.calls[1].argv, "pause") == std::vector<std::string>{"sw-1"});
+        CHECK(after(fake.calls[2].argv, "resume") == std::vector<std::string>{"sw-1"});
+        CHECK(carries_globals(fake.calls[3].argv, "restore"));
+        CHECK(after(fake.calls[3].argv, "restore") ==
+              std::vector<std::string>{"--detach", "--image-path", (t.path / "image").string(),
+                                       "--bundle", (t.path / "bundle").string(), "sw-1"});
+        REQUIRE(fake.console_logs.size() == 1u);  // detached, like run
+        CHECK(std::count(fake.calls[3].argv.begin(), fake.calls[3].argv.end(), "--log-fd=3") == 1);
+
+        // A refusal is a runtime error (exit 5) saying which call failed.
+        for (const char* sub : {"checkpoint", "pause", "resume"}) {
+            CAPTURE(sub);
+            fake.reply(1);
+            try {
+                if (std::string(sub) == "checkpoint") runsc.checkpoint("sw-1", t.path / "image");
+                if (std::string(sub) == "pause") runsc.pause("sw-1");
+                if (std::string(sub) == "resume") runsc.resume("sw-1");
+                FAIL("a failing runsc call did not throw");
+            } catch (const Error& e) {
+                CHECK(e.code() == ErrorCode::runtime);
+                CHECK(std::string(e.what()).find(std::string("runsc ") + sub) != std::string::npos);
+            }
+        }
+    }
+
+    TEST_CASE("run_to_exit: a foreground run, output to a file, bounded in time") {
+        FakeRunner fake;
+        TempDir t;
+        Runsc runsc(fake, "/opt/runsc", global);
+        fake.reply(3);
+        auto r = runsc.run_to_exit("swprobe-1", t.path / "bundle", t.path / "probe.log",
+                                   std::chrono::seconds(60));
+        CHECK(r.exit_status == 3);
+        REQUIRE(fake.calls.size() == 1u);
+        const Command& c = fake.calls[0];
+        CHECK(carries_globals(c.argv, "run"));
+        CHECK(after(c.argv, "run") ==
+              std::vector<std::string>{"--bundle", (t.path / "bundle").string(), "swprobe-1"});
+        CHECK(fake.console_logs.empty());  // not detached: no shim
+        CHECK(c.out == Command::Stdio::file);
+        CHECK(c.err == Command::Stdio::file);
+        CHECK(c.out_file == t.path / "probe.log");
+        CHECK(c.err_file == t.path / "probe.log");
+        CHECK(c.timeout == std::chrono::milliseconds(60000));
     }
 
 }  // TEST_SUITE

@@ -5,6 +5,7 @@
 
 #include <sys/stat.h>
 
+#include <algorithm>
 #include <atomic>
 #include <filesystem>
 #include <functional>
@@ -12,27 +13,18 @@
 #include <set>
 #include <thread>
 
+#include <nlohmann/json.hpp>
+
+#include "fixtures.hpp"
 #include "lib/core/error.hpp"
 #include "lib/core/fsutil.hpp"
 #include "lib/store/state.hpp"
 
 using namespace sandweave;
+using sandweave::test::TempDir;
 namespace fs = std::filesystem;
 
 namespace {
-
-struct TempDir {
-    fs::path path;
-    TempDir() {
-        std::string tmpl = (fs::temp_directory_path() / "sandweave-state-test.XXXXXX").string();
-        REQUIRE(::mkdtemp(tmpl.data()) != nullptr);
-        path = tmpl;
-    }
-    ~TempDir() {
-        std::error_code ec;
-        fs::remove_all(path, ec);
-    }
-};
 
 SandboxRecord record(const std::string& id, const std::string& name,
                      const std::string& created_at) {
@@ -72,7 +64,7 @@ ErrorCode code_of(const std::function<void()>& fn) {
 
 TEST_SUITE("state") {
     TEST_CASE("the store creates its layout") {
-        TempDir t;
+        TempDir t("state");
         StateStore store(t.path / "state");
         for (const char* sub : {"sandboxes", "names", "runsc", "images"}) {
             CAPTURE(sub);
@@ -83,7 +75,7 @@ TEST_SUITE("state") {
     }
 
     TEST_CASE("a state directory that is a file or not writable is refused") {
-        TempDir t;
+        TempDir t("state");
         fs::path file = t.path / "file";
         write_file_atomic(file, "x");
         CHECK_THROWS_AS(StateStore{file}, Error);
@@ -91,7 +83,7 @@ TEST_SUITE("state") {
     }
 
     TEST_CASE("reserve hands out fresh sw-<12 hex> ids with their directory") {
-        TempDir t;
+        TempDir t("state");
         StateStore store(t.path);
         std::set<std::string> ids;
         for (int i = 0; i < 50; ++i) {
@@ -104,7 +96,7 @@ TEST_SUITE("state") {
     }
 
     TEST_CASE("a name is reserved once; a taken or invalid name is a usage error") {
-        TempDir t;
+        TempDir t("state");
         StateStore store(t.path);
         std::string id = store.reserve("web");
         CHECK(fs::is_symlink(t.path / "names/web"));
@@ -129,7 +121,7 @@ TEST_SUITE("state") {
     }
 
     TEST_CASE("concurrent reservations of one name: exactly one wins") {
-        TempDir t;
+        TempDir t("state");
         StateStore store(t.path);
         std::atomic<int> won{0}, lost{0};
         std::vector<std::thread> threads;
@@ -148,7 +140,7 @@ TEST_SUITE("state") {
     }
 
     TEST_CASE("resolve_id by exact id, name and unique prefix") {
-        TempDir t;
+        TempDir t("state");
         StateStore store(t.path);
         std::string a = store.reserve("alpha");
         store.save(record(a, "alpha", "2024-01-01T00:00:00Z"));
@@ -172,7 +164,7 @@ TEST_SUITE("state") {
     }
 
     TEST_CASE("an ambiguous prefix is an error, not a guess") {
-        TempDir t;
+        TempDir t("state");
         StateStore store(t.path);
         for (const char* id : {"sw-abcd11111111", "sw-abcd22222222"}) {
             fs::create_directory(store.sandbox_dir(id));
@@ -184,7 +176,7 @@ TEST_SUITE("state") {
     }
 
     TEST_CASE("save/load round trip, atomically, with mode 0600") {
-        TempDir t;
+        TempDir t("state");
         StateStore store(t.path);
         std::string id = store.reserve("rt");
         SandboxRecord r = record(id, "rt", "2024-05-06T07:08:09Z");
@@ -218,7 +210,7 @@ TEST_SUITE("state") {
     }
 
     TEST_CASE("a corrupt record is an error naming the file") {
-        TempDir t;
+        TempDir t("state");
         StateStore store(t.path);
         std::string id = store.reserve("");
         write_file_atomic(store.sandbox_dir(id) / "sandbox.json", "{ not json");
@@ -232,7 +224,7 @@ TEST_SUITE("state") {
 
     TEST_CASE(
         "list returns saved records oldest first, skipping reservations and corrupt records") {
-        TempDir t;
+        TempDir t("state");
         StateStore store(t.path);
         std::string late = store.reserve("late");
         store.save(record(late, "late", "2024-03-01T00:00:00Z"));
@@ -255,6 +247,135 @@ TEST_SUITE("state") {
             CHECK(sandbox_state_from_string(to_string(s)) == s);
         CHECK(to_string(SandboxState::failed) == "failed");
         CHECK(std::regex_match(now_rfc3339(), std::regex(R"(^\d{4}-\d\d-\d\dT\d\d:\d\d:\d\dZ$)")));
+    }
+
+    TEST_CASE("every kind resolves by the same rule: id, then name, then a unique prefix") {
+        TempDir t;
+        StateStore store(t.path);
+        ObjectDir snaps = store.objects(snapshot_kind);
+        CHECK(snaps.path() == t.path / "snapshots");
+        auto make_snapshot = [&](const std::string& id, const std::string& name) {
+            fs::create_directories(snaps.path() / id);
+            write_file_atomic(snaps.path() / id / "snapshot.json",
+                              nlohmann::json{{"id", id}, {"name", name}}.dump());
+        };
+        make_snapshot("snap-abcd11111111", "first");
+        make_snapshot("snap-abcd22222222", "snap-abcd1");  // a name that looks like a prefix
+        fs::create_directories(snaps.path() / "snap-ffff00000000");       // corrupt: no record
+        fs::create_directories(snaps.path() / ".tmp-snap-abcd33333333");  // a build in progress
+
+        CHECK(snaps.resolve("snap-abcd11111111") == "snap-abcd11111111");
+        CHECK(snaps.resolve("first") == "snap-abcd11111111");
+        CHECK(snaps.resolve("snap-abcd1") == "snap-abcd22222222");         // the name wins
+        CHECK(snaps.resolve("abcd2") == "snap-abcd22222222");              // prefix without "snap-"
+        CHECK(snaps.resolve("snap-ffff00000000") == "snap-ffff00000000");  // found, if corrupt
+        CHECK(snaps.resolve("ffff") == "snap-ffff00000000");
+        CHECK(code_of([&] { snaps.resolve("abcd"); }) == ErrorCode::usage);       // ambiguous
+        CHECK(code_of([&] { snaps.resolve("abc"); }) == ErrorCode::not_found);    // too short
+        CHECK(code_of([&] { snaps.resolve("abcd3"); }) == ErrorCode::not_found);  // hidden build
+        CHECK(code_of([&] { snaps.resolve(".tmp-snap-abcd33333333"); }) == ErrorCode::usage);
+        CHECK(code_of([&] { snaps.resolve("../sandboxes"); }) == ErrorCode::usage);
+        auto ids = snaps.ids();
+        std::sort(ids.begin(), ids.end());
+        CHECK(ids == std::vector<std::string>{"snap-abcd11111111", "snap-abcd22222222",
+                                              "snap-ffff00000000"});
+
+        // Kinds whose ids are user-chosen names match exactly, never by prefix.
+        ObjectDir pools = store.objects(pool_kind);
+        fs::create_directories(pools.path() / "webserver");
+        write_file_atomic(pools.path() / "webserver/pool.json", "{}");
+        fs::create_directories(pools.path() / "half-made");  // no record: not a pool
+        CHECK(pools.resolve("webserver") == "webserver");
+        CHECK(code_of([&] { pools.resolve("webs"); }) == ErrorCode::not_found);
+        CHECK(code_of([&] { pools.resolve("half-made"); }) == ErrorCode::not_found);
+        CHECK(code_of([&] { pools.resolve("-bad"); }) == ErrorCode::usage);
+        CHECK(pools.ids() == std::vector<std::string>{"webserver"});
+    }
+
+    TEST_CASE("lookup errors keep each kind's words and exit codes") {
+        TempDir t;
+        StateStore store(t.path);
+        auto message = [](const std::function<void()>& fn) {
+            try {
+                fn();
+            } catch (const Error& e) {
+                return std::string(e.what());
+            }
+            return std::string("no error");
+        };
+        CHECK(message([&] { store.resolve_id("nosuch"); }) == "no such sandbox: nosuch");
+        CHECK(message([&] { store.resolve_id(""); }) == "empty sandbox id");
+        CHECK(message([&] { store.objects(snapshot_kind).resolve("nosuch"); }) ==
+              "no such snapshot: nosuch");
+        CHECK(message([&] { store.objects(snapshot_kind).resolve("a/b"); }) ==
+              "invalid snapshot id 'a/b'");
+        CHECK(message([&] { store.objects(pool_kind).resolve("nosuch"); }) ==
+              "no such pool: nosuch");
+        CHECK(message([&] { store.objects(pool_kind).resolve("a/b"); }) ==
+              "invalid pool name 'a/b': use letters, digits, '-', '_' or '.'");
+        CHECK(message([&] { store.objects(image_kind).resolve("nosuch"); }) ==
+              "no such image: nosuch");
+        CHECK(code_of([&] { store.objects(image_kind).resolve("../x"); }) == ErrorCode::not_found);
+
+        for (const char* id : {"sw-abcd11111111", "sw-abcd22222222"}) {
+            fs::create_directory(store.sandbox_dir(id));
+            store.save(record(id, "", "2024-01-01T00:00:00Z"));
+        }
+        CHECK(message([&] { store.resolve_id("abcd"); }) ==
+              "sandbox id 'abcd' is ambiguous (2 matches)");
+        for (const char* id : {"snap-abcd11111111", "snap-abcd22222222"})
+            fs::create_directories(store.objects(snapshot_kind).path() / id);
+        CHECK(message([&] { store.objects(snapshot_kind).resolve("abcd"); }) ==
+              "snapshot 'abcd' is ambiguous");
+    }
+
+    TEST_CASE("removal renames first, then removes, and leaves nothing behind") {
+        TempDir t;
+        StateStore store(t.path);
+        std::string id = store.reserve("doomed");
+        store.save(record(id, "doomed", "2024-01-01T00:00:00Z"));
+        fs::create_directories(store.sandbox_dir(id) / "upper/deep");
+        write_file_atomic(store.sandbox_dir(id) / "upper/deep/file", "x");
+
+        bool ran = false;
+        store.objects(sandbox_kind).remove(id, [&] {
+            ran = true;
+            // Gone for everyone else before a single file is removed.
+            CHECK_FALSE(fs::exists(store.sandbox_dir(id)));
+            CHECK(code_of([&] { store.resolve_id(id); }) == ErrorCode::not_found);
+            CHECK(store.list().empty());
+            store.release_name("doomed", id);
+        });
+        CHECK(ran);
+        CHECK(fs::is_empty(t.path / "sandboxes"));  // no graveyard, no lock file
+        CHECK_FALSE(fs::exists(t.path / "names/doomed"));
+        // Removed by someone else meanwhile: not found (exit 4), like any lookup.
+        CHECK(code_of([&] { store.objects(sandbox_kind).remove(id); }) == ErrorCode::not_found);
+
+        // A kind whose names are reused: bury() twice under one name never collides.
+        ObjectDir images = store.objects(image_kind);
+        std::vector<fs::path> graves;
+        for (int i = 0; i < 2; ++i) {
+            fs::create_directories(images.path() / "base/rootfs");
+            write_file_atomic(images.path() / "base/image.json", "{}");
+            graves.push_back(images.bury("base"));
+            CHECK_FALSE(images.exists("base"));
+            CHECK(fs::exists(graves.back() / "rootfs"));
+            CHECK(graves.back().filename().string().rfind(".rm-base-", 0) == 0);
+        }
+        CHECK(graves[0] != graves[1]);
+        CHECK(images.ids().empty());  // graveyards are hidden
+    }
+
+    TEST_CASE("the layout has a directory for every kind") {
+        TempDir t;
+        StateStore store(t.path / "state");
+        for (const ObjectKind* k : {&sandbox_kind, &snapshot_kind, &pool_kind, &image_kind}) {
+            CAPTURE(k->noun);
+            CHECK(fs::is_directory(store.objects(*k).path()));
+        }
+        CHECK(store.objects(image_kind).path() == store.images_dir());
+        CHECK(store.objects(sandbox_kind).object_dir("sw-1") == store.sandbox_dir("sw-1"));
     }
 
 }  // TEST_SUITE

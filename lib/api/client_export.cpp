@@ -1,0 +1,112 @@
+// What a client does on its own side for a remote worker (api.hpp, "a remote
+// worker" and "an export written on the client").
+//
+// An audit export written on the client (see export_to_client in api.hpp).
+// The order is what keeps a status truthful: the old sidecar goes first, the
+// log lands under its name only after its bytes were checked against the
+// worker's count and sha256, and the new sidecar is written last.
+
+#include <fcntl.h>
+#include <openssl/evp.h>
+#include <unistd.h>
+
+#include <cerrno>
+#include <memory>
+
+#include "lib/api/api.hpp"
+#include "lib/core/error.hpp"
+#include "lib/core/fd.hpp"
+#include "lib/core/fsutil.hpp"
+#include "lib/spec/template.hpp"
+
+namespace sandweave::api {
+
+namespace {
+
+std::string hex(const unsigned char* p, unsigned n) {
+    static const char* digits = "0123456789abcdef";
+    std::string s;
+    for (unsigned i = 0; i < n; ++i) {
+        s += digits[p[i] >> 4];
+        s += digits[p[i] & 15];
+    }
+    return s;
+}
+
+}  // namespace
+
+CreateParams for_remote_worker(CreateParams p, const std::filesystem::path& client_state_dir) {
+    if (p.template_ref && is_template_file(*p.template_ref)) {
+        auto resolved =
+            TemplateResolver::with_default_paths(client_state_dir).resolve(*p.template_ref);
+        p.template_ref = resolved.doc.dump();
+    }
+    return p;
+}
+
+audit::Status export_to_client(Api& api, const std::string& id, const std::string& path_text,
+                               const std::string& via) {
+    if (path_text.empty()) throw Error(ErrorCode::usage, "path: empty");
+    namespace fs = std::filesystem;
+    fs::path path = fs::absolute(path_text);
+    fs::path sidecar = path.string() + ".status.json";
+    std::error_code ec;
+    if (fs::is_directory(path, ec))
+        throw Error(ErrorCode::general, "audit export to " + path.string() + ": is a directory");
+    // A sidecar that stays behind must never describe an export we did not make.
+    if (fs::remove(sidecar, ec); ec)
+        throw Error(ErrorCode::general, "audit export: cannot remove the old " + sidecar.string() +
+                                            ": " + ec.message());
+    fs::path tmp = path.parent_path() / ("." + path.filename().string() + ".tmp-" + random_hex(8));
+    Fd fd(::open(tmp.c_str(), O_WRONLY | O_CREAT | O_EXCL | O_CLOEXEC, 0600));
+    if (!fd.valid()) throw_errno("audit export: create " + tmp.string());
+    struct Discard {
+        fs::path p;
+        bool keep = false;
+        ~Discard() {
+            std::error_code e;
+            if (!keep) fs::remove(p, e);
+        }
+    } discard{tmp};
+
+    std::unique_ptr<EVP_MD_CTX, decltype(&EVP_MD_CTX_free)> md(EVP_MD_CTX_new(), EVP_MD_CTX_free);
+    if (!md || EVP_DigestInit_ex(md.get(), EVP_sha256(), nullptr) != 1)
+        throw Error(ErrorCode::general, "sha256: cannot initialise");
+    std::uint64_t received = 0;
+    audit::Status st = api.audit_fetch(IdParams{id}, [&](std::string_view chunk) {
+        EVP_DigestUpdate(md.get(), chunk.data(), chunk.size());
+        received += chunk.size();
+        while (!chunk.empty()) {
+            ssize_t w = ::write(fd.get(), chunk.data(), chunk.size());
+            if (w < 0 && errno == EINTR) continue;
+            if (w < 0) throw_errno("audit export: write " + tmp.string());
+            chunk.remove_prefix(static_cast<std::size_t>(w));
+        }
+    });
+    unsigned char digest[EVP_MAX_MD_SIZE];
+    unsigned len = 0;
+    EVP_DigestFinal_ex(md.get(), digest, &len);
+    std::string got = hex(digest, len);
+    if (received != st.bytes || got != st.sha256)
+        throw Error(ErrorCode::general, "audit export via " + via + ": received " +
+                                            std::to_string(received) + " bytes (sha256 " + got +
+                                            "), but the worker exported " +
+                                            std::to_string(st.bytes) + " bytes (sha256 " +
+                                            st.sha256 + "); nothing was written");
+    if (::fsync(fd.get()) != 0) throw_errno("audit export: fsync " + tmp.string());
+    fd.reset();
+    fs::rename(tmp, path, ec);
+    if (ec)
+        throw Error(ErrorCode::general,
+                    "audit export: rename to " + path.string() + ": " + ec.message());
+    discard.keep = true;
+    fsync_dir(path.parent_path());
+
+    st.path = path.string();
+    nlohmann::json doc = audit::to_json(st);
+    doc["via"] = via;
+    write_file_atomic(sidecar, doc.dump(2) + "\n", 0600);
+    return st;
+}
+
+}  // namespace sandweave::api

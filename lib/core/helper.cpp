@@ -1,0 +1,196 @@
+#include "lib/core/helper.hpp"
+
+#include <fcntl.h>
+#include <poll.h>
+#include <signal.h>
+#include <sys/stat.h>
+#include <sys/wait.h>
+#include <unistd.h>
+
+#include <cerrno>
+
+#include "lib/core/error.hpp"
+
+namespace sandweave {
+
+namespace {
+
+using Clock = std::chrono::steady_clock;
+
+constexpr std::size_t max_report = 1u << 20;
+
+Fd open_or_throw(const std::filesystem::path& p, int flags) {
+    Fd fd(::open(p.c_str(), flags | O_CLOEXEC, 0600));
+    if (!fd) throw_errno("open " + p.string());
+    return fd;
+}
+
+// Everything the child needs, prepared before fork: after fork in a possibly
+// multi-threaded caller only async-signal-safe calls are allowed.
+struct ChildPlan {
+    std::vector<char*> argv;
+    int null_fd, log_fd, report_fd;
+    bool report_on_fd3;
+    std::string exec_error;
+    std::string fork_error;
+};
+
+void write_text(int fd, const std::string& s) {
+    std::size_t off = 0;
+    while (off < s.size()) {
+        ssize_t n = ::write(fd, s.data() + off, s.size() - off);
+        if (n < 0 && errno == EINTR) continue;
+        if (n <= 0) return;
+        off += static_cast<std::size_t>(n);
+    }
+}
+
+// Moves `fd` to a number of at least 10 (close-on-exec), so the dup2 calls
+// onto 0-3 below never overwrite a source they still need.
+int lift(int fd) {
+    return ::fcntl(fd, F_DUPFD_CLOEXEC, 10);
+}
+
+[[noreturn]] void run_child(const ChildPlan& p) {
+    // Intermediate: a session of its own, then the helper, then exit so the
+    // helper is reparented away from the caller.
+    ::setsid();
+    pid_t helper = ::fork();
+    if (helper < 0) write_text(p.report_fd, p.fork_error);
+    if (helper != 0) ::_exit(helper < 0 ? 1 : 0);
+
+    sigset_t empty;
+    sigemptyset(&empty);
+    ::sigprocmask(SIG_SETMASK, &empty, nullptr);
+    struct sigaction dfl {};
+    dfl.sa_handler = SIG_DFL;
+    for (int s = 1; s < NSIG; ++s)
+        if (s != SIGKILL && s != SIGSTOP) ::sigaction(s, &dfl, nullptr);
+
+    int null_fd = lift(p.null_fd), log_fd = lift(p.log_fd), report_fd = lift(p.report_fd);
+    if (null_fd < 0 || log_fd < 0 || report_fd < 0) {
+        write_text(p.report_fd, p.exec_error);
+        ::_exit(127);
+    }
+    ::dup2(null_fd, 0);
+    ::dup2(log_fd, 1);
+    ::dup2(log_fd, 2);
+    if (p.report_on_fd3) ::dup2(report_fd, helper_report_fd);  // clears close-on-exec
+    // What we inherited from the caller stays behind at exec.
+    ::close_range(p.report_on_fd3 ? helper_report_fd + 1 : helper_report_fd, ~0U,
+                  CLOSE_RANGE_CLOEXEC);
+    ::execv(p.argv[0], p.argv.data());
+    write_text(report_fd, p.exec_error);
+    ::_exit(127);
+}
+
+HelperReport parse_report(std::string text, HelperSpec::Readiness readiness) {
+    HelperReport r;
+    while (!text.empty() && text.back() == '\n') text.pop_back();
+    auto word = [&](const std::string& w) {
+        return text.rfind(w, 0) == 0 &&
+               (text.size() == w.size() || text[w.size()] == ' ' || text[w.size()] == '\n');
+    };
+    auto rest = [&](const std::string& w) {
+        return text.size() > w.size() ? text.substr(w.size() + 1) : std::string();
+    };
+    if (text.empty()) {
+        r.outcome = readiness == HelperSpec::Readiness::exec ? HelperReport::Outcome::ready
+                                                             : HelperReport::Outcome::silent;
+    } else if (word("ok")) {
+        r.outcome = HelperReport::Outcome::ready;
+        r.detail = rest("ok");
+    } else if (word("error")) {
+        r.outcome = HelperReport::Outcome::failed;
+        r.detail = rest("error");
+    } else {
+        r.outcome = HelperReport::Outcome::garbled;
+        r.detail = text;
+    }
+    return r;
+}
+
+}  // namespace
+
+HelperReport launch_helper(const HelperSpec& spec) {
+    if (spec.argv.empty() || spec.argv[0].empty() || spec.argv[0][0] != '/')
+        throw Error(ErrorCode::general, "internal: a helper needs an absolute program path");
+    Fd null_fd = open_or_throw("/dev/null", O_RDWR);
+    Fd log_fd = spec.log.empty() ? open_or_throw("/dev/null", O_WRONLY)
+                                 : open_or_throw(spec.log, O_WRONLY | O_CREAT | O_APPEND);
+    Pipe report = make_pipe();
+
+    std::vector<std::string> args = spec.argv;
+    ChildPlan plan;
+    for (auto& a : args) plan.argv.push_back(a.data());
+    plan.argv.push_back(nullptr);
+    plan.null_fd = null_fd.get();
+    plan.log_fd = log_fd.get();
+    plan.report_fd = report.write.get();
+    plan.report_on_fd3 = spec.readiness == HelperSpec::Readiness::report;
+    plan.exec_error = "error cannot execute " + spec.argv[0] + "\n";
+    plan.fork_error = "error cannot fork " + spec.argv[0] + "\n";
+
+    pid_t child = ::fork();
+    if (child < 0) throw_errno("fork");
+    if (child == 0) run_child(plan);
+    report.write.reset();
+    null_fd.reset();
+    log_fd.reset();
+    // The intermediate exits at once; ECHILD (a caller ignoring SIGCHLD) is fine.
+    while (::waitpid(child, nullptr, 0) < 0 && errno == EINTR) {
+    }
+
+    std::string text;
+    bool timed_out = false;
+    auto deadline = Clock::now() + spec.timeout;
+    for (;;) {
+        auto left = std::chrono::duration_cast<std::chrono::milliseconds>(deadline - Clock::now());
+        if (left.count() <= 0) {
+            timed_out = true;
+            break;
+        }
+        pollfd pfd{report.read.get(), POLLIN, 0};
+        int rc = ::poll(&pfd, 1, static_cast<int>(std::min<long long>(left.count(), 1000)));
+        if (rc < 0 && errno != EINTR) throw_errno("poll");
+        if (rc <= 0) continue;
+        char buf[4096];
+        ssize_t n = ::read(report.read.get(), buf, sizeof buf);
+        if (n < 0 && errno == EINTR) continue;
+        if (n <= 0) break;
+        if (text.size() < max_report) text.append(buf, static_cast<std::size_t>(n));
+    }
+    if (timed_out) {
+        ::kill(-child, SIGKILL);
+        HelperReport r;
+        r.outcome = HelperReport::Outcome::timed_out;
+        r.group = child;
+        return r;
+    }
+    HelperReport r = parse_report(std::move(text), spec.readiness);
+    r.group = child;
+    return r;
+}
+
+ReadinessReporter ReadinessReporter::inherited() {
+    struct stat st {};
+    if (::fstat(helper_report_fd, &st) != 0 || !S_ISFIFO(st.st_mode)) return ReadinessReporter();
+    ::fcntl(helper_report_fd, F_SETFD, FD_CLOEXEC);
+    return ReadinessReporter(Fd(helper_report_fd));
+}
+
+void ReadinessReporter::ready(const std::string& detail) {
+    send(detail.empty() ? "ok\n" : "ok " + detail + "\n");
+}
+
+void ReadinessReporter::error(const std::string& message) {
+    send("error " + message + "\n");
+}
+
+void ReadinessReporter::send(const std::string& text) {
+    if (!fd_) return;
+    write_text(fd_.get(), text);
+    fd_.reset();
+}
+
+}  // namespace sandweave

@@ -1,0 +1,76 @@
+#include "lib/core/host.hpp"
+
+#include <signal.h>
+#include <sys/mount.h>
+#include <unistd.h>
+
+#include <algorithm>
+#include <cctype>
+#include <cerrno>
+#include <fstream>
+
+#include "lib/core/error.hpp"
+#include "lib/core/fsutil.hpp"
+
+namespace sandweave {
+
+namespace fs = std::filesystem;
+
+std::string overlay_options(const OverlayMount& m) {
+    for (const auto& p : {m.lower, m.upper, m.work})
+        if (p.string().find_first_of(",:") != std::string::npos)
+            throw Error(ErrorCode::general, "overlay: path contains ',' or ':': " + p.string());
+    return "lowerdir=" + m.lower.string() + ",upperdir=" + m.upper.string() +
+           ",workdir=" + m.work.string();
+}
+
+void LocalHost::mount_overlay(const OverlayMount& m) {
+    std::string opts = overlay_options(m);
+    if (::mount("overlay", m.target.c_str(), "overlay", MS_NOSUID | MS_NODEV, opts.c_str()) != 0)
+        throw_errno("mount overlay on " + m.target.string());
+}
+
+void LocalHost::unmount(const fs::path& target) {
+    if (::umount2(target.c_str(), 0) == 0) return;
+    // Busy (a gofer still exiting): detach it now, the kernel finishes later.
+    if (::umount2(target.c_str(), MNT_DETACH) != 0 && errno != EINVAL && errno != ENOENT)
+        throw_errno("unmount " + target.string());
+}
+
+bool LocalHost::is_mounted(const fs::path& target) {
+    std::ifstream in("/proc/self/mountinfo");
+    std::string line;
+    std::string field = " " + target.string() + " ";
+    while (std::getline(in, line)) {
+        // Field 5 is the mount point; paths with spaces are octal-escaped and ours have none.
+        std::size_t pos = 0;
+        for (int i = 0; i < 4 && pos != std::string::npos; ++i) pos = line.find(' ', pos + 1);
+        if (pos != std::string::npos && line.compare(pos, field.size(), field) == 0) return true;
+    }
+    return false;
+}
+
+std::vector<pid_t> LocalHost::processes_matching(const std::string& needle) {
+    std::vector<pid_t> out;
+    std::error_code ec;
+    for (const auto& e : fs::directory_iterator("/proc", ec)) {
+        std::string pid_text = e.path().filename().string();
+        if (pid_text.empty() || !std::all_of(pid_text.begin(), pid_text.end(), ::isdigit)) continue;
+        pid_t pid = static_cast<pid_t>(std::stol(pid_text));
+        if (pid == ::getpid()) continue;
+        std::string cmdline;
+        try {
+            cmdline = read_file(e.path() / "cmdline", 1 << 16);
+        } catch (const Error&) {
+            continue;  // exited while we looked
+        }
+        if (cmdline.find(needle) != std::string::npos) out.push_back(pid);
+    }
+    return out;
+}
+
+bool LocalHost::kill(pid_t pid, int signal) {
+    return ::kill(pid, signal) == 0;
+}
+
+}  // namespace sandweave

@@ -1,0 +1,52 @@
+#pragma once
+// The host seam: what lifecycle code does to the machine itself (overlay
+// mounts, the mount table, /proc scans, signals) goes through a Host, so
+// create/terminate/rm and their rollback are unit-testable with a fake
+// (tests/unit/fake_host.hpp) and without root. Programs are run through a
+// CommandRunner (lib/core/process.hpp); this interface covers the rest.
+//
+// LocalHost is the real thing. It holds no state, so one instance may serve any
+// number of Contexts and threads.
+
+#include <sys/types.h>
+
+#include <filesystem>
+#include <string>
+#include <vector>
+
+namespace sandweave {
+
+struct OverlayMount {
+    std::filesystem::path lower, upper, work, target;
+};
+
+// The overlay's mount options ("lowerdir=...,upperdir=...,workdir=..."); throws
+// Error for a path the option syntax cannot carry (one with ',' or ':').
+std::string overlay_options(const OverlayMount& m);
+
+class Host {
+  public:
+    virtual ~Host() = default;
+    // Mounts `m.upper` over `m.lower` on `m.target` (overlayfs, nosuid, nodev).
+    // Throws Error("mount overlay on TARGET: <errno text>") on failure.
+    virtual void mount_overlay(const OverlayMount& m) = 0;
+    // Unmounts `target`, detaching it when busy (a gofer still exiting): the
+    // kernel finishes later. One that is not mounted (any more) is not an error.
+    virtual void unmount(const std::filesystem::path& target) = 0;
+    virtual bool is_mounted(const std::filesystem::path& target) = 0;
+    // Processes other than this one whose command line contains `needle`.
+    virtual std::vector<pid_t> processes_matching(const std::string& needle) = 0;
+    // Sends `signal` to `pid`; false when there is no such process (any more).
+    virtual bool kill(pid_t pid, int signal) = 0;
+};
+
+class LocalHost final : public Host {
+  public:
+    void mount_overlay(const OverlayMount& m) override;
+    void unmount(const std::filesystem::path& target) override;
+    bool is_mounted(const std::filesystem::path& target) override;
+    std::vector<pid_t> processes_matching(const std::string& needle) override;
+    bool kill(pid_t pid, int signal) override;
+};
+
+}  // namespace sandweave

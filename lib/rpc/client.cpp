@@ -1,0 +1,546 @@
+#include "lib/rpc/client.hpp"
+
+#include <poll.h>
+#include <signal.h>
+#include <sys/eventfd.h>
+#include <sys/signalfd.h>
+#include <sys/socket.h>
+#include <unistd.h>
+
+#include <algorithm>
+#include <atomic>
+#include <cerrno>
+#include <condition_variable>
+#include <map>
+#include <mutex>
+#include <optional>
+#include <thread>
+
+#include "lib/core/error.hpp"
+#include "lib/core/log.hpp"
+#include "lib/rpc/jsonrpc.hpp"
+
+namespace sandweave::rpc {
+
+using nlohmann::json;
+
+namespace {
+
+// A server line may carry 64 KiB of data as base64 plus framing.
+constexpr std::size_t max_server_line = 4u << 20;
+
+bool write_all(int fd, std::string_view data) {
+    while (!data.empty()) {
+        ssize_t w = ::write(fd, data.data(), data.size());
+        if (w < 0 && errno == EINTR) continue;
+        if (w <= 0) return false;
+        data.remove_prefix(static_cast<std::size_t>(w));
+    }
+    return true;
+}
+
+// Threads of the client take no signals: a Ctrl-C is for the thread that
+// waits on a run (which forwards it), or kills the process as usual.
+void block_all_signals() {
+    sigset_t all;
+    sigfillset(&all);
+    ::pthread_sigmask(SIG_BLOCK, &all, nullptr);
+}
+
+ErrorCode code_of(int c) {
+    switch (c) {
+        case 1:
+        case 2:
+        case 3:
+        case 4:
+        case 5:
+            return static_cast<ErrorCode>(c);
+        case code::invalid_params:
+        case code::method_not_found:
+        case code::invalid_request:
+        case code::handshake_required:
+            return ErrorCode::usage;
+        default:
+            return ErrorCode::general;
+    }
+}
+
+void deliver(const OutputSink& sink, std::string_view data) {
+    if (sink.on_data)
+        sink.on_data(data);
+    else if (sink.fd >= 0)
+        (void)write_all(sink.fd, data);
+}
+
+}  // namespace
+
+struct RpcClient::Impl {
+    struct Pending {
+        bool done = false;
+        json result;
+        std::optional<json> error;
+        const api::RunIo* run = nullptr;  // a sandbox.run: where its output goes
+        const std::function<void(std::string_view)>* data = nullptr;  // audit.fetch
+        int wake_fd = -1;                        // an eventfd written when it is done
+        std::optional<std::string> local_error;  // our side of a stream failed
+    };
+
+    static void wake(const Pending& p) {
+        if (p.wake_fd < 0) return;
+        std::uint64_t one = 1;
+        (void)!::write(p.wake_fd, &one, sizeof one);
+    }
+
+    Fd in, out;
+    std::string peer;
+    api::HelloResult hello;
+
+    std::mutex out_mu;
+    std::mutex mu;
+    std::condition_variable cv;
+    std::map<std::int64_t, Pending> pending;
+    std::atomic<std::int64_t> next_id{1};
+    bool broken = false;
+    std::string broken_reason;
+    std::thread reader;
+
+    Error lost() const {
+        return Error(ErrorCode::connection,
+                     "connection to " + peer + " lost" +
+                         (broken_reason.empty() ? "" : ": " + broken_reason));
+    }
+
+    void fail_all(const std::string& reason) {
+        std::lock_guard<std::mutex> g(mu);
+        if (!broken) broken_reason = reason;
+        broken = true;
+        for (const auto& [id, p] : pending) wake(p);
+        cv.notify_all();
+    }
+
+    bool send_line(const json& j) {
+        std::string line = j.dump(-1, ' ', false, json::error_handler_t::replace);
+        line += '\n';
+        std::lock_guard<std::mutex> g(out_mu);
+        return write_all(out.get(), line);
+    }
+
+    void handle(const std::string& line) {
+        json j;
+        try {
+            j = json::parse(line);
+        } catch (const json::exception&) {
+            return fail_all("the server sent a line that is not JSON");
+        }
+        if (!j.is_object()) return fail_all("the server sent something that is not an object");
+        if (auto m = j.find("method"); m != j.end() && m->is_string()) {
+            const json& params = j.value("params", json::object());
+            if (!params.is_object()) return;
+            return notification(m->get<std::string>(), params);
+        }
+        auto id = j.find("id");
+        if (id == j.end() || !id->is_number_integer()) {
+            // An error about a line we sent that it could not read at all.
+            if (auto e = j.find("error"); e != j.end() && e->is_object())
+                log().warn(peer + ": " + e->value("message", std::string("error")));
+            return;
+        }
+        std::lock_guard<std::mutex> g(mu);
+        auto it = pending.find(id->get<std::int64_t>());
+        if (it == pending.end()) return;
+        if (auto e = j.find("error"); e != j.end())
+            it->second.error = e->is_object() ? *e : json{{"code", 1}, {"message", "bad error"}};
+        else
+            it->second.result = j.value("result", json());
+        it->second.done = true;
+        wake(it->second);
+        cv.notify_all();
+    }
+
+    void notification(const std::string& method, const json& params) {
+        if (method == "log") {
+            std::string msg = params.value("message", std::string());
+            std::string level = params.value("level", std::string("info"));
+            if (level == "error")
+                log().error(msg);
+            else if (level == "warn")
+                log().warn(msg);
+            else if (level == "debug")
+                log().debug(msg);
+            else
+                log().info(msg);
+            return;
+        }
+        if (method != "run.output" && method != "audit.data") return;
+        auto req = params.find("request");
+        if (req == params.end() || !req->is_number_integer()) return;
+        const api::RunIo* io = nullptr;
+        const std::function<void(std::string_view)>* sink = nullptr;
+        {
+            std::lock_guard<std::mutex> g(mu);
+            auto it = pending.find(req->get<std::int64_t>());
+            if (it != pending.end()) {
+                io = it->second.run;
+                sink = it->second.data;
+            }
+        }
+        auto data = base64_decode(params.value("data", std::string()));
+        if (!data) return fail_all("the server sent data that is not base64");
+        if (method == "audit.data") {
+            if (!sink) return;
+            try {
+                (*sink)(*data);
+            } catch (const std::exception& e) {
+                // The local write failed: the call fails when its answer comes.
+                std::lock_guard<std::mutex> g(mu);
+                auto it = pending.find(req->get<std::int64_t>());
+                if (it != pending.end() && !it->second.local_error)
+                    it->second.local_error = e.what();
+                it->second.data = nullptr;
+            }
+            return;
+        }
+        if (!io) return;
+        // Delivered on this thread: a slow local reader slows the remote command.
+        deliver(params.value("stream", std::string()) == "stderr" ? io->err : io->out, *data);
+    }
+
+    void read_loop() {
+        block_all_signals();
+        std::string buf;
+        char chunk[65536];
+        for (;;) {
+            ssize_t n = ::read(in.get(), chunk, sizeof chunk);
+            if (n < 0 && errno == EINTR) continue;
+            if (n <= 0) break;
+            buf.append(chunk, static_cast<std::size_t>(n));
+            std::size_t start = 0, nl;
+            while ((nl = buf.find('\n', start)) != std::string::npos) {
+                handle(buf.substr(start, nl - start));
+                start = nl + 1;
+            }
+            buf.erase(0, start);
+            if (buf.size() > max_server_line)
+                return fail_all("the server sent a line over " + std::to_string(max_server_line) +
+                                " bytes");
+        }
+        fail_all("");
+    }
+
+    std::int64_t start(const std::string& method, const json& params,
+                       const api::RunIo* run = nullptr, int wake_fd = -1) {
+        std::int64_t id = next_id++;
+        {
+            std::lock_guard<std::mutex> g(mu);
+            if (broken) throw lost();
+            pending[id].run = run;
+            pending[id].wake_fd = wake_fd;
+        }
+        if (!send_line({{"jsonrpc", "2.0"}, {"id", id}, {"method", method}, {"params", params}})) {
+            fail_all("could not send a request");
+            std::lock_guard<std::mutex> g(mu);
+            pending.erase(id);
+            throw lost();
+        }
+        return id;
+    }
+
+    std::int64_t start_with_data(const std::string& method, const json& params,
+                                 const std::function<void(std::string_view)>* sink) {
+        std::int64_t id = next_id++;
+        {
+            std::lock_guard<std::mutex> g(mu);
+            if (broken) throw lost();
+            pending[id].data = sink;
+        }
+        if (!send_line({{"jsonrpc", "2.0"}, {"id", id}, {"method", method}, {"params", params}})) {
+            fail_all("could not send a request");
+            throw lost();
+        }
+        return id;
+    }
+
+    // Waits for the answer to `id`; throws its error.
+    json finish(std::int64_t id) {
+        std::unique_lock<std::mutex> lock(mu);
+        cv.wait(lock, [&] { return pending[id].done || broken; });
+        Pending p = std::move(pending[id]);
+        pending.erase(id);
+        if (!p.done) throw lost();
+        if (p.error) {
+            int c = p.error->value("code", 1);
+            throw Error(code_of(c), p.error->value("message", std::string("error")));
+        }
+        if (p.local_error) throw Error(ErrorCode::general, *p.local_error);
+        return p.result;
+    }
+
+    // Like finish, but hands back the error object instead of throwing it.
+    std::optional<json> finish_or_error(std::int64_t id, json& result) {
+        std::unique_lock<std::mutex> lock(mu);
+        cv.wait(lock, [&] { return pending[id].done || broken; });
+        Pending p = std::move(pending[id]);
+        pending.erase(id);
+        if (!p.done) throw lost();
+        result = std::move(p.result);
+        return p.error;
+    }
+
+    bool done(std::int64_t id) {
+        std::lock_guard<std::mutex> g(mu);
+        auto it = pending.find(id);
+        return broken || it == pending.end() || it->second.done;
+    }
+};
+
+RpcClient::RpcClient(Fd in, Fd out, std::string peer) : impl_(std::make_unique<Impl>()) {
+    impl_->in = std::move(in);
+    impl_->out = std::move(out);
+    impl_->peer = std::move(peer);
+    ::signal(SIGPIPE, SIG_IGN);
+    impl_->reader = std::thread([this] { impl_->read_loop(); });
+    json res;
+    try {
+        res = impl_->finish(impl_->start(
+            "hello",
+            {{"protocol", protocol_version}, {"client", "sandweave"}, {"capabilities", {"log"}}}));
+    } catch (const Error& e) {
+        if (e.code() == ErrorCode::connection)
+            throw Error(ErrorCode::connection,
+                        impl_->peer + ": the worker closed the connection during the handshake" +
+                            (impl_->broken_reason.empty() ? "" : ": " + impl_->broken_reason) +
+                            " (is sandweave installed there?)");
+        throw Error(e.code(), impl_->peer + ": handshake refused: " + e.what());
+    }
+    try {
+        impl_->hello = api::from_json<api::HelloResult>(res, "hello result");
+    } catch (const Error& e) {
+        throw Error(ErrorCode::general, impl_->peer + ": unusable handshake: " + e.what());
+    }
+    if (impl_->hello.protocol < 1)
+        throw Error(ErrorCode::runtime, impl_->peer + " speaks protocol " +
+                                            std::to_string(impl_->hello.protocol) +
+                                            "; this client needs 1");
+}
+
+RpcClient::~RpcClient() {
+    // Closing our end makes the server see EOF (and stop what still runs); the
+    // reader then sees the server close its side.
+    impl_->out.reset();
+    ::shutdown(impl_->in.get(), SHUT_RDWR);
+    if (impl_->reader.joinable()) impl_->reader.join();
+}
+
+const api::HelloResult& RpcClient::server() const {
+    return impl_->hello;
+}
+
+bool RpcClient::has_method(const std::string& name) const {
+    const auto& m = impl_->hello.methods;
+    return std::find(m.begin(), m.end(), name) != m.end();
+}
+
+json RpcClient::call(const std::string& method, const json& params) {
+    if (!has_method(method))
+        throw Error(ErrorCode::runtime, impl_->peer + " does not offer '" + method +
+                                            "' (its sandweave is " + impl_->hello.server +
+                                            "; update it)");
+    return impl_->finish(impl_->start(method, params));
+}
+
+namespace {
+
+template <class R>
+R decoded(const json& j, const std::string& method) {
+    R out{};
+    api::decode_value(j, out, method + " result");
+    return out;
+}
+
+}  // namespace
+
+api::RunResult RpcClient::run(const api::RunParams& p_in, const api::RunIo& io) {
+    if (!has_method("sandbox.run"))
+        throw Error(ErrorCode::runtime, impl_->peer + " does not offer 'sandbox.run'");
+    api::RunParams p = p_in;
+    p.stdin = io.stdin_fd >= 0;
+    Fd finished(::eventfd(0, EFD_CLOEXEC | EFD_NONBLOCK));  // tells the stdin feeder to stop
+    Fd answered(::eventfd(0, EFD_CLOEXEC | EFD_NONBLOCK));  // the reader saw the response
+    if (!finished.valid() || !answered.valid()) throw_errno("eventfd");
+
+    // Our termination signals go to the remote command while it runs.
+    sigset_t forward, old;
+    sigemptyset(&forward);
+    for (int s : {SIGINT, SIGTERM, SIGHUP, SIGQUIT}) sigaddset(&forward, s);
+    Fd sfd;
+    if (io.forward_own_signals) {
+        ::pthread_sigmask(SIG_BLOCK, &forward, &old);
+        sfd.reset(::signalfd(-1, &forward, SFD_CLOEXEC | SFD_NONBLOCK));
+    }
+    struct Restore {
+        bool active;
+        sigset_t* old;
+        ~Restore() {
+            if (active) ::pthread_sigmask(SIG_SETMASK, old, nullptr);
+        }
+    } restore{io.forward_own_signals, &old};
+
+    std::int64_t id = impl_->start("sandbox.run", api::to_json(p), &io, answered.get());
+    auto notify = [&](const char* method, json params) {
+        params["request"] = id;
+        impl_->send_line({{"jsonrpc", "2.0"}, {"method", method}, {"params", params}});
+    };
+
+    // stdin: one chunk in flight at a time, each acknowledged by the server.
+    std::thread feeder;
+    if (p.stdin) {
+        feeder = std::thread([&] {
+            block_all_signals();
+            char buf[rpc::max_chunk_bytes];
+            for (;;) {
+                pollfd fds[2] = {{io.stdin_fd, POLLIN, 0}, {finished.get(), POLLIN, 0}};
+                if (::poll(fds, 2, -1) < 0) {
+                    if (errno == EINTR) continue;
+                    return;
+                }
+                if (fds[1].revents & POLLIN) return;
+                ssize_t n = ::read(io.stdin_fd, buf, sizeof buf);
+                if (n < 0 && errno == EINTR) continue;
+                bool eof = n <= 0;
+                json params{{"request", id},
+                            {"data", eof ? std::string()
+                                         : base64_encode(
+                                               std::string_view(buf, static_cast<std::size_t>(n)))},
+                            {"eof", eof}};
+                try {
+                    impl_->finish(impl_->start("run.stdin", params));
+                } catch (const Error&) {
+                    return;  // the command ended or stopped reading its stdin
+                }
+                if (eof) return;
+            }
+        });
+    }
+
+    while (!impl_->done(id)) {
+        pollfd fds[3] = {{sfd.get(), POLLIN, 0},
+                         {io.control ? io.control->fd() : -1, POLLIN, 0},
+                         {answered.get(), POLLIN, 0}};
+        if (::poll(fds, 3, -1) < 0 && errno != EINTR) throw_errno("poll");
+        signalfd_siginfo si;
+        while (sfd.valid() && ::read(sfd.get(), &si, sizeof si) == static_cast<ssize_t>(sizeof si))
+            notify("run.signal", {{"signal", static_cast<int>(si.ssi_signo)}});
+        if (io.control && (fds[1].revents & POLLIN)) {
+            for (int sig : io.control->take_signals()) notify("run.signal", {{"signal", sig}});
+            if (io.control->cancelled()) notify("run.cancel", json::object());
+        }
+    }
+    std::uint64_t one = 1;
+    (void)!::write(finished.get(), &one, sizeof one);
+    json result;
+    std::optional<json> error;
+    try {
+        error = impl_->finish_or_error(id, result);
+    } catch (...) {
+        if (feeder.joinable()) feeder.join();
+        throw;
+    }
+    if (feeder.joinable()) feeder.join();
+    if (error) {
+        int c = error->value("code", 1);
+        if (c == code::request_cancelled) {
+            api::RunResult r;
+            r.exit_code = error->value("data", json::object()).value("exit_code", 137);
+            return r;
+        }
+        throw Error(code_of(c), error->value("message", std::string("error")));
+    }
+    return decoded<api::RunResult>(result, "sandbox.run");
+}
+
+api::VersionResult RpcClient::version() {
+    return decoded<api::VersionResult>(call("version", json::object()), "version");
+}
+SandboxView RpcClient::create(const api::CreateParams& p) {
+    return decoded<SandboxView>(call("sandbox.create", api::to_json(p)), "sandbox.create");
+}
+api::SandboxList RpcClient::ls() {
+    return decoded<api::SandboxList>(call("sandbox.ls", json::object()), "sandbox.ls");
+}
+SandboxView RpcClient::inspect(const api::IdParams& p) {
+    return decoded<SandboxView>(call("sandbox.inspect", api::to_json(p)), "sandbox.inspect");
+}
+SandboxView RpcClient::terminate(const api::IdParams& p) {
+    return decoded<SandboxView>(call("sandbox.terminate", api::to_json(p)), "sandbox.terminate");
+}
+api::Removed RpcClient::rm(const api::IdParams& p) {
+    return decoded<api::Removed>(call("sandbox.rm", api::to_json(p)), "sandbox.rm");
+}
+api::RemovedList RpcClient::prune() {
+    return decoded<api::RemovedList>(call("sandbox.prune", json::object()), "sandbox.prune");
+}
+audit::Status RpcClient::audit_export(const api::AuditExportParams& p) {
+    return decoded<audit::Status>(call("audit.export", api::to_json(p)), "audit.export");
+}
+audit::Status RpcClient::audit_fetch(const api::IdParams& p,
+                                     const std::function<void(std::string_view)>& on_data) {
+    if (!has_method("audit.fetch"))
+        throw Error(ErrorCode::runtime,
+                    impl_->peer + " cannot send an audit log to the client (its sandweave is " +
+                        impl_->hello.server + "; update it)");
+    std::int64_t id = impl_->start_with_data("audit.fetch", api::to_json(p), &on_data);
+    return decoded<audit::Status>(impl_->finish(id), "audit.fetch");
+}
+
+audit::Status RpcClient::audit_status(const api::IdParams& p) {
+    return decoded<audit::Status>(call("audit.status", api::to_json(p)), "audit.status");
+}
+SnapshotRecord RpcClient::snapshot_create(const api::SnapshotCreateParams& p) {
+    return decoded<SnapshotRecord>(call("snapshot.create", api::to_json(p)), "snapshot.create");
+}
+api::SnapshotList RpcClient::snapshot_ls() {
+    return decoded<api::SnapshotList>(call("snapshot.ls", json::object()), "snapshot.ls");
+}
+api::Removed RpcClient::snapshot_rm(const api::IdParams& p) {
+    return decoded<api::Removed>(call("snapshot.rm", api::to_json(p)), "snapshot.rm");
+}
+PoolInfo RpcClient::pool_create(const api::PoolCreateParams& p) {
+    return decoded<PoolInfo>(call("pool.create", api::to_json(p)), "pool.create");
+}
+SandboxView RpcClient::pool_acquire(const api::NameParams& p) {
+    return decoded<SandboxView>(call("pool.acquire", api::to_json(p)), "pool.acquire");
+}
+api::PoolList RpcClient::pool_ls() {
+    return decoded<api::PoolList>(call("pool.ls", json::object()), "pool.ls");
+}
+PoolInfo RpcClient::pool_resize(const api::PoolResizeParams& p) {
+    return decoded<PoolInfo>(call("pool.resize", api::to_json(p)), "pool.resize");
+}
+api::Removed RpcClient::pool_rm(const api::NameParams& p) {
+    return decoded<api::Removed>(call("pool.rm", api::to_json(p)), "pool.rm");
+}
+api::TemplateList RpcClient::template_ls() {
+    return decoded<api::TemplateList>(call("template.ls", json::object()), "template.ls");
+}
+api::TemplateShowResult RpcClient::template_show(const api::TemplateShowParams& p) {
+    return decoded<api::TemplateShowResult>(call("template.show", api::to_json(p)),
+                                            "template.show");
+}
+api::TemplateValidateResult RpcClient::template_validate(const api::TemplateValidateParams& p) {
+    return decoded<api::TemplateValidateResult>(call("template.validate", api::to_json(p)),
+                                                "template.validate");
+}
+api::Image RpcClient::image_build(const api::ImageBuildParams& p) {
+    return decoded<api::Image>(call("image.build", api::to_json(p)), "image.build");
+}
+api::ImageList RpcClient::image_ls() {
+    return decoded<api::ImageList>(call("image.ls", json::object()), "image.ls");
+}
+api::Removed RpcClient::image_rm(const api::NameParams& p) {
+    return decoded<api::Removed>(call("image.rm", api::to_json(p)), "image.rm");
+}
+api::DoctorResult RpcClient::doctor() {
+    return decoded<api::DoctorResult>(call("doctor", json::object()), "doctor");
+}
+
+}  // namespace sandweave::rpc

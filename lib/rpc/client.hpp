@@ -1,0 +1,74 @@
+#pragma once
+// The API spoken to a remote `sandweave serve` (docs/protocol.md): RpcClient
+// implements api::Api over a byte stream, so a client holding an Api& (the
+// CLI, anything above it) cannot tell a remote worker from the local one.
+//
+// One reader thread takes the server's lines: a response completes the call
+// waiting for its id; run.output notifications are written to the run's
+// output sinks as they arrive (a slow local stdout slows the remote command,
+// nothing is buffered without bound); log notifications go to log(). A run's
+// stdin is read by a thread of its own and sent one chunk at a time, each
+// waiting for its acknowledgement. When the stream breaks, every call in
+// flight fails with ErrorCode::connection (the CLI exits 255).
+//
+// Everything the server sends is untrusted: lines are bounded, and a malformed
+// answer is an error, never a crash.
+
+#include <memory>
+#include <string>
+
+#include "lib/api/api.hpp"
+#include "lib/core/fd.hpp"
+
+namespace sandweave::rpc {
+
+class RpcClient final : public api::Api {
+  public:
+    // Reads the server's lines from `in`, writes requests to `out` (the two may
+    // be one socket). `peer` names the other end in messages ("ssh://web1").
+    // Performs the handshake; throws Error when the server is unusable.
+    RpcClient(Fd in, Fd out, std::string peer);
+    ~RpcClient() override;
+    RpcClient(const RpcClient&) = delete;
+    RpcClient& operator=(const RpcClient&) = delete;
+
+    const api::HelloResult& server() const;
+    bool has_method(const std::string& name) const;
+
+    // Any method by name (for a method this client has no typed call for).
+    nlohmann::json call(const std::string& method, const nlohmann::json& params);
+
+    api::VersionResult version() override;
+    SandboxView create(const api::CreateParams& p) override;
+    api::RunResult run(const api::RunParams& p, const api::RunIo& io) override;
+    api::SandboxList ls() override;
+    SandboxView inspect(const api::IdParams& p) override;
+    SandboxView terminate(const api::IdParams& p) override;
+    api::Removed rm(const api::IdParams& p) override;
+    api::RemovedList prune() override;
+    audit::Status audit_export(const api::AuditExportParams& p) override;
+    audit::Status audit_fetch(const api::IdParams& p,
+                              const std::function<void(std::string_view)>& on_data) override;
+    audit::Status audit_status(const api::IdParams& p) override;
+    SnapshotRecord snapshot_create(const api::SnapshotCreateParams& p) override;
+    api::SnapshotList snapshot_ls() override;
+    api::Removed snapshot_rm(const api::IdParams& p) override;
+    PoolInfo pool_create(const api::PoolCreateParams& p) override;
+    SandboxView pool_acquire(const api::NameParams& p) override;
+    api::PoolList pool_ls() override;
+    PoolInfo pool_resize(const api::PoolResizeParams& p) override;
+    api::Removed pool_rm(const api::NameParams& p) override;
+    api::TemplateList template_ls() override;
+    api::TemplateShowResult template_show(const api::TemplateShowParams& p) override;
+    api::TemplateValidateResult template_validate(const api::TemplateValidateParams& p) override;
+    api::Image image_build(const api::ImageBuildParams& p) override;
+    api::ImageList image_ls() override;
+    api::Removed image_rm(const api::NameParams& p) override;
+    api::DoctorResult doctor() override;
+
+  private:
+    struct Impl;
+    std::unique_ptr<Impl> impl_;
+};
+
+}  // namespace sandweave::rpc

@@ -1,0 +1,204 @@
+// lib/sandbox/sandbox: the lifecycle against a fake runtime (ScriptedRunner)
+// and a fake host (FakeHost). A create that fails at any step leaves nothing
+// behind: no directory, no name, no mount, no leftover process, no audit
+// writer. A create that works mounts, launches and records; rm undoes it all.
+#include <doctest/doctest.h>
+
+#include <signal.h>
+
+#include <filesystem>
+#include <functional>
+#include <set>
+#include <string>
+
+#include <nlohmann/json.hpp>
+
+#include "lib/audit/state.hpp"
+#include "lib/core/error.hpp"
+#include "lib/core/fsutil.hpp"
+#include "lib/sandbox/sandbox.hpp"
+#include "tests/unit/fake_context.hpp"
+
+using namespace sandweave;
+namespace fs = std::filesystem;
+using nlohmann::json;
+
+namespace {
+
+std::string trace_metadata_text() {
+    return read_file(fs::path(SANDWEAVE_TEST_DATA) / "audit/runsc_trace_metadata_20221219.txt");
+}
+
+// A runtime that answers --version, trace metadata and state (no such
+// container unless `running` says otherwise), and deletes what it is asked to.
+void fake_runtime(FakeContext& f, std::function<bool(const std::string&)> running = {}) {
+    f.runner.respond = [running](const Command& c) {
+        std::string sub = ScriptedRunner::subcommand(c);
+        if (sub == "--version") return ScriptedRunner::ok("runsc version fake\nspec: 1.0\n");
+        if (sub == "trace") return ScriptedRunner::ok(trace_metadata_text());
+        if (sub == "state") {
+            const std::string& id = c.argv.back();
+            if (running && running(id))
+                return ScriptedRunner::ok(
+                    json{{"id", id}, {"status", "running"}, {"pid", 7}}.dump());
+            return ScriptedRunner::fail(1, "container does not exist");
+        }
+        if (sub == "delete") return ScriptedRunner::ok();
+        return ScriptedRunner::fail(1, "unexpected command " + sub);
+    };
+}
+
+// The value after `flag` in argv.
+std::string arg_after(const Command& c, const std::string& flag) {
+    for (std::size_t i = 0; i + 1 < c.argv.size(); ++i)
+        if (c.argv[i] == flag) return c.argv[i + 1];
+    return "";
+}
+
+ErrorCode code_of(const std::function<void()>& fn, std::string* message = nullptr) {
+    try {
+        fn();
+    } catch (const Error& e) {
+        if (message) *message = e.what();
+        return e.code();
+    }
+    FAIL("expected a sandweave::Error");
+    return ErrorCode::general;
+}
+
+// Nothing of a create is left: the store, the names, the mounts.
+void check_nothing_left(FakeContext& f, const std::string& name) {
+    CHECK(fs::is_empty(f.store.objects(sandbox_kind).path()));  // no directory, no graveyard
+    CHECK(f.store.list().empty());
+    std::error_code ec;
+    CHECK_FALSE(fs::is_symlink(fs::symlink_status(f.root / "names" / name, ec)));
+    CHECK(fs::is_empty(f.root / "names"));
+    CHECK(f.host.mounted.empty());
+}
+
+CreateRequest named(const std::string& name, bool audit) {
+    CreateRequest req;
+    req.name = name;
+    req.flags.audit = audit;
+    return req;
+}
+
+}  // namespace
+
+TEST_SUITE("sandbox") {
+    TEST_CASE("create: mounts the overlay, launches runsc, records running; rm undoes it") {
+        FakeContext f;
+        f.install_image();
+        std::string launched;
+        fake_runtime(f, [&](const std::string& id) { return id == launched; });
+        f.runner.launch = [&](const Command& c, const fs::path&) {
+            launched = c.argv.back();
+            return LaunchResult{0, ""};
+        };
+
+        SandboxRecord r = create_sandbox(f.ctx, named("web", false));
+        CHECK(r.state == SandboxState::running);
+        CHECK(r.id == launched);
+        CHECK(f.store.resolve_id("web") == r.id);
+        fs::path dir = f.store.sandbox_dir(r.id);
+        REQUIRE(f.host.mount_calls.size() == 1u);
+        CHECK(f.host.mount_calls[0].lower == f.store.images_dir() / "base/rootfs");
+        CHECK(f.host.mount_calls[0].upper == dir / "upper");
+        CHECK(f.host.mount_calls[0].work == dir / "work");
+        CHECK(f.host.mounted == std::set<fs::path>{dir / "rootfs"});
+        REQUIRE(f.runner.count("run") == 1u);
+        CHECK(fs::exists(dir / "bundle/config.json"));
+        CHECK(f.store.load(r.id).state == SandboxState::running);
+
+        // A process of the sandbox that runsc delete does not reach.
+        f.host.processes.push_back({4242, "runsc-gofer --bundle " + (dir / "bundle").string()});
+        f.host.processes.push_back({4343, "unrelated"});
+        remove_sandbox(f.ctx, "web");
+        CHECK(f.runner.count("delete") == 1u);
+        CHECK(f.host.kill_calls == std::vector<std::pair<pid_t, int>>{{4242, SIGKILL}});
+        CHECK(f.host.processes.size() == 1u);  // the unrelated one lives
+        check_nothing_left(f, "web");
+        CHECK(code_of([&] { inspect_sandbox(f.ctx, "web"); }) == ErrorCode::not_found);
+    }
+
+    TEST_CASE("create rollback: runsc fails after the audit writer started") {
+        FakeContext f;
+        f.install_image();
+        fake_runtime(f);
+        pid_t writer = 0;
+        std::uint64_t writer_start = 0;
+        f.runner.launch = [&](const Command& c, const fs::path&) {
+            fs::path bundle = arg_after(c, "--bundle");
+            fs::path dir = bundle.parent_path();
+            // What got this far: the mount, the bundle, a running writer.
+            CHECK(f.host.is_mounted(dir / "rootfs"));
+            CHECK(fs::exists(bundle / "config.json"));
+            json st = json::parse(read_file(dir / "audit/writer-state.json"));
+            writer = st.at("pid").get<pid_t>();
+            writer_start = audit::process_start_time(writer);
+            // A timed-out `runsc run` leaves its gofer behind, out of runsc's sight.
+            f.host.processes.push_back({4242, "runsc-gofer --bundle " + bundle.string()});
+            return LaunchResult{
+                1, R"({"msg":"creating container: cannot create sandbox: boom","level":"error"})"};
+        };
+
+        std::string msg;
+        CHECK(code_of([&] { create_sandbox(f.ctx, named("audited", true)); }, &msg) ==
+              ErrorCode::runtime);
+        CHECK(msg.find("creating sandbox sw-") == 0);
+        CHECK(msg.find("boom") != std::string::npos);
+        REQUIRE(writer > 0);
+        CHECK(writer_start != 0);
+        // Stopped by the rollback before create returned (a writer left behind
+        // would notice its directory is gone only up to a second later).
+        CHECK(audit::process_start_time(writer) != writer_start);
+        CHECK(f.host.kill_calls == std::vector<std::pair<pid_t, int>>{{4242, SIGKILL}});
+        CHECK(f.host.unmount_calls.size() == 1u);
+        check_nothing_left(f, "audited");
+        // The name is free again.
+        f.runner.launch = [](const Command&, const fs::path&) { return LaunchResult{0, ""}; };
+        CHECK(create_sandbox(f.ctx, named("audited", false)).name == "audited");
+    }
+
+    TEST_CASE("create rollback: the overlay mount fails") {
+        FakeContext f;
+        f.install_image();
+        fake_runtime(f);
+        f.host.fail_mount =
+            Error(ErrorCode::general, "mount overlay on x: Operation not permitted");
+
+        std::string msg;
+        CHECK(code_of([&] { create_sandbox(f.ctx, named("nomount", true)); }, &msg) ==
+              ErrorCode::general);
+        CHECK(msg.find("Operation not permitted") != std::string::npos);
+        CHECK(f.host.mount_calls.size() == 1u);
+        CHECK(f.runner.count("run") == 0u);   // runsc never started
+        CHECK(f.host.unmount_calls.empty());  // nothing was mounted
+        check_nothing_left(f, "nomount");
+    }
+
+    TEST_CASE("create rollback: a missing image is built, and a failed build leaves nothing") {
+        FakeContext f;  // no image installed: "base" is built from /bin/busybox first
+        fake_runtime(f);
+        f.runner.respond = [inner = f.runner.respond](const Command& c) {
+            if (fs::path(c.argv[0]).filename() == "busybox")
+                return ScriptedRunner::fail(1, "busybox: cannot list applets");
+            return inner(c);
+        };
+        CHECK_THROWS_AS(create_sandbox(f.ctx, named("noimage", false)), Error);
+        CHECK(f.host.mount_calls.empty());
+        check_nothing_left(f, "noimage");
+    }
+
+    TEST_CASE("a taken name is refused before anything is made") {
+        FakeContext f;
+        f.install_image();
+        fake_runtime(f);
+        f.runner.launch = [](const Command&, const fs::path&) { return LaunchResult{0, ""}; };
+        SandboxRecord first = create_sandbox(f.ctx, named("twin", false));
+        CHECK(code_of([&] { create_sandbox(f.ctx, named("twin", false)); }) == ErrorCode::usage);
+        CHECK(f.host.mount_calls.size() == 1u);
+        CHECK(f.store.list().size() == 1u);
+        CHECK(f.store.resolve_id("twin") == first.id);
+    }
+}  // TEST_SUITE
