@@ -39,7 +39,7 @@ import shutil
 import subprocess
 import threading
 import weakref
-from typing import Any, Callable, Deque, Dict, List, Mapping, Optional, Tuple
+from typing import Any, Callable, Deque, Dict, List, Mapping, Optional, Sequence, Tuple
 
 from .errors import (
     BinaryNotFound,
@@ -251,9 +251,13 @@ class Connection:
     first request after it ended.
 
     ``host`` is ``"local"`` or a remote worker such as ``"ssh://user@host"``
-    (passed to the child as ``--host``; the worker side decides what it
+    (passed to the child as ``--host``; the binary decides what it
     supports). ``state_dir`` and ``runsc`` become ``--state-dir`` and
-    ``--runsc``.
+    ``--runsc``. ``args`` are further global options for the child, as the
+    command line takes them (for ssh: ``["--identity", KEY, "--known-hosts",
+    FILE]``, ...). For a remote host the child does not inherit
+    ``SANDWEAVE_STATE_DIR`` and ``SANDWEAVE_RUNSC``: they describe this
+    machine, and the worker uses its own.
     """
 
     def __init__(
@@ -263,6 +267,7 @@ class Connection:
         state_dir: Optional[str] = None,
         binary: Optional[str] = None,
         runsc: Optional[str] = None,
+        args: Sequence[str] = (),
         max_in_flight: int = DEFAULT_MAX_IN_FLIGHT,
         env: Optional[Mapping[str, str]] = None,
     ) -> None:
@@ -270,6 +275,7 @@ class Connection:
         self.state_dir = state_dir
         self.binary = find_binary(binary)
         self.runsc = runsc
+        self.args: Tuple[str, ...] = tuple(os.fspath(a) for a in args)
         self.max_in_flight = max(1, int(max_in_flight))
         self._env = dict(env) if env is not None else None
         self._lock = threading.Lock()
@@ -429,7 +435,17 @@ class Connection:
             argv += ["--state-dir", self.state_dir]
         if self.runsc:
             argv += ["--runsc", self.runsc]
-        return argv + ["serve", "--stdio"]
+        return argv + list(self.args) + ["serve", "--stdio"]
+
+    def _child_env(self) -> Optional[Dict[str, str]]:
+        if self._env is not None:
+            return self._env
+        if self.host == "local":
+            return None  # ours
+        env = dict(os.environ)
+        for name in ("SANDWEAVE_STATE_DIR", "SANDWEAVE_RUNSC"):
+            env.pop(name, None)
+        return env
 
     def _live_child(self) -> _Child:
         """The running child, started if there is none. Under the lock."""
@@ -455,7 +471,7 @@ class Connection:
                 close_fds=True,
                 # Ctrl-C reaches this process only: the SDK cancels what runs.
                 start_new_session=True,
-                env=self._env,
+                env=self._child_env(),
             )
         except OSError as e:
             raise BinaryNotFound(f"cannot run {self.binary}: {e.strerror or e}") from e
@@ -638,7 +654,7 @@ class Connection:
                 break
         if not message:
             return None
-        cls = {2: UsageError, 4: NotFound, 5: RuntimeUnavailable}.get(status, SandweaveError)
+        cls = {2: UsageError, 4: NotFound, 5: RuntimeUnavailable, 255: ConnectionLost}.get(status, SandweaveError)
         return cls(message, status)
 
     def _lost(self, child: _Child, status: int, method: str, sent: bool) -> ConnectionLost:
@@ -660,7 +676,7 @@ class Connection:
 
 # ---- shared connections ------------------------------------------------------
 
-_registry: Dict[Tuple[str, Optional[str], str, Optional[str]], Connection] = {}
+_registry: Dict[Tuple[str, Optional[str], str, Optional[str], Tuple[str, ...]], Connection] = {}
 _registry_lock = threading.Lock()
 _all_connections: "weakref.WeakSet[Connection]" = weakref.WeakSet()
 
@@ -671,6 +687,7 @@ def connect(
     state_dir: Optional[str] = None,
     binary: Optional[str] = None,
     runsc: Optional[str] = None,
+    args: Sequence[str] = (),
 ) -> Connection:
     """The shared :class:`Connection` for these settings (created on first use).
 
@@ -678,19 +695,23 @@ def connect(
     else local. ``state_dir``: default ``SANDWEAVE_STATE_DIR``, else the
     worker's default (``/var/lib/sandweave`` for root). ``binary``: see
     :func:`find_binary`. ``runsc``: default ``SANDWEAVE_RUNSC``, else the
-    worker's.
+    worker's. The two environment variables apply to the local connection
+    only. ``args``: further global options for the child (see
+    :class:`Connection`).
     """
     host = host or os.environ.get("SANDWEAVE_HOST") or "local"
-    state_dir = state_dir or os.environ.get("SANDWEAVE_STATE_DIR") or None
-    if state_dir and host == "local":
+    local = host == "local"
+    state_dir = state_dir or (os.environ.get("SANDWEAVE_STATE_DIR") if local else None) or None
+    if state_dir and local:
         state_dir = os.path.abspath(os.fspath(state_dir))
-    runsc = runsc or os.environ.get("SANDWEAVE_RUNSC") or None
+    runsc = runsc or (os.environ.get("SANDWEAVE_RUNSC") if local else None) or None
     resolved = find_binary(binary)
-    key = (host, state_dir, resolved, runsc)
+    extra = tuple(os.fspath(a) for a in args)
+    key = (host, state_dir, resolved, runsc, extra)
     with _registry_lock:
         conn = _registry.get(key)
         if conn is None:
-            conn = Connection(host, state_dir=state_dir, binary=resolved, runsc=runsc)
+            conn = Connection(host, state_dir=state_dir, binary=resolved, runsc=runsc, args=extra)
             _registry[key] = conn
         return conn
 

@@ -76,11 +76,13 @@ class BinaryNotFound(RuntimeUnavailable):
 
 
 class ConnectionLost(SandweaveError):
-    """The ``sandweave serve`` process ended while this request was in flight.
+    """The connection failed: the ``sandweave serve`` process ended while this
+    request was in flight, or could not reach its worker (``ssh://``).
 
-    Its outcome on the worker is unknown (a command may have run, a sandbox may
-    have been created). The next call starts a new ``serve`` process. The code
-    is 255, as for a lost connection on the command line.
+    When it was in flight its outcome on the worker is unknown (a command may
+    have run, a sandbox may have been created); the message says which. The
+    next call starts a new ``serve`` process. The code is 255, as for a lost
+    connection on the command line.
     """
 
     default_code = 255
