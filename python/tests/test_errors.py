@@ -192,3 +192,20 @@ def test_killed_serve_child_during_create(state_dir: str) -> None:
         assert env.run("true").ok
     for s in Sandbox.list():
         s.close(remove=True)
+
+
+def test_older_worker_without_a_method(state_dir: str) -> None:
+    # SANDWEAVE_SERVE_WITHOUT makes the worker serve as an older one would:
+    # the method is missing from hello and answered -32601.
+    base = sandweave.connect()
+    env = dict(os.environ, SANDWEAVE_SERVE_WITHOUT="snapshot.create")
+    older = sandweave.Connection(base.host, state_dir=base.state_dir, binary=base.binary, env=env)
+    try:
+        assert "snapshot.create" not in older.server_info()["methods"]
+        with Sandbox(template="base", connection=older) as sb:
+            with pytest.raises(sandweave.NotSupported) as err:
+                sb.snapshot()
+            assert err.value.rpc_code == -32601
+            assert sb.run("echo still served").ok
+    finally:
+        older.close()
