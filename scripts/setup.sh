@@ -4,7 +4,9 @@
 #      when something is missing),
 #   2. builds the patched runsc (cached in /var/cache/sandweave/runtime: a second
 #      run takes a second) and installs it to /usr/local/lib/sandweave/runsc,
-#   3. configures and builds sandweave in ./build (incremental).
+#   3. configures and builds sandweave in ./build (incremental),
+#   4. for ./build: links /usr/local/bin/sandweave to it and installs the Python
+#      SDK (python/) for /usr/bin/python3 and for the first python3 on PATH.
 # Usage: scripts/setup.sh [--test-deps] [--build-dir DIR] [-- extra cmake args]
 set -euo pipefail
 
@@ -32,10 +34,10 @@ packages=(
   libcli11-dev nlohmann-json3-dev libspdlog-dev libssh-dev libyaml-cpp-dev doctest-dev
   libprotobuf-dev protobuf-compiler libssl-dev
   runsc golang-go golang-gvisor-gvisor-dev
-  busybox-static debootstrap procps util-linux python3
+  busybox-static debootstrap procps util-linux python3 python3-pip python3-setuptools python3-wheel
 )
 if [ "$test_deps" = 1 ]; then
-  packages+=(clang clang-format libclang-rt-14-dev jq bc iproute2 libc6-dev openssh-server openssh-client tmux)
+  packages+=(clang clang-format libclang-rt-14-dev jq bc iproute2 libc6-dev openssh-server openssh-client tmux python3-pytest)
 fi
 
 missing=()
@@ -55,4 +57,35 @@ say "patched runtime"
 say "building sandweave in $build_dir"
 cmake -S "$top" -B "$build_dir" -DCMAKE_BUILD_TYPE=RelWithDebInfo -DSANDWEAVE_WERROR=ON "${cmake_args[@]}" >&2
 cmake --build "$build_dir" -j"$(nproc)" >&2
+# The Python SDK and the binary it runs, for the default build only (not for
+# the sanitizer build test.sh makes). One wheel, built offline by Debian's
+# python3 (setuptools, wheel) from a copy of python/ (so the tree gets no
+# build/ or egg-info), then installed by each interpreter's pip; without pip,
+# a .pth names python/.
+if [ "$build_dir" = "$top/build" ]; then
+  ln -sfn "$build_dir/sandweave" /usr/local/bin/sandweave
+  sdk_tmp="$(mktemp -d)"
+  cp -r "$top/python" "$sdk_tmp/src"
+  pip_args=(--quiet --no-build-isolation --no-deps --no-index --disable-pip-version-check)
+  /usr/bin/python3 -m pip wheel "${pip_args[@]}" --wheel-dir "$sdk_tmp" "$sdk_tmp/src" >&2
+  sdk_done=" "
+  for py in /usr/bin/python3 "$(command -v python3)"; do
+    real="$("$py" -c 'import os, sys; print(os.path.realpath(sys.executable))')"
+    case "$sdk_done" in *" $real "*) continue ;; esac
+    sdk_done+="$real "
+    if "$py" -m pip --version >/dev/null 2>&1; then
+      say "Python SDK for $py (pip)"
+      extra=(--root-user-action=ignore --force-reinstall)
+      "$py" -c 'import os, sysconfig; exit(not os.path.exists(os.path.join(sysconfig.get_path("stdlib"), "EXTERNALLY-MANAGED")))' \
+        && extra+=(--break-system-packages)
+      "$py" -m pip install "${pip_args[@]}" "${extra[@]}" "$sdk_tmp"/sandweave-*.whl >&2
+    else
+      site="$("$py" -c 'import sysconfig; print(sysconfig.get_path("purelib"))')"
+      say "Python SDK for $py ($site/sandweave.pth)"
+      mkdir -p "$site" && echo "$top/python" >"$site/sandweave.pth"
+    fi
+    (cd / && "$py" -c 'import sandweave') >&2
+  done
+  rm -rf "$sdk_tmp"
+fi
 say "done: $build_dir/sandweave"

@@ -76,6 +76,13 @@ TEST_SUITE("api") {
         round_trips(AuditExportParams{"sw-1", "/tmp/x.jsonl"});
         round_trips(SnapshotCreateParams{"sw-1", "fs", "snap"});
         round_trips(PoolCreateParams{"warm", 3, c});
+        // "name" in pool.create is the pool's: it never becomes a member's name.
+        auto pool = from_json<PoolCreateParams>(
+            json{{"name", "warm"}, {"size", 2}, {"template", "base"}, {"hidepid", 2}});
+        CHECK(pool.name == "warm");
+        CHECK_FALSE(pool.options.name.has_value());
+        CHECK(pool.options.hidepid == 2);
+        CHECK(encode_value(PoolCreateParams{"warm", 3, c}).at("name") == "warm");
         round_trips(PoolResizeParams{"warm", 5});
         round_trips(TemplateShowParams{"coding"});
         round_trips(TemplateValidateParams{"/tmp/t.yaml"});

@@ -1,0 +1,52 @@
+"""sandweave: run untrusted code in gVisor sandboxes, from Python.
+
+>>> from sandweave import Sandbox
+>>> env = Sandbox(template="coding", hidepid=2, audit=True)
+>>> result = env.run("id; ls /proc", user="1001:1001")
+>>> report = env.audit_log("episode.jsonl")
+>>> env.terminate(); env.close()
+
+The SDK drives a ``sandweave serve --stdio`` child process (one per
+connection, shared by every object on it) and speaks the protocol of
+``docs/protocol.md``; every semantic lives in the sandweave binary. Every call
+has an async twin: ``await Sandbox.create.aio(...)``, ``await env.run.aio(...)``,
+``await env.audit_log.aio(path)``, ``await pool.acquire.aio()``.
+
+See ``python/README.md`` for the reference.
+"""
+
+from .client import Connection, connect, find_binary
+from .errors import (
+    BinaryNotFound,
+    Cancelled,
+    ConnectionLost,
+    NotFound,
+    NotSupported,
+    RuntimeUnavailable,
+    SandweaveError,
+    UsageError,
+)
+from .pool import Pool
+from .sandbox import RunResult, RunStream, Sandbox, Snapshot
+
+__version__ = "0.1.0"
+
+__all__ = [
+    "Sandbox",
+    "Pool",
+    "Snapshot",
+    "RunResult",
+    "RunStream",
+    "Connection",
+    "connect",
+    "find_binary",
+    "SandweaveError",
+    "UsageError",
+    "NotFound",
+    "RuntimeUnavailable",
+    "BinaryNotFound",
+    "ConnectionLost",
+    "Cancelled",
+    "NotSupported",
+    "__version__",
+]
