@@ -6,7 +6,7 @@
 #   bench/audit_export_speed.sh [LOG_BYTES]
 set -eu
 SRC=$(cd "$(dirname "$0")/.." && pwd)
-BUILD=${SANDWEAVE_BUILD_DIR:-/work/build-audit}
+BUILD=${SANDWEAVE_BUILD_DIR:-$(cd "$(dirname "${BASH_SOURCE[0]}")/.." && pwd)/build}
 TK=$BUILD/lib/audit/sandweave-audit-testkit
 REPLAY=$BUILD/lib/audit/sandweave-audit-replay
 SIZE=${1:-1073741824}

@@ -6,7 +6,7 @@
 #   bench/audit_writer_throughput.sh [RECORDS] [TRACE]
 set -eu
 SRC=$(cd "$(dirname "$0")/.." && pwd)
-BUILD=${SANDWEAVE_BUILD_DIR:-/work/build-audit}
+BUILD=${SANDWEAVE_BUILD_DIR:-$(cd "$(dirname "${BASH_SOURCE[0]}")/.." && pwd)/build}
 TK=$BUILD/lib/audit/sandweave-audit-testkit
 REPLAY=$BUILD/lib/audit/sandweave-audit-replay
 N=${1:-2000000}

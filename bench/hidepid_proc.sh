@@ -17,7 +17,7 @@
 # hidepid1/hidepid0 (patched) and patched/stock at hidepid 0.
 #
 #   SANDWEAVE        binary (default $SANDWEAVE_BUILD_DIR/sandweave, else
-#                    /work/build-hidepid/sandweave, else sandweave on PATH)
+#                    sandweave on PATH)
 #   PATCHED_RUNSC    default ${SANDWEAVE_RUNTIME_DIR:-/usr/local/lib/sandweave}/runsc
 #   STOCK_RUNSC      default /usr/bin/runsc (skipped with a note if missing)
 #   ITERS, WORKLOAD  see above
@@ -27,7 +27,6 @@ reps="${1:-5}"
 [[ "$reps" =~ ^[1-9][0-9]*$ ]] || { echo "usage: $0 [REPS]" >&2; exit 2; }
 if [[ -z "${SANDWEAVE:-}" ]]; then
   if [[ -n "${SANDWEAVE_BUILD_DIR:-}" ]]; then SANDWEAVE="$SANDWEAVE_BUILD_DIR/sandweave"
-  elif [[ -x /work/build-hidepid/sandweave ]]; then SANDWEAVE=/work/build-hidepid/sandweave
   else SANDWEAVE="$(command -v sandweave || echo sandweave)"; fi
 fi
 PATCHED_RUNSC="${PATCHED_RUNSC:-${SANDWEAVE_RUNTIME_DIR:-/usr/local/lib/sandweave}/runsc}"

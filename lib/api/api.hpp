@@ -156,9 +156,13 @@ struct CreateParams {
     std::optional<std::string> user;
     std::optional<std::string> name;
     std::map<std::string, std::string> labels;
+    // Set by a client that resolved a template file itself and sends the
+    // result inline: where it came from, shown as the template's name.
+    std::optional<std::string> template_source;
     template <class V>
     void fields(V& v) {
         v.optional("template", template_ref);
+        v.optional("template_source", template_source);
         v.optional("from_snapshot", from_snapshot);
         v.optional("hidepid", hidepid);
         v.optional("audit", audit);
@@ -270,6 +274,7 @@ struct PoolCreateParams {
         v.optional("audit", options.audit);
         v.optional("user", options.user);
         v.optional("labels", options.labels);
+        v.optional("template_source", options.template_source);
     }
 };
 

@@ -40,6 +40,7 @@ CreateParams for_remote_worker(CreateParams p, const std::filesystem::path& clie
         auto resolved =
             TemplateResolver::with_default_paths(client_state_dir).resolve(*p.template_ref);
         p.template_ref = resolved.doc.dump();
+        p.template_source = "client:" + std::filesystem::absolute(resolved.name).string();
     }
     return p;
 }

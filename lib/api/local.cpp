@@ -46,6 +46,14 @@ CreateRequest to_create_request(const CreateParams& p) {
         req.template_given = true;
     }
     if (p.from_snapshot) req.from_snapshot = *p.from_snapshot;
+    if (p.template_source) {
+        if (!p.template_ref || !is_inline_template(*p.template_ref))
+            throw Error(ErrorCode::usage, "template_source: only for an inline template");
+        if (p.template_source->size() > 4096 ||
+            p.template_source->find_first_of("\n\r") != std::string::npos)
+            throw Error(ErrorCode::usage, "template_source: one line of at most 4096 bytes");
+        req.template_source = *p.template_source;
+    }
     if (p.hidepid) {
         if (*p.hidepid < 0 || *p.hidepid > 2)
             throw Error(ErrorCode::usage,

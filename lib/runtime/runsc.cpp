@@ -10,6 +10,7 @@
 #include <sstream>
 
 #include "lib/core/error.hpp"
+#include "lib/core/fd.hpp"
 #include "lib/core/fsutil.hpp"
 
 namespace sandweave {
@@ -192,13 +193,9 @@ Runsc::ExecResult Runsc::exec_attached(const std::string& id, const ExecRequest&
     };
     {
         std::string text = process.dump();
-        int fd = ::open(process_file.c_str(), O_WRONLY | O_CREAT | O_EXCL | O_CLOEXEC, 0600);
-        if (fd < 0) throw_errno("create " + process_file.string());
-        ssize_t n = ::write(fd, text.data(), text.size());
-        int err = errno;
-        ::close(fd);
-        if (n != static_cast<ssize_t>(text.size()))
-            throw_errno("write " + process_file.string(), err);
+        Fd fd(::open(process_file.c_str(), O_WRONLY | O_CREAT | O_EXCL | O_CLOEXEC, 0600));
+        if (!fd.valid()) throw_errno("create " + process_file.string());
+        if (!write_all(fd.get(), text)) throw_errno("write " + process_file.string());
     }
     struct Cleanup {
         fs::path a, b;
@@ -209,13 +206,13 @@ Runsc::ExecResult Runsc::exec_attached(const std::string& id, const ExecRequest&
         }
     } cleanup{process_file, pid_file};
 
-    int logfd = ::memfd_create("runsc-errors", MFD_CLOEXEC);
-    if (logfd < 0) throw_errno("memfd_create");
+    Fd logfd(::memfd_create("runsc-errors", MFD_CLOEXEC));
+    if (!logfd.valid()) throw_errno("memfd_create");
     Command c;
     c.argv = argv(
         {"exec", "--process", process_file.string(), "--internal-pid-file", pid_file.string(), id});
     c.argv.insert(c.argv.begin() + 1, "--log-fd=3");
-    c.pass_fds = {{logfd, 3}};
+    c.pass_fds = {{logfd.get(), 3}};
 
     // On timeout or a forwarded signal, signal the guest process itself: runsc
     // exec cannot forward SIGKILL, and killing runsc alone would orphan it.
@@ -252,8 +249,8 @@ Runsc::ExecResult Runsc::exec_attached(const std::string& id, const ExecRequest&
         }
     };
     auto r = runner_.run_attached(c, attach);
-    std::string log = read_fd_all(logfd);
-    ::close(logfd);
+    std::string log = read_fd_all(logfd.get());
+    logfd.reset();
 
     ExecResult out;
     out.timed_out = r.timed_out;

@@ -94,7 +94,14 @@ SandboxRecord create_sandbox(Context& ctx, const CreateRequest& req) {
         spec = spec_for_restore(*snap, req.flags);
     } else {
         auto resolver = TemplateResolver::with_default_paths(ctx.store.root());
-        spec = resolve_spec(resolver.resolve(req.template_ref), nullptr, "", req.flags);
+        ResolvedTemplate t = resolver.resolve(req.template_ref);
+        if (!req.template_source.empty() && t.name == "inline") {
+            t.name = req.template_source;
+            for (auto& [ptr, from] : t.origin)
+                if (from == "inline") from = req.template_source;
+            if (!t.chain.empty()) t.chain.front() = req.template_source;
+        }
+        spec = resolve_spec(t, nullptr, "", req.flags);
     }
     bool memory_restore = snap && snap->kind == SnapshotKind::memory;
 
@@ -309,6 +316,12 @@ std::vector<std::string> sandboxes_using_image(Context& ctx, const std::string& 
 }
 
 std::vector<std::string> prune_sandboxes(Context& ctx) {
+    // What an interrupted rm left behind (its record already gone) goes too.
+    int swept = ctx.store.objects(sandbox_kind).sweep_graveyards([&](const fs::path& grave) {
+        return ctx.host.is_mounted(grave / "rootfs");
+    });
+    if (swept)
+        log().info("removed " + std::to_string(swept) + " half-removed sandbox director(ies)");
     std::vector<std::string> removed;
     for (const auto& v : list_sandboxes(ctx)) {
         if (v.live != SandboxState::stopped && v.live != SandboxState::failed) continue;

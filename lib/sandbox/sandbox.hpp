@@ -31,6 +31,9 @@ struct CreateRequest {
     std::string from_snapshot;   // restore from this snapshot (id or name)
     std::string pool;            // created as a member of this pool
     bool pool_acquired = false;  // ... and handed out at once (acquire on demand)
+    // Where an inline template came from, when a client resolved it before
+    // sending it ("client:/home/me/t.yaml"): recorded as the template's name.
+    std::string template_source;
 };
 
 SandboxRecord create_sandbox(Context& ctx, const CreateRequest& req);

@@ -207,6 +207,25 @@ void ObjectDir::remove(const std::string& id, const std::function<void()>& after
     remove_tree(grave);
 }
 
+int ObjectDir::sweep_graveyards(const std::function<bool(const fs::path&)>& keep) const {
+    int swept = 0;
+    std::error_code ec;
+    for (const auto& e : fs::directory_iterator(dir_, ec)) {
+        std::string n = e.path().filename().string();
+        if (n.rfind(".rm-", 0) != 0 || n.ends_with(".lock") || !e.is_directory()) continue;
+        // A remover holds <graveyard>.lock until its files are gone.
+        auto lock = FileLock::try_lock(dir_ / (n + ".lock"));
+        if (!lock.locked()) continue;
+        if (!keep || !keep(e.path())) {
+            remove_tree(e.path());
+            ++swept;
+        }
+        std::error_code ec2;
+        fs::remove(dir_ / (n + ".lock"), ec2);
+    }
+    return swept;
+}
+
 std::string to_string(SandboxState s) {
     switch (s) {
         case SandboxState::creating:

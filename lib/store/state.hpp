@@ -95,6 +95,10 @@ class ObjectDir {
     // Just the rename, for a caller that puts a replacement in place before the
     // old files go (an image rebuild); returns the graveyard to remove_tree().
     std::filesystem::path bury(const std::string& id) const;
+    // Finishes removals a crash interrupted: every graveyard (.rm-*) that no
+    // remover holds is deleted, unless `keep` says it must stay (a mount still
+    // inside it). Returns how many went.
+    int sweep_graveyards(const std::function<bool(const std::filesystem::path&)>& keep = {}) const;
 
   private:
     std::optional<std::string> name_target(const std::string& name) const;

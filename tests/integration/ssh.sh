@@ -342,6 +342,23 @@ assert_true "image ls: base (built in the worker's state)" jq -e 'any(.[]; .name
 same_as_local "template ls" template ls
 same_as_local "template ls --json" --json template ls
 same_as_local "template show base" template show base
+
+# A template file on the client is resolved there: the worker has no such
+# file, and inspect says where the template came from.
+CT="$T/client-only-template.yaml"
+printf 'extends: base\nenv:\n  FROM_CLIENT: "yes"\nlabels:\n  made: client\n' >"$CT"
+capture rsw create --template "$CT"
+CTID=$LAST_OUT
+assert_eq "create --template CLIENT_FILE over ssh: exit 0 ($LAST_ERR)" 0 "$LAST_RC"
+on_worker "create --template CLIENT_FILE" "$CTID"
+capture rsw inspect --json "$CTID"
+assert_eq "inspect: the template is named by where the client resolved it" "client:$CT" \
+    "$(jq -r .spec.template <<<"$LAST_OUT")"
+assert_eq "inspect: the client file's env reached the worker" "yes" "$(jq -r .spec.env.FROM_CLIENT <<<"$LAST_OUT")"
+assert_eq "inspect: its extends chain was resolved too (image from base)" "base" "$(jq -r .spec.image <<<"$LAST_OUT")"
+capture rsw run "$CTID" -c 'echo $FROM_CLIENT'
+assert_eq "run: the environment from the client's template" "yes" "$LAST_OUT"
+rsw rm "$CTID" >/dev/null 2>&1
 # doctor: the worker's own checks, as locally, plus the client's and the
 # worker's versions (the first line, and three fields with --json).
 capture lw doctor

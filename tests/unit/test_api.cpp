@@ -68,6 +68,7 @@ TEST_SUITE("api") {
         c.user = "1001:1001";
         c.name = "n";
         c.labels = {{"k", "v"}};
+        c.template_source = "client:/home/me/t.yaml";
         round_trips(c);
         CHECK(encode_value(c).at("audit") == false);
         round_trips(c);
@@ -173,6 +174,10 @@ TEST_SUITE("api") {
         c.user = "abc";
         CHECK(usage_error([&] { to_create_request(c); }).find("user 'abc'") == 0);
         c.user = "1001:1002";
+        c.template_source = "client:/t.yaml";
+        CHECK(usage_error([&] { to_create_request(c); }).find("only for an inline template") !=
+              std::string::npos);
+        c.template_source.reset();
         auto req = to_create_request(c);
         CHECK(req.flags.user->uid == 1001);
         CHECK(req.flags.user->gid == 1002);
