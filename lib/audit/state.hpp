@@ -40,6 +40,9 @@ struct WriterState {
     // The runtime's own count given with the barrier this state answers;
     // nullopt when the runtime could not be asked (or this is not a barrier).
     std::optional<std::uint64_t> runtime_reported;
+    // The barrier this state answers gave up draining the sentry's socket
+    // (the guest kept it full): events sent before it may still be there.
+    bool barrier_drain_timeout = false;
     // Lifecycle.
     bool finished = false;  // the writer stopped cleanly after a final flush
     // Set by a CLI process that found the writer dead and persisted this state

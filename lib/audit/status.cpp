@@ -28,6 +28,7 @@ nlohmann::json state_to_json(const WriterState& s) {
         {"container_start_selected", s.container_start_selected},
         {"byte_limit", s.byte_limit},
         {"disk_failure", s.disk_failure},
+        {"barrier_drain_timeout", s.barrier_drain_timeout},
         {"disk_error", s.disk_error},
         {"runtime_reported", s.runtime_reported ? nlohmann::json(*s.runtime_reported) : nullptr},
         {"finished", s.finished},
@@ -75,6 +76,7 @@ WriterState state_from_json(const nlohmann::json& j) {
     b("container_start_selected", s.container_start_selected);
     b("byte_limit", s.byte_limit);
     b("disk_failure", s.disk_failure);
+    b("barrier_drain_timeout", s.barrier_drain_timeout);
     str("disk_error", s.disk_error);
     if (auto it = j.find("runtime_reported"); it != j.end() && it->is_number_unsigned())
         s.runtime_reported = it->get<std::uint64_t>();
@@ -103,6 +105,7 @@ std::vector<std::string> state_reasons(const WriterState& s) {
     if (s.disk_failure) r.push_back("disk_failure");
     if (s.byte_limit) r.push_back("byte_limit");
     if (!s.runtime_reported) r.push_back("runtime_unavailable");
+    if (s.barrier_drain_timeout) r.push_back("barrier_timeout");
     if (s.streams == 0) r.push_back("no_sentry_connection");
     if (s.streams > 1) r.push_back("multiple_sentry_connections");
     if (s.streams > 0 && s.container_start_selected && !s.container_start_seen)

@@ -439,11 +439,15 @@ bool Writer::handle_wake() {
     // Everything the sentry sent before the request is in the socket now:
     // take it all (bounded, in case the guest keeps the socket full).
     auto deadline = Clock::now() + 2s;
-    while (conn_state_ == Conn::streaming && !drain(64) && Clock::now() < deadline) {
-    }
+    bool drained = conn_state_ != Conn::streaming;
+    while (!drained && Clock::now() < deadline)
+        drained = drain(64) || conn_state_ != Conn::streaming;
+    // Not drained in time: this barrier cannot vouch for what was sent before
+    // it, and its status says so (barrier_timeout) instead of claiming it.
+    std::string_view note = drained ? std::string_view() : std::string_view("drain_timeout");
     bool stop = false;
     for (auto [id, is_stop] : ids) {
-        enqueue_meta(is_stop ? kStop : kBarrier, id, {});
+        enqueue_meta(is_stop ? kStop : kBarrier, id, note);
         stop = stop || is_stop;
     }
     return stop;
@@ -608,6 +612,7 @@ void Writer::handle_entry(const ByteQueue::Entry& e) {
             sync_log();
             WriterState s = snapshot();
             s.runtime_reported = reported;
+            s.barrier_drain_timeout = e.data == "drain_timeout";
             if (e.kind == kStop) {
                 s.finished = true;
                 writer_done_ = true;

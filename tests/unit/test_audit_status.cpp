@@ -58,6 +58,11 @@ TEST_CASE("audit status: each fault is a reason") {
     s = clean();
     s.malformed = 1;
     CHECK(has(state_reasons(s), "malformed_message"));
+    // A barrier that could not drain the socket in time vouches for nothing.
+    s = clean();
+    s.barrier_drain_timeout = true;
+    CHECK(has(state_reasons(s), "barrier_timeout"));
+    CHECK(state_from_json(state_to_json(s)).barrier_drain_timeout);
 }
 
 TEST_CASE("audit status: no connection, two connections, or no container/start is suspect") {
