@@ -78,6 +78,12 @@ HidepidVerdict probe_hidepid(Context& ctx, const fs::path& runsc_path) {
     while (!output.empty() && output.back() == '\n') output.pop_back();
     auto nl = output.rfind('\n');
     v.detail = output.empty() ? r.describe() : output.substr(nl == std::string::npos ? 0 : nl + 1);
+    // Only the probe's own answer is a verdict (exit 0 enforced, 1 not, with
+    // its line); a launch that timed out or failed says nothing about
+    // hidepid and must not be remembered as "unsupported".
+    v.conclusive = !r.timed_out && r.term_signal == 0 &&
+                   (r.exit_status == 0 || r.exit_status == 1) &&
+                   output.find("probe: as uid 1001") != std::string::npos;
     return v;
 }
 
@@ -135,6 +141,10 @@ HidepidVerdict hidepid_support(Context& ctx, const fs::path& runsc) {
                               j["hidepid"].value("detail", std::string()), true};
     log().info("checking that " + runsc.string() + " enforces hidepid (once per runtime)");
     HidepidVerdict v = probe_hidepid(ctx, runsc);
+    if (!v.conclusive)
+        throw Error(ErrorCode::runtime, "could not check whether " + runsc.string() +
+                                            " enforces hidepid: the probe sandbox failed (" +
+                                            v.detail + "); nothing was cached, try again");
     update_cache(
         ctx, file, runsc,
         {{"hidepid",

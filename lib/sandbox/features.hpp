@@ -20,6 +20,7 @@ struct HidepidVerdict {
     bool supported = false;
     std::string detail;
     bool cached = false;
+    bool conclusive = true;  // the probe answered (false: it could not run)
 };
 
 HidepidVerdict hidepid_support(Context& ctx, const std::filesystem::path& runsc);
