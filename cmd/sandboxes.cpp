@@ -29,14 +29,43 @@ void print_table(const std::vector<SandboxView>& views) {
 
 }  // namespace
 
+// The sandboxes a verb acts on: the ids given, or those the filters select
+// (all of them with --all). Filters are checked by the worker.
+std::vector<std::string> targets(Session& s, const std::string& verb,
+                                 const std::vector<std::string>& ids,
+                                 const std::vector<std::string>& filters, bool all,
+                                 bool only_ended = false) {
+    if (!ids.empty() && (!filters.empty() || all))
+        throw Error(ErrorCode::usage, verb + ": give sandbox ids or --filter/--all, not both");
+    if (!ids.empty()) return ids;
+    if (filters.empty() && !all)
+        throw Error(ErrorCode::usage,
+                    verb + ": give sandbox ids, --filter KEY=VALUE" +
+                        (verb == "rm" ? std::string(", or --all") : std::string()));
+    std::vector<std::string> out;
+    for (const auto& v : s.api().ls({filters}).sandboxes)
+        if (!only_ended || v.live == SandboxState::stopped || v.live == SandboxState::failed)
+            out.push_back(v.record.id);
+    return out;
+}
+
+void add_filter_option(CLI::App* sub, std::vector<std::string>& filters) {
+    sub->add_option("--filter", filters,
+                    "Only sandboxes matching KEY=VALUE (repeatable, all must hold): label=K=V, "
+                    "state=S, template=T, pool=P, older-than=DUR")
+        ->allow_extra_args(false);
+}
+
 void register_sandbox_verbs(CLI::App& app, GlobalOptions& g, Outcome& out) {
     auto* ls = app.add_subcommand("ls", "List sandboxes");
     ls->alias("list");
     auto quiet_ids = std::make_shared<bool>(false);
+    auto ls_filters = std::make_shared<std::vector<std::string>>();
     ls->add_flag("--ids", *quiet_ids, "Print only ids");
-    ls->callback([&g, &out, quiet_ids] {
+    add_filter_option(ls, *ls_filters);
+    ls->callback([&g, &out, quiet_ids, ls_filters] {
         Session s(g);
-        auto views = s.api().ls().sandboxes;
+        auto views = s.api().ls({*ls_filters}).sandboxes;
         if (g.json) {
             print_json(api::encode_value(views));
         } else if (*quiet_ids) {
@@ -60,11 +89,13 @@ void register_sandbox_verbs(CLI::App& app, GlobalOptions& g, Outcome& out) {
     auto* term =
         app.add_subcommand("terminate", "Stop a sandbox (its files and audit log stay until rm)");
     auto term_ids = std::make_shared<std::vector<std::string>>();
-    term->add_option("ids", *term_ids, "Sandbox ids or names")->required();
-    term->callback([&g, &out, term_ids] {
+    auto term_filters = std::make_shared<std::vector<std::string>>();
+    term->add_option("ids", *term_ids, "Sandbox ids or names");
+    add_filter_option(term, *term_filters);
+    term->callback([&g, &out, term_ids, term_filters] {
         Session s(g);
         nlohmann::json arr = nlohmann::json::array();
-        for (const auto& id : *term_ids) {
+        for (const auto& id : targets(s, "terminate", *term_ids, *term_filters, false)) {
             auto v = s.api().terminate({id});
             if (g.json)
                 arr.push_back(api::encode_value(v));
@@ -78,11 +109,15 @@ void register_sandbox_verbs(CLI::App& app, GlobalOptions& g, Outcome& out) {
     auto* rm =
         app.add_subcommand("rm", "Remove sandboxes and everything of them, audit log included");
     auto rm_ids = std::make_shared<std::vector<std::string>>();
-    rm->add_option("ids", *rm_ids, "Sandbox ids or names")->required();
-    rm->callback([&g, &out, rm_ids] {
+    auto rm_filters = std::make_shared<std::vector<std::string>>();
+    auto rm_all = std::make_shared<bool>(false);
+    rm->add_option("ids", *rm_ids, "Sandbox ids or names");
+    add_filter_option(rm, *rm_filters);
+    rm->add_flag("--all", *rm_all, "Every sandbox (with --filter: every one that matches)");
+    rm->callback([&g, &out, rm_ids, rm_filters, rm_all] {
         Session s(g);
         nlohmann::json arr = nlohmann::json::array();
-        for (const auto& ref : *rm_ids) {
+        for (const auto& ref : targets(s, "rm", *rm_ids, *rm_filters, *rm_all)) {
             std::string id = s.api().rm({ref}).removed;
             if (g.json)
                 arr.push_back(id);
@@ -94,9 +129,17 @@ void register_sandbox_verbs(CLI::App& app, GlobalOptions& g, Outcome& out) {
     });
 
     auto* prune = app.add_subcommand("prune", "Remove every stopped or failed sandbox");
-    prune->callback([&g, &out] {
+    auto prune_filters = std::make_shared<std::vector<std::string>>();
+    add_filter_option(prune, *prune_filters);
+    prune->callback([&g, &out, prune_filters] {
         Session s(g);
-        auto removed = s.api().prune().removed;
+        std::vector<std::string> removed;
+        if (prune_filters->empty()) {
+            removed = s.api().prune().removed;
+        } else {
+            for (const auto& id : targets(s, "prune", {}, *prune_filters, false, true))
+                removed.push_back(s.api().rm({id}).removed);
+        }
         if (g.json)
             print_json({{"removed", removed}});
         else

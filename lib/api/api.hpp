@@ -214,6 +214,16 @@ struct RunIo {
     RunControl* control = nullptr;
 };
 
+// sandbox.ls: every term must hold (lib/sandbox/filter.hpp), e.g.
+// ["label=team=a", "state=running", "older-than=2h"].
+struct LsParams {
+    std::vector<std::string> filter;
+    template <class V>
+    void fields(V& v) {
+        v.optional("filter", filter);
+    }
+};
+
 struct SandboxList {
     std::vector<SandboxView> sandboxes;
     template <class V>
@@ -433,7 +443,7 @@ class Api {
     virtual SandboxView create(const CreateParams& p) = 0;
     // Output streams through `io` while the command runs.
     virtual RunResult run(const RunParams& p, const RunIo& io) = 0;
-    virtual SandboxList ls() = 0;
+    virtual SandboxList ls(const LsParams& p) = 0;
     virtual SandboxView inspect(const IdParams& p) = 0;
     virtual SandboxView terminate(const IdParams& p) = 0;
     virtual Removed rm(const IdParams& p) = 0;
@@ -484,7 +494,7 @@ class LocalApi final : public Api {
     VersionResult version() override;
     SandboxView create(const CreateParams& p) override;
     RunResult run(const RunParams& p, const RunIo& io) override;
-    SandboxList ls() override;
+    SandboxList ls(const LsParams& p) override;
     SandboxView inspect(const IdParams& p) override;
     SandboxView terminate(const IdParams& p) override;
     Removed rm(const IdParams& p) override;

@@ -17,6 +17,7 @@
 #include "lib/sandbox/audit_glue.hpp"
 #include "lib/sandbox/doctor.hpp"
 #include "lib/sandbox/features.hpp"
+#include "lib/sandbox/filter.hpp"
 #include "lib/sandbox/image.hpp"
 #include "lib/spec/template.hpp"
 
@@ -128,8 +129,13 @@ RunResult LocalApi::run(const RunParams& p, const RunIo& io) {
     return RunResult{o.status, o.timed_out, o.message};
 }
 
-SandboxList LocalApi::ls() {
-    return SandboxList{list_sandboxes(ctx_)};
+SandboxList LocalApi::ls(const LsParams& p) {
+    SandboxFilter f = parse_filter(p.filter);
+    SandboxList out;
+    auto now = std::chrono::system_clock::now();
+    for (auto& v : list_sandboxes(ctx_))
+        if (f.matches(v, now)) out.sandboxes.push_back(std::move(v));
+    return out;
 }
 
 SandboxView LocalApi::inspect(const IdParams& p) {

@@ -8,6 +8,7 @@
 
 #include "lib/core/error.hpp"
 #include "lib/core/units.hpp"
+#include "lib/sandbox/filter.hpp"
 
 namespace sandweave::api {
 
@@ -40,6 +41,9 @@ void validate_create(const json& params) {
 void validate_pool_create(const json& params) {
     (void)to_create_request(from_json<PoolCreateParams>(params).options);
 }
+void validate_ls(const json& params) {
+    (void)parse_filter(from_json<LsParams>(params).filter);
+}
 void validate_run(const json& params) {
     (void)to_run_request(from_json<RunParams>(params));
 }
@@ -53,7 +57,8 @@ std::vector<Method> build_table() {
         row<CreateParams>(
             "sandbox.create", [](Api& a, const CreateParams& p) { return a.create(p); },
             &validate_create),
-        row0("sandbox.ls", [](Api& a) { return a.ls(); }),
+        row<LsParams>(
+            "sandbox.ls", [](Api& a, const LsParams& p) { return a.ls(p); }, &validate_ls),
         row<IdParams>("sandbox.inspect", [](Api& a, const IdParams& p) { return a.inspect(p); }),
         row<IdParams>("sandbox.terminate",
                       [](Api& a, const IdParams& p) { return a.terminate(p); }),

@@ -470,8 +470,8 @@ api::VersionResult RpcClient::version() {
 SandboxView RpcClient::create(const api::CreateParams& p) {
     return decoded<SandboxView>(call("sandbox.create", api::to_json(p)), "sandbox.create");
 }
-api::SandboxList RpcClient::ls() {
-    return decoded<api::SandboxList>(call("sandbox.ls", json::object()), "sandbox.ls");
+api::SandboxList RpcClient::ls(const api::LsParams& p) {
+    return decoded<api::SandboxList>(call("sandbox.ls", api::to_json(p)), "sandbox.ls");
 }
 SandboxView RpcClient::inspect(const api::IdParams& p) {
     return decoded<SandboxView>(call("sandbox.inspect", api::to_json(p)), "sandbox.inspect");

@@ -41,7 +41,7 @@ class RpcClient final : public api::Api {
     api::VersionResult version() override;
     SandboxView create(const api::CreateParams& p) override;
     api::RunResult run(const api::RunParams& p, const api::RunIo& io) override;
-    api::SandboxList ls() override;
+    api::SandboxList ls(const api::LsParams& p) override;
     SandboxView inspect(const api::IdParams& p) override;
     SandboxView terminate(const api::IdParams& p) override;
     api::Removed rm(const api::IdParams& p) override;
