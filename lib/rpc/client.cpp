@@ -218,14 +218,17 @@ struct RpcClient::Impl {
         fail_all("");
     }
 
-    std::int64_t start(const std::string& method, const json& params,
-                       const api::RunIo* run = nullptr, int wake_fd = -1) {
+    // Sends a request; `sinks` says where its streamed data goes (a run's
+    // output, an audit.fetch's bytes) and what to wake when it is answered.
+    std::int64_t start(const std::string& method, const json& params) {
+        return start(method, params, Pending());
+    }
+    std::int64_t start(const std::string& method, const json& params, Pending sinks) {
         std::int64_t id = next_id++;
         {
             std::lock_guard<std::mutex> g(mu);
             if (broken) throw lost();
-            pending[id].run = run;
-            pending[id].wake_fd = wake_fd;
+            pending[id] = std::move(sinks);
         }
         if (!send_line({{"jsonrpc", "2.0"}, {"id", id}, {"method", method}, {"params", params}})) {
             fail_all("could not send a request");
@@ -236,45 +239,25 @@ struct RpcClient::Impl {
         return id;
     }
 
-    std::int64_t start_with_data(const std::string& method, const json& params,
-                                 const std::function<void(std::string_view)>* sink) {
-        std::int64_t id = next_id++;
-        {
-            std::lock_guard<std::mutex> g(mu);
-            if (broken) throw lost();
-            pending[id].data = sink;
-        }
-        if (!send_line({{"jsonrpc", "2.0"}, {"id", id}, {"method", method}, {"params", params}})) {
-            fail_all("could not send a request");
-            throw lost();
-        }
-        return id;
-    }
-
-    // Waits for the answer to `id`; throws its error.
-    json finish(std::int64_t id) {
+    // Waits for the answer to `id` and takes it out of the table.
+    Pending wait(std::int64_t id) {
         std::unique_lock<std::mutex> lock(mu);
         cv.wait(lock, [&] { return pending[id].done || broken; });
         Pending p = std::move(pending[id]);
         pending.erase(id);
         if (!p.done) throw lost();
+        return p;
+    }
+
+    // Waits for the answer to `id`; throws its error.
+    json finish(std::int64_t id) {
+        Pending p = wait(id);
         if (p.error) {
             int c = p.error->value("code", 1);
             throw Error(code_of(c), p.error->value("message", std::string("error")));
         }
         if (p.local_error) throw Error(ErrorCode::general, *p.local_error);
         return p.result;
-    }
-
-    // Like finish, but hands back the error object instead of throwing it.
-    std::optional<json> finish_or_error(std::int64_t id, json& result) {
-        std::unique_lock<std::mutex> lock(mu);
-        cv.wait(lock, [&] { return pending[id].done || broken; });
-        Pending p = std::move(pending[id]);
-        pending.erase(id);
-        if (!p.done) throw lost();
-        result = std::move(p.result);
-        return p.error;
     }
 
     // Closing our end makes the server see EOF (and stop what still runs); the
@@ -391,7 +374,10 @@ api::RunResult RpcClient::run(const api::RunParams& p_in, const api::RunIo& io) 
         }
     } restore{io.forward_own_signals, &old};
 
-    std::int64_t id = impl_->start("sandbox.run", api::to_json(p), &io, answered.get());
+    Impl::Pending sinks;
+    sinks.run = &io;
+    sinks.wake_fd = answered.get();
+    std::int64_t id = impl_->start("sandbox.run", api::to_json(p), std::move(sinks));
     auto notify = [&](const char* method, json params) {
         params["request"] = id;
         impl_->send_line({{"jsonrpc", "2.0"}, {"method", method}, {"params", params}});
@@ -443,15 +429,16 @@ api::RunResult RpcClient::run(const api::RunParams& p_in, const api::RunIo& io) 
     }
     std::uint64_t one = 1;
     (void)!::write(finished.get(), &one, sizeof one);
-    json result;
-    std::optional<json> error;
+    Impl::Pending answer;
     try {
-        error = impl_->finish_or_error(id, result);
+        answer = impl_->wait(id);
     } catch (...) {
         if (feeder.joinable()) feeder.join();
         throw;
     }
     if (feeder.joinable()) feeder.join();
+    const auto& error = answer.error;
+    const json& result = answer.result;
     if (error) {
         int c = error->value("code", 1);
         if (c == code::request_cancelled) {
@@ -494,7 +481,9 @@ audit::Status RpcClient::audit_fetch(const api::IdParams& p,
         throw Error(ErrorCode::runtime,
                     impl_->peer + " cannot send an audit log to the client (its sandweave is " +
                         impl_->hello.server + "; update it)");
-    std::int64_t id = impl_->start_with_data("audit.fetch", api::to_json(p), &on_data);
+    Impl::Pending sinks;
+    sinks.data = &on_data;
+    std::int64_t id = impl_->start("audit.fetch", api::to_json(p), std::move(sinks));
     return decoded<audit::Status>(impl_->finish(id), "audit.fetch");
 }
 
