@@ -414,25 +414,17 @@ void Connection::start_run(Request r) {
         io.out = stream("stdout");
         io.err = stream("stderr");
         io.control = &running->control;
-        std::string line;
-        try {
-            api::RunResult res = api_.run(p, io);
-            notify("run.exit",
-                   {{"request", r.id}, {"exit_code", res.exit_code}, {"timed_out", res.timed_out}});
-            if (running->control.cancelled())
-                line = encode_error(r.id, code::request_cancelled, "cancelled",
-                                    {{"exit_code", res.exit_code}, {"exit_status", 1}});
-            else
-                line = encode_result(r.id, api::to_json(res));
-        } catch (const Error& e) {
-            int status = static_cast<int>(e.code());
-            line = encode_error(r.id, status, e.what(), error_data(status));
-        } catch (const std::filesystem::filesystem_error& e) {
-            line = encode_error(r.id, 1, e.what(), error_data(1));
-        } catch (const std::exception& e) {
-            line = encode_error(r.id, code::internal_error,
-                                std::string("internal error: ") + e.what(), error_data(1));
-        }
+        std::optional<api::RunResult> res;
+        std::string line = answer(r.id, [&] {
+            res = api_.run(p, io);
+            notify(
+                "run.exit",
+                {{"request", r.id}, {"exit_code", res->exit_code}, {"timed_out", res->timed_out}});
+            return api::to_json(*res);
+        });
+        if (res && running->control.cancelled())
+            line = encode_error(r.id, code::request_cancelled, "cancelled",
+                                {{"exit_code", res->exit_code}, {"exit_status", 1}});
         stdin_fd->reset();
         if (running->feed) {
             std::lock_guard<std::mutex> g(running->feed->mu);
