@@ -31,16 +31,21 @@ assert_true "prune removed the half-removed directory" test ! -e "$STATE/sandbox
 
 # --- SIGTERM ends serve --stdio, and its command ------------------------------------------------
 ID=$(sw create) || fatal "create"
-SERVE_OUT="$SCRATCH/serve.out"
-coproc SERVE { "$SW" serve --stdio 2>"$SCRATCH/serve.err"; }
+# A fifo, not a coproc: bash forks a coproc's group in a subshell (so its
+# pid is not serve's) and unsets the pid variable whenever it reaps it.
+mkfifo "$SCRATCH/serve.in"
+"$SW" serve --stdio <"$SCRATCH/serve.in" >"$SCRATCH/serve.out" 2>"$SCRATCH/serve.err" &
+SERVE_PID=$!
+exec 7>"$SCRATCH/serve.in"
 printf '%s\n' '{"jsonrpc":"2.0","id":1,"method":"hello","params":{"protocol":1}}' \
-    "{\"jsonrpc\":\"2.0\",\"id\":2,\"method\":\"sandbox.run\",\"params\":{\"id\":\"$ID\",\"argv\":[\"sleep\",\"301\"]}}" >&"${SERVE[1]}"
+    "{\"jsonrpc\":\"2.0\",\"id\":2,\"method\":\"sandbox.run\",\"params\":{\"id\":\"$ID\",\"argv\":[\"sleep\",\"301\"]}}" >&7
 wait_for 10 sh -c "\"$SW\" run '$ID' -- ps -o args | grep -q '^sleep 301'"
 assert_true "the served command runs in the guest" sh -c "\"$SW\" run '$ID' -- ps -o args | grep -q '^sleep 301'"
 kill -TERM "$SERVE_PID"
 assert_true "serve exits on SIGTERM within 10 s" wait_for 10 sh -c "! kill -0 $SERVE_PID 2>/dev/null"
 assert_true "its command was killed in the guest" wait_for 10 sh -c "! \"$SW\" run '$ID' -- ps -o args | grep -q '^sleep 301'"
 assert_eq "the sandbox still runs" running "$(sw_state "$ID")"
+exec 7>&-
 sw rm "$ID" >/dev/null
 
 # --- a hidepid probe that could not run is not cached -------------------------------------------
