@@ -286,6 +286,29 @@ static void write_stdin(struct session* s) {
     }
 }
 
+/* This runtime's pty has no ISIG: the ^C, ^\\ and ^Z a person types would
+ * reach the program as bytes. Do what a kernel line discipline does: signal
+ * the terminal's foreground process group and drop the character. Returns the
+ * bytes left in `data`. */
+static size_t terminal_signals(struct session* s, unsigned char* data, size_t len) {
+    struct termios t;
+    if (s->in_fd < 0 || tcgetattr(s->in_fd, &t) != 0 || !(t.c_lflag & ISIG)) return len;
+    size_t kept = 0;
+    for (size_t i = 0; i < len; i++) {
+        unsigned char c = data[i];
+        int sig = c == t.c_cc[VINTR] ? SIGINT : c == t.c_cc[VQUIT] ? SIGQUIT
+                                              : c == t.c_cc[VSUSP] ? SIGTSTP : 0;
+        if (sig && c != _POSIX_VDISABLE) {
+            pid_t fg = 0;
+            if (ioctl(s->in_fd, TIOCGPGRP, &fg) != 0 || fg <= 0) fg = s->pid;
+            kill(-fg, sig);
+            continue;
+        }
+        data[kept++] = c;
+    }
+    return kept;
+}
+
 /* ---- starting a command -------------------------------------------------------- */
 
 struct exec_req {
@@ -534,7 +557,13 @@ static void handle(uint8_t type, uint32_t id, const unsigned char* p, uint32_t l
                     send_text(SW_ERROR, id, "stdin beyond the window");
                     return;
                 }
-                char* grown = realloc(s->pending, s->pending_len + len);
+                if (s->pty) {
+                    /* Our own copy of the frame's bytes, in the input buffer. */
+                    uint32_t kept = (uint32_t)terminal_signals(s, (unsigned char*)p, len);
+                    s->stdin_written += len - kept; /* acknowledged as consumed */
+                    len = kept;
+                }
+                char* grown = realloc(s->pending, s->pending_len + len + 1);
                 if (!grown) {
                     send_text(SW_ERROR, id, "out of memory for stdin");
                     return;

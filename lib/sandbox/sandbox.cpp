@@ -185,10 +185,6 @@ SandboxRecord create_sandbox(Context& ctx, const CreateRequest& req) {
     }
 }
 
-fs::path agent_socket_path(Context& ctx, const std::string& id) {
-    return ctx.store.sandbox_dir(id) / "agent.sock";
-}
-
 namespace {
 
 // The sandbox's runtime is gone: say so in its terms.
@@ -200,12 +196,41 @@ namespace {
 
 }  // namespace
 
+fs::path agent_socket_path(Context& ctx, const std::string& id) {
+    return ctx.store.sandbox_dir(id) / "agent.sock";
+}
+
+AgentClient connect_agent(Context& ctx, const SandboxRecord& r, const std::string& what) {
+    if (r.state != SandboxState::running)
+        throw Error(ErrorCode::general,
+                    "sandbox " + r.id + " is not running (" + to_string(r.state) + ")");
+    if (!r.agent)
+        throw Error(ErrorCode::usage, "cannot " + what + ": sandbox " + r.id +
+                                          " has no guest agent (created by an older sandweave)");
+    if (auto c = AgentClient::try_connect(agent_socket_path(ctx, r.id), r.id)) return std::move(*c);
+    Runsc runsc = runsc_for(ctx, r);
+    auto st = runsc.state(r.id);
+    if (!st || st->status != "running") not_running(runsc, r.id);
+    throw Error(ErrorCode::general, "cannot " + what + ": the guest agent of sandbox " + r.id +
+                                        " is unreachable (its supervisor is gone)");
+}
+
+
 RunOutcome run_in_sandbox(Context& ctx, const RunRequest& req, const AttachOptions& io) {
     std::string id = ctx.store.resolve_id(req.id);
     SandboxRecord r = ctx.store.load(id);
     if (r.state != SandboxState::running)
         throw Error(ErrorCode::general,
                     "sandbox " + id + " is not running (" + to_string(r.state) + ")");
+    if (req.attach) {
+        RunOutcome out = connect_agent(ctx, r, "attach to a command")
+                             .logs(*req.attach, req.follow, io);
+        if (out.status == -1) {
+            out.status = 0;
+            out.running = true;
+        }
+        return out;
+    }
     if (req.argv.empty() || req.argv[0].empty()) throw Error(ErrorCode::usage, "no command to run");
     ExecRequest ex;
     ex.argv = req.argv;
@@ -227,6 +252,15 @@ RunOutcome run_in_sandbox(Context& ctx, const RunRequest& req, const AttachOptio
             spec.argv = ex.argv;
             spec.env = ex.env;
             if (req.tty) spec.flags |= SW_EXEC_PTY;
+            if (req.detach) {
+                if (req.timeout) spec.timeout_ms = static_cast<std::uint32_t>(req.timeout->count());
+                auto started = agent->start_detached(spec);
+                RunOutcome out;
+                out.status = 0;
+                out.handle = started.handle;
+                out.pid = started.pid;
+                return out;
+            }
             return agent->run(spec, attach);
         }
         // No supervisor: the sandbox died with it, or the supervisor alone did.
@@ -239,8 +273,9 @@ RunOutcome run_in_sandbox(Context& ctx, const RunRequest& req, const AttachOptio
                    " has no guest agent (created by an older sandweave); running through runsc "
                    "exec");
     }
-    if (req.tty)
-        throw Error(ErrorCode::usage, "a terminal (-t) needs the guest agent, which sandbox " + id +
+    if (req.tty || req.detach)
+        throw Error(ErrorCode::usage, std::string(req.tty ? "a terminal (-t)" : "--detach") +
+                                          " needs the guest agent, which sandbox " + id +
                                           " does not have");
     auto res = runsc.exec_attached(id, ex, ctx.store.sandbox_dir(id) / "tmp", attach);
     RunOutcome out;

@@ -17,6 +17,7 @@
 #include <nlohmann/json.hpp>
 
 #include "lib/core/process.hpp"
+#include "lib/sandbox/agent_client.hpp"
 #include "lib/sandbox/context.hpp"
 #include "lib/spec/options.hpp"
 #include "lib/store/state.hpp"
@@ -46,6 +47,10 @@ struct RunRequest {
     std::vector<std::string> env;  // K=V
     std::optional<std::chrono::milliseconds> timeout;
     bool tty = false;  // a pty in the guest for stdin, stdout and stderr
+    bool detach = false;  // start it, keep its output in the supervisor, return
+    // Instead of argv: replay detached command `attach`'s output (and follow it).
+    std::optional<std::uint32_t> attach;
+    bool follow = false;
 };
 
 // How a run ended. `status` is Docker-style: the command's exit code, 128+N
@@ -57,6 +62,8 @@ struct RunOutcome {
     bool timed_out = false;
     bool cancelled = false;
     std::optional<std::string> message;
+    std::optional<std::uint32_t> handle, pid;  // detach
+    bool running = false;                      // attach without follow: not ended yet
 };
 
 // Runs argv in the sandbox with its stdio bound as `io` says (io.timeout is
@@ -93,5 +100,8 @@ std::filesystem::path find_guest_init();
 
 // Where the sandbox's supervisor serves its guest agent (docs/agent.md).
 std::filesystem::path agent_socket_path(Context& ctx, const std::string& id);
+// A connection to it; throws with the reason (not running, no agent, gone),
+// `what` saying what the caller wanted ("list its processes").
+AgentClient connect_agent(Context& ctx, const SandboxRecord& r, const std::string& what);
 
 }  // namespace sandweave
