@@ -5,7 +5,9 @@
 #      corpus recorded from a real runsc session
 #   3. the JSON-RPC request decoder and params validator under libFuzzer for 60 s,
 #      seeded with request lines from docs/protocol.md
-#   4. every unit and integration test against the real runsc (ctest)
+#   4. the guest agent's frame decoder (what a hostile guest sends the host)
+#      under libFuzzer for 45 s
+#   5. every unit and integration test against the real runsc (ctest)
 set -euo pipefail
 top="$(cd "$(dirname "${BASH_SOURCE[0]}")/.." && pwd)"
 "$top/scripts/setup.sh" --test-deps
@@ -27,6 +29,12 @@ mkdir -p "$top/build-fuzz/corpus-rpc"
 "$top/build-fuzz/tests/fuzz/fuzz_rpc_request" -max_total_time=60 -print_final_stats=1 \
   -dict="$top/tests/data/rpc/rpc.dict" \
   "$top/build-fuzz/corpus-rpc" "$top/tests/data/rpc/corpus" 2>&1 | tail -n 15 >&2
+
+echo "== fuzzing the guest agent's frame decoder (45 s)" >&2
+cmake --build "$top/build-fuzz" -j"$(nproc)" --target fuzz_agent_frames >&2
+mkdir -p "$top/build-fuzz/corpus-agent"
+"$top/build-fuzz/tests/fuzz/fuzz_agent_frames" -max_total_time=45 -print_final_stats=1 \
+  "$top/build-fuzz/corpus-agent" "$top/tests/data/agent/corpus" 2>&1 | tail -n 15 >&2
 
 echo "== unit and integration tests" >&2
 cd "$top/build"
