@@ -114,7 +114,7 @@ VersionResult LocalApi::version() {
 
 SandboxView LocalApi::create(const CreateParams& p) {
     SandboxRecord r = create_sandbox(ctx_, to_create_request(p));
-    return SandboxView{r, r.state};
+    return SandboxView{r, r.state, std::nullopt};
 }
 
 RunResult LocalApi::run(const RunParams& p, const RunIo& io) {
@@ -144,7 +144,7 @@ SandboxView LocalApi::inspect(const IdParams& p) {
 
 SandboxView LocalApi::terminate(const IdParams& p) {
     SandboxRecord r = terminate_sandbox(ctx_, p.id);
-    return SandboxView{r, r.state};
+    return SandboxView{r, r.state, std::nullopt};
 }
 
 Removed LocalApi::rm(const IdParams& p) {
@@ -221,7 +221,7 @@ PoolInfo LocalApi::pool_create(const PoolCreateParams& p) {
 
 SandboxView LocalApi::pool_acquire(const NameParams& p) {
     SandboxRecord r = acquire_from_pool(ctx_, p.name);
-    return SandboxView{r, r.state};
+    return SandboxView{r, r.state, std::nullopt};
 }
 
 PoolList LocalApi::pool_ls() {

@@ -3,6 +3,8 @@
 #include <sys/stat.h>
 #include <unistd.h>
 
+#include <thread>
+
 #include <openssl/sha.h>
 #include <nlohmann/json.hpp>
 
@@ -10,6 +12,7 @@
 #include "lib/core/fsutil.hpp"
 #include "lib/core/log.hpp"
 #include "lib/runtime/bundle.hpp"
+#include "lib/runtime/limits.hpp"
 #include "lib/runtime/runsc.hpp"
 #include "lib/sandbox/image.hpp"
 #include "lib/sandbox/sandbox.hpp"
@@ -84,6 +87,63 @@ HidepidVerdict probe_hidepid(Context& ctx, const fs::path& runsc_path) {
     v.conclusive = !r.timed_out && r.term_signal == 0 &&
                    (r.exit_status == 0 || r.exit_status == 1) &&
                    output.find("probe: as uid 1001") != std::string::npos;
+    return v;
+}
+
+// ---- guest limits (lib/runtime/limits.hpp) -----------------------------------
+// Boots a throwaway sandbox limited to one task and 64 MiB, whose PID 1 is a
+// shell using builtins only: the runtime enforces the limits in the guest when
+// the shell's fork fails and /proc/meminfo reports the memory limit. Debian's
+// stock runsc ignores the annotations: the fork works.
+struct LimitsVerdict {
+    bool supported = false;
+    bool conclusive = true;
+    std::string detail;
+};
+
+LimitsVerdict probe_limits(Context& ctx, const fs::path& runsc_path) {
+    ImageStore images(ctx.store.images_dir(), ctx.runner);
+    fs::path rootfs = images.ensure("base");
+    fs::path dir = ctx.store.root() / "runtime" / ("probe-" + random_hex(8));
+    make_dirs(dir / "bundle", 0700);
+    std::string id = "swprobe-" + random_hex(8);
+    SandboxSpec spec;
+    spec.resources.pids = 1;
+    spec.resources.memory = 64ull << 20;
+    BundleInput in{spec, rootfs, find_guest_init(), "probe"};
+    json config = build_oci_config(in);
+    // stderr: busybox sh loses buffered stdout when a failed fork ends it.
+    config["process"]["args"] = {
+        "/bin/sh", "-c",
+        "while read -r k v u; do [ \"$k\" = MemTotal: ] && echo \"probe: memtotal $v\" >&2; "
+        "done </proc/meminfo; if /bin/true; then echo 'probe: fork allowed' >&2; fi"};
+    config["root"]["readonly"] = true;
+    write_file_atomic(dir / "bundle/config.json", config.dump(), 0600);
+
+    Runsc runsc(ctx.runner, runsc_path,
+                Runsc::flags_for(dir / "runsc", "ptrace", "none", std::nullopt));
+    auto r = runsc.run_to_exit(id, dir / "bundle", dir / "probe.log", std::chrono::seconds(60));
+    std::string output;
+    try {
+        output = read_file(dir / "probe.log", 1 << 16);
+    } catch (const Error&) {
+    }
+    try {
+        if (runsc.state(id)) runsc.remove(id, true);
+    } catch (const Error&) {
+    }
+    remove_tree(dir);
+
+    LimitsVerdict v;
+    bool refused = output.find("can't fork: Resource temporarily unavailable") != std::string::npos;
+    bool allowed = output.find("probe: fork allowed") != std::string::npos;
+    bool memtotal = output.find("probe: memtotal 65536") != std::string::npos;
+    v.conclusive = !r.timed_out && (refused || allowed);
+    v.supported = refused && memtotal;
+    v.detail = v.supported ? "enforced"
+               : allowed   ? "a fork past pids 1 succeeded in the probe sandbox"
+               : !memtotal ? "the guest does not see its memory limit"
+                           : r.describe();
     return v;
 }
 
@@ -173,6 +233,39 @@ audit::TraceMetadata trace_metadata(Context& ctx, const fs::path& runsc) {
     }
 }
 
+void require_limit_support(Context& ctx, const SandboxSpec& spec, const fs::path& runsc) {
+    check_limits_enforceable(spec.resources, std::thread::hardware_concurrency());
+    if (!has_guest_limits(spec.resources)) return;
+    fs::path file = cache_file(ctx, runsc);
+    json j = load_cache(file);
+    LimitsVerdict v;
+    if (j.contains("guest_limits") && j["guest_limits"].is_object()) {
+        v.supported = j["guest_limits"].value("supported", false);
+        v.detail = j["guest_limits"].value("detail", std::string());
+    } else {
+        log().info("checking that " + runsc.string() +
+                   " enforces pids and memory limits in the guest (once per runtime)");
+        v = probe_limits(ctx, runsc);
+        if (!v.conclusive)
+            throw Error(ErrorCode::runtime, "could not check whether " + runsc.string() +
+                                                " enforces resource limits: the probe sandbox "
+                                                "failed (" +
+                                                v.detail + "); nothing was cached, try again");
+        update_cache(ctx, file, runsc,
+                     {{"guest_limits",
+                       {{"supported", v.supported},
+                        {"detail", v.detail},
+                        {"checked_at", now_rfc3339()}}}});
+    }
+    if (!v.supported)
+        throw Error(ErrorCode::runtime,
+                    std::string("resources.") + (spec.resources.pids ? "pids" : "memory") +
+                        " refused: runtime " + runsc.string() +
+                        " cannot enforce it inside the guest (" + v.detail +
+                        "), and a limit on the sandbox's host cgroup would kill the whole "
+                        "sandbox; use sandweave's patched runsc (runtime/build-runsc.sh)");
+}
+
 void require_runtime_features(Context& ctx, const SandboxSpec& spec, const fs::path& runsc) {
     if (spec.runtime.platform == "kvm" && ::access("/dev/kvm", R_OK | W_OK) != 0)
         throw Error(ErrorCode::runtime,
@@ -186,6 +279,7 @@ void require_runtime_features(Context& ctx, const SandboxSpec& spec, const fs::p
                             v.detail + "); use sandweave's patched runsc (runtime/build-runsc.sh)");
     }
     if (spec.runtime.audit) trace_metadata(ctx, runsc);
+    require_limit_support(ctx, spec, runsc);
 }
 
 }  // namespace sandweave
