@@ -5,7 +5,9 @@
 #      corpus recorded from a real runsc session
 #   3. the JSON-RPC request decoder and params validator under libFuzzer for 60 s,
 #      seeded with request lines from docs/protocol.md
-#   4. every unit and integration test against the real runsc (ctest)
+#   4. template and option resolution (inline JSON/YAML, extends chains) under
+#      libFuzzer for 45 s, seeded with tests/data/templates/corpus
+#   5. every unit and integration test against the real runsc (ctest)
 set -euo pipefail
 top="$(cd "$(dirname "${BASH_SOURCE[0]}")/.." && pwd)"
 "$top/scripts/setup.sh" --test-deps
@@ -27,6 +29,13 @@ mkdir -p "$top/build-fuzz/corpus-rpc"
 "$top/build-fuzz/tests/fuzz/fuzz_rpc_request" -max_total_time=60 -print_final_stats=1 \
   -dict="$top/tests/data/rpc/rpc.dict" \
   "$top/build-fuzz/corpus-rpc" "$top/tests/data/rpc/corpus" 2>&1 | tail -n 15 >&2
+
+echo "== fuzzing template and option resolution (45 s)" >&2
+cmake --build "$top/build-fuzz" -j"$(nproc)" --target fuzz_template >&2
+mkdir -p "$top/build-fuzz/corpus-template"
+"$top/build-fuzz/tests/fuzz/fuzz_template" -max_total_time=45 -print_final_stats=1 \
+  -dict="$top/tests/data/templates/template.dict" \
+  "$top/build-fuzz/corpus-template" "$top/tests/data/templates/corpus" 2>&1 | tail -n 15 >&2
 
 echo "== unit and integration tests" >&2
 cd "$top/build"
