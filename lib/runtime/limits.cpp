@@ -1,6 +1,8 @@
 #include "lib/runtime/limits.hpp"
 
+#include <algorithm>
 #include <cmath>
+#include <limits>
 
 #include "lib/core/error.hpp"
 
@@ -46,14 +48,28 @@ void check_limits_enforceable(const Resources& r, unsigned host_cpus) {
 }
 
 json host_resources(const Resources& r) {
+    // OCI's limits are int64: saturate there rather than wrap to a small
+    // limit the runtime would hit (a template may say 16EiB or 2^63 pids).
+    constexpr std::int64_t most = std::numeric_limits<std::int64_t>::max();
     json out = json::object();
-    if (r.memory) out["memory"] = {{"limit", *r.memory + host_memory_headroom}};
+    if (r.memory) {
+        std::uint64_t m = *r.memory;
+        out["memory"] = {{"limit", m >= static_cast<std::uint64_t>(most) - host_memory_headroom
+                                       ? most
+                                       : static_cast<std::int64_t>(m + host_memory_headroom)}};
+    }
     if (r.cpus) {
         const long period = 100000;
-        out["cpu"] = {{"quota", static_cast<long>(std::lround(*r.cpus * period))},
-                      {"period", period}};
+        // At least 1 ms (the kernel's minimum), at most what a long holds.
+        double quota = std::clamp(*r.cpus * period, 1000.0, 1e15);
+        out["cpu"] = {{"quota", static_cast<long>(std::lround(quota))}, {"period", period}};
     }
-    if (r.pids) out["pids"] = {{"limit", host_pids_base + host_pids_per_guest_task * *r.pids}};
+    if (r.pids) {
+        std::int64_t p = *r.pids;
+        out["pids"] = {{"limit", p >= (most - host_pids_base) / host_pids_per_guest_task
+                                     ? most
+                                     : host_pids_base + host_pids_per_guest_task * p}};
+    }
     return out;
 }
 

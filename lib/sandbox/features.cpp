@@ -251,11 +251,10 @@ void require_limit_support(Context& ctx, const SandboxSpec& spec, const fs::path
                                                 " enforces resource limits: the probe sandbox "
                                                 "failed (" +
                                                 v.detail + "); nothing was cached, try again");
-        update_cache(ctx, file, runsc,
-                     {{"guest_limits",
-                       {{"supported", v.supported},
-                        {"detail", v.detail},
-                        {"checked_at", now_rfc3339()}}}});
+        update_cache(
+            ctx, file, runsc,
+            {{"guest_limits",
+              {{"supported", v.supported}, {"detail", v.detail}, {"checked_at", now_rfc3339()}}}});
     }
     if (!v.supported)
         throw Error(ErrorCode::runtime,

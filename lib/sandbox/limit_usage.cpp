@@ -7,7 +7,8 @@
 namespace sandweave {
 
 std::optional<LimitUsage> live_limit_usage(Context& ctx, const SandboxRecord& r) {
-    if (r.state != SandboxState::running || !has_guest_limits(r.spec.resources)) return std::nullopt;
+    if (r.state != SandboxState::running || !has_guest_limits(r.spec.resources))
+        return std::nullopt;
     try {
         auto event = Runsc(ctx.runner, r.runsc, r.runsc_flags).stats(r.id);
         if (!event) return std::nullopt;  // not running after all: the state says so
