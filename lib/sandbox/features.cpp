@@ -3,6 +3,7 @@
 #include <sys/stat.h>
 #include <unistd.h>
 
+#include <functional>
 #include <thread>
 
 #include <openssl/sha.h>
@@ -43,31 +44,34 @@ std::string runtime_key(const fs::path& runsc) {
     return out;
 }
 
-// Boots a throwaway sandbox whose /proc is mounted hidepid=2 and runs the guest
-// init's probe: an unprivileged child must not see root's PID 1.
-HidepidVerdict probe_hidepid(Context& ctx, const fs::path& runsc_path) {
+// What a probe sandbox did: how runsc ended, what the guest printed.
+struct ProbeRun {
+    CommandResult result;
+    std::string output;
+};
+
+// Boots a throwaway sandbox of `spec` on the base image, its bundle adjusted
+// by `adjust`, read-only root; runs it to exit (60 s at most) and removes
+// everything of it.
+ProbeRun run_probe(Context& ctx, const fs::path& runsc_path, const SandboxSpec& spec,
+                   const std::function<void(json&)>& adjust) {
     ImageStore images(ctx.store.images_dir(), ctx.runner);
     fs::path rootfs = images.ensure("base");
     fs::path dir = ctx.store.root() / "runtime" / ("probe-" + random_hex(8));
     make_dirs(dir / "bundle", 0700);
     std::string id = "swprobe-" + random_hex(8);
-    SandboxSpec spec;
-    spec.runtime.hidepid = 2;
     BundleInput in{spec, rootfs, find_guest_init(), "probe"};
     json config = build_oci_config(in);
-    config["process"]["args"] = {guest_init_path, "--probe-hidepid"};
     config["root"]["readonly"] = true;
-    config["process"]["capabilities"] = {{"bounding", {"CAP_SETUID", "CAP_SETGID"}},
-                                         {"effective", {"CAP_SETUID", "CAP_SETGID"}},
-                                         {"permitted", {"CAP_SETUID", "CAP_SETGID"}}};
+    adjust(config);
     write_file_atomic(dir / "bundle/config.json", config.dump(), 0600);
 
     Runsc runsc(ctx.runner, runsc_path,
                 Runsc::flags_for(dir / "runsc", "ptrace", "none", std::nullopt));
-    auto r = runsc.run_to_exit(id, dir / "bundle", dir / "probe.log", std::chrono::seconds(60));
-    std::string output;
+    ProbeRun out;
+    out.result = runsc.run_to_exit(id, dir / "bundle", dir / "probe.log", std::chrono::seconds(60));
     try {
-        output = read_file(dir / "probe.log", 1 << 16);
+        out.output = read_file(dir / "probe.log", 1 << 16);
     } catch (const Error&) {
     }
     try {
@@ -75,6 +79,20 @@ HidepidVerdict probe_hidepid(Context& ctx, const fs::path& runsc_path) {
     } catch (const Error&) {
     }
     remove_tree(dir);
+    return out;
+}
+
+// Boots a throwaway sandbox whose /proc is mounted hidepid=2 and runs the guest
+// init's probe: an unprivileged child must not see root's PID 1.
+HidepidVerdict probe_hidepid(Context& ctx, const fs::path& runsc_path) {
+    SandboxSpec spec;
+    spec.runtime.hidepid = 2;
+    auto [r, output] = run_probe(ctx, runsc_path, spec, [](json& config) {
+        config["process"]["args"] = {guest_init_path, "--probe-hidepid"};
+        config["process"]["capabilities"] = {{"bounding", {"CAP_SETUID", "CAP_SETGID"}},
+                                             {"effective", {"CAP_SETUID", "CAP_SETGID"}},
+                                             {"permitted", {"CAP_SETUID", "CAP_SETGID"}}};
+    });
 
     HidepidVerdict v;
     v.supported = r.ok();
@@ -102,37 +120,16 @@ struct LimitsVerdict {
 };
 
 LimitsVerdict probe_limits(Context& ctx, const fs::path& runsc_path) {
-    ImageStore images(ctx.store.images_dir(), ctx.runner);
-    fs::path rootfs = images.ensure("base");
-    fs::path dir = ctx.store.root() / "runtime" / ("probe-" + random_hex(8));
-    make_dirs(dir / "bundle", 0700);
-    std::string id = "swprobe-" + random_hex(8);
     SandboxSpec spec;
     spec.resources.pids = 1;
     spec.resources.memory = 64ull << 20;
-    BundleInput in{spec, rootfs, find_guest_init(), "probe"};
-    json config = build_oci_config(in);
-    // stderr: busybox sh loses buffered stdout when a failed fork ends it.
-    config["process"]["args"] = {
-        "/bin/sh", "-c",
-        "while read -r k v u; do [ \"$k\" = MemTotal: ] && echo \"probe: memtotal $v\" >&2; "
-        "done </proc/meminfo; if /bin/true; then echo 'probe: fork allowed' >&2; fi"};
-    config["root"]["readonly"] = true;
-    write_file_atomic(dir / "bundle/config.json", config.dump(), 0600);
-
-    Runsc runsc(ctx.runner, runsc_path,
-                Runsc::flags_for(dir / "runsc", "ptrace", "none", std::nullopt));
-    auto r = runsc.run_to_exit(id, dir / "bundle", dir / "probe.log", std::chrono::seconds(60));
-    std::string output;
-    try {
-        output = read_file(dir / "probe.log", 1 << 16);
-    } catch (const Error&) {
-    }
-    try {
-        if (runsc.state(id)) runsc.remove(id, true);
-    } catch (const Error&) {
-    }
-    remove_tree(dir);
+    auto [r, output] = run_probe(ctx, runsc_path, spec, [](json& config) {
+        // stderr: busybox sh loses buffered stdout when a failed fork ends it.
+        config["process"]["args"] = {
+            "/bin/sh", "-c",
+            "while read -r k v u; do [ \"$k\" = MemTotal: ] && echo \"probe: memtotal $v\" >&2; "
+            "done </proc/meminfo; if /bin/true; then echo 'probe: fork allowed' >&2; fi"};
+    });
 
     LimitsVerdict v;
     bool refused = output.find("can't fork: Resource temporarily unavailable") != std::string::npos;
