@@ -30,6 +30,7 @@ SandboxView Codec<SandboxView>::decode(const json& j, const std::string& where) 
         SandboxView v;
         v.record = record_from_json(j);
         v.live = sandbox_state_from_string(j.at("state").get<std::string>());
+        if (j.contains("limits")) v.limits = limit_usage_from_json(j.at("limits"));
         return v;
     });
 }

@@ -128,7 +128,7 @@ VersionResult LocalApi::version() {
 
 SandboxView LocalApi::create(const CreateParams& p) {
     SandboxRecord r = create_sandbox(ctx_, to_create_request(p));
-    return SandboxView{r, r.state};
+    return SandboxView{r, r.state, std::nullopt};
 }
 
 namespace {
@@ -214,7 +214,7 @@ SandboxView LocalApi::inspect(const IdParams& p) {
 
 SandboxView LocalApi::terminate(const IdParams& p) {
     SandboxRecord r = terminate_sandbox(ctx_, p.id);
-    return SandboxView{r, r.state};
+    return SandboxView{r, r.state, std::nullopt};
 }
 
 Removed LocalApi::rm(const IdParams& p) {
@@ -291,7 +291,7 @@ PoolInfo LocalApi::pool_create(const PoolCreateParams& p) {
 
 SandboxView LocalApi::pool_acquire(const NameParams& p) {
     SandboxRecord r = acquire_from_pool(ctx_, p.name);
-    return SandboxView{r, r.state};
+    return SandboxView{r, r.state, std::nullopt};
 }
 
 PoolList LocalApi::pool_ls() {

@@ -1,7 +1,8 @@
 #include "lib/runtime/bundle.hpp"
 
-#include <cmath>
 #include <map>
+
+#include "lib/runtime/limits.hpp"
 
 namespace sandweave {
 
@@ -64,15 +65,11 @@ json build_oci_config(const BundleInput& in) {
          {"options", {"rbind", "ro"}}},
     });
 
-    json resources = json::object();
-    if (in.spec.resources.memory) resources["memory"] = {{"limit", *in.spec.resources.memory}};
-    if (in.spec.resources.cpus) {
-        const long period = 100000;
-        resources["cpu"] = {
-            {"quota", static_cast<long>(std::lround(*in.spec.resources.cpus * period))},
-            {"period", period}};
-    }
-    if (in.spec.resources.pids) resources["pids"] = {{"limit", *in.spec.resources.pids}};
+    // The guest's limits go to the sentry, the host cgroup gets room for the
+    // runtime too (lib/runtime/limits.hpp).
+    json resources = host_resources(in.spec.resources);
+    json annotations = json::object();
+    for (const auto& [k, v] : guest_limit_annotations(in.spec.resources)) annotations[k] = v;
 
     SandboxSpec root_spec = in.spec;
     root_spec.user = UserSpec{0, 0};
@@ -88,6 +85,7 @@ json build_oci_config(const BundleInput& in) {
           {"noNewPrivileges", false}}},
         {"root", {{"path", in.rootfs.string()}, {"readonly", false}}},
         {"hostname", in.hostname},
+        {"annotations", annotations},
         {"mounts", mounts},
         {"linux",
          {{"namespaces", json::array({{{"type", "pid"}},

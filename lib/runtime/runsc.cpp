@@ -268,6 +268,15 @@ std::optional<ContainerState> Runsc::state(const std::string& id) {
     }
 }
 
+std::optional<nlohmann::json> Runsc::stats(const std::string& id) {
+    auto r = raw({"events", "--stats", id});
+    if (!r.ok()) return std::nullopt;
+    json j = json::parse(r.out, nullptr, /*allow_exceptions=*/false);
+    if (j.is_discarded())
+        throw Error(ErrorCode::runtime, "runsc events --stats " + id + ": unreadable output");
+    return j;
+}
+
 std::map<std::string, ContainerState> Runsc::list() {
     auto r = raw({"list", "--format=json"});
     if (!r.ok()) throw Error(ErrorCode::runtime, "runsc list: " + r.describe());

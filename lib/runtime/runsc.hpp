@@ -13,6 +13,8 @@
 #include <string>
 #include <vector>
 
+#include <nlohmann/json.hpp>
+
 #include "lib/core/process.hpp"
 #include "lib/core/units.hpp"
 
@@ -78,6 +80,9 @@ class Runsc {
 
     std::optional<ContainerState> state(const std::string& id);
     std::map<std::string, ContainerState> list();
+    // `runsc events --stats`: the sandbox's usage event (parsed JSON), or
+    // nullopt when runsc has no such running sandbox.
+    std::optional<nlohmann::json> stats(const std::string& id);
     void kill(const std::string& id, int signal, std::optional<pid_t> guest_pid = std::nullopt);
     void remove(const std::string& id, bool force);  // runsc delete
     // `runsc run` in the foreground (no shim: the sandbox's processes exit with

@@ -15,6 +15,7 @@
 #include "lib/sandbox/audit_glue.hpp"
 #include "lib/sandbox/features.hpp"
 #include "lib/sandbox/image.hpp"
+#include "lib/sandbox/limit_usage.hpp"
 #include "lib/sandbox/snapshot.hpp"
 
 namespace sandweave {
@@ -357,7 +358,8 @@ std::vector<SandboxView> list_sandboxes(Context& ctx) {
     for (auto& r : records) {
         try {
             SandboxState s = live_state(r, runtime, ctx.store);
-            out.push_back(SandboxView{std::move(r), s});
+            auto limits = s == SandboxState::running ? live_limit_usage(ctx, r) : std::nullopt;
+            out.push_back(SandboxView{std::move(r), s, limits});
         } catch (const Error&) {
             // Removed by another sandweave process while we looked: not listed.
             std::error_code ec;
@@ -375,12 +377,14 @@ SandboxView inspect_sandbox(Context& ctx, const std::string& ref) {
         if (auto st = Runsc(ctx.runner, r.runsc, r.runsc_flags).state(id)) runtime[id] = *st;
     }
     SandboxState s = live_state(r, runtime, ctx.store);
-    return SandboxView{std::move(r), s};
+    auto limits = s == SandboxState::running ? live_limit_usage(ctx, r) : std::nullopt;
+    return SandboxView{std::move(r), s, limits};
 }
 
 json to_json(const SandboxView& v) {
     json j = to_json(v.record);
     j["state"] = to_string(v.live);
+    if (v.limits) j["limits"] = to_json(*v.limits);
     return j;
 }
 

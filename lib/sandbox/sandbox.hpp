@@ -17,6 +17,7 @@
 #include <nlohmann/json.hpp>
 
 #include "lib/core/process.hpp"
+#include "lib/runtime/limits.hpp"
 #include "lib/sandbox/agent_client.hpp"
 #include "lib/sandbox/context.hpp"
 #include "lib/spec/options.hpp"
@@ -83,6 +84,8 @@ void remove_sandbox(Context& ctx, const std::string& id);
 struct SandboxView {
     SandboxRecord record;
     SandboxState live = SandboxState::creating;
+    // What its pids/memory limits counted, when it runs with them (ls, inspect).
+    std::optional<LimitUsage> limits;
 };
 std::vector<SandboxView> list_sandboxes(Context& ctx);
 SandboxView inspect_sandbox(Context& ctx, const std::string& id);
