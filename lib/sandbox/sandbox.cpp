@@ -216,7 +216,6 @@ AgentClient connect_agent(Context& ctx, const SandboxRecord& r, const std::strin
                                         " is unreachable (its supervisor is gone)");
 }
 
-
 RunOutcome run_in_sandbox(Context& ctx, const RunRequest& req, const AttachOptions& io) {
     std::string id = ctx.store.resolve_id(req.id);
     SandboxRecord r = ctx.store.load(id);
@@ -224,8 +223,8 @@ RunOutcome run_in_sandbox(Context& ctx, const RunRequest& req, const AttachOptio
         throw Error(ErrorCode::general,
                     "sandbox " + id + " is not running (" + to_string(r.state) + ")");
     if (req.attach) {
-        RunOutcome out = connect_agent(ctx, r, "attach to a command")
-                             .logs(*req.attach, req.follow, io);
+        RunOutcome out =
+            connect_agent(ctx, r, "attach to a command").logs(*req.attach, req.follow, io);
         if (out.status == -1) {
             out.status = 0;
             out.running = true;
