@@ -26,6 +26,7 @@
 #include <thread>
 
 #include "lib/audit/audit.hpp"
+#include "lib/audit/chain.hpp"
 #include "lib/audit/state.hpp"
 #include "lib/core/error.hpp"
 #include "lib/core/fd.hpp"
@@ -164,6 +165,11 @@ void extend_with_tail(const fs::path& dir, WriterState& s) {
     std::uint64_t pos = s.bytes;
     std::string chunk, carry;
     bool stop = false;
+    // Only lines that continue the chain belong to the stream.
+    Chain chain;
+    ChainValue cv{};
+    if (!chain_parse(s.chain, cv)) return;
+    chain.reset(cv);
     while (pos < end && !stop) {
         chunk.resize(std::min<std::uint64_t>(1 << 20, end - pos));
         ssize_t n = ::pread(fd, chunk.data(), chunk.size(), static_cast<off_t>(pos));
@@ -176,6 +182,13 @@ void extend_with_tail(const fs::path& dir, WriterState& s) {
             auto nl = carry.find('\n', start);
             if (nl == std::string::npos) break;
             std::string_view line(carry.data() + start, nl - start);
+            std::string_view body, hex;
+            ChainValue carried;
+            if (!split_chained_line(line, body, hex) || !chain_parse(hex, carried) ||
+                chain.next(body) != carried) {
+                stop = true;
+                break;
+            }
             nlohmann::json j;
             try {
                 j = nlohmann::json::parse(line);
@@ -209,6 +222,8 @@ void extend_with_tail(const fs::path& dir, WriterState& s) {
             }
             s.last_sequence += 1;
             s.bytes += line.size() + 1;
+            chain.reset(carried);
+            s.chain = std::string(hex);
             start = nl + 1;
         }
         carry.erase(0, start);
@@ -287,6 +302,7 @@ Status make_status(const fs::path& dir, const WriterState& s, bool running,
     st.complete = st.reasons.empty() && st.dropped == 0;
     st.sandbox_id = s.sandbox_id;
     st.runtime_version = s.runtime_version;
+    st.chain = s.chain;
     st.points = load_points(dir);
     st.writer_running = running;
     st.connected = s.connected;

@@ -33,6 +33,7 @@
 #include <thread>
 
 #include "lib/audit/audit.hpp"
+#include "lib/audit/chain.hpp"
 #include "lib/audit/decoder.hpp"
 #include "lib/audit/queue.hpp"
 #include "lib/audit/state.hpp"
@@ -220,6 +221,9 @@ class Writer {
     // writer state (writer thread only)
     RecordFormatter fmt_;
     JsonOut out_;
+    // The chain after the last line formatted, flushed (committed) and fsynced.
+    Chain chain_;
+    ChainValue committed_chain_{}, synced_chain_{};
     std::uint64_t seq_ = 0, events_ = 0;
     std::uint64_t committed_bytes_ = 0, committed_seq_ = 0, committed_events_ = 0;
     std::uint64_t synced_bytes_ = 0, synced_seq_ = 0, synced_events_ = 0;
@@ -494,13 +498,14 @@ void Writer::reader_loop() {
 bool Writer::append_line(std::size_t mark, bool is_event) {
     // The byte limit is checked per line: the log never exceeds max_bytes and
     // always ends on a whole line. Once reached, nothing more is written.
-    if (committed_bytes_ + out_.size() > opts_.max_bytes) {
+    if (committed_bytes_ + out_.size() + kChainTail > opts_.max_bytes) {
         out_.buf().resize(mark);
         byte_limit_ = true;
         stop_reason_ = StopReason::byte_limit;
         if (is_event) ++byte_limit_dropped_;
         return false;
     }
+    chain_.seal(out_.buf(), mark);
     ++seq_;
     if (is_event) ++events_;
     return true;
@@ -653,6 +658,7 @@ void Writer::flush_output() {
         committed_bytes_ += off;
         committed_seq_ = seq_;
         committed_events_ = events_;
+        committed_chain_ = chain_.value();
         out_.clear();
         return;
     }
@@ -687,6 +693,16 @@ void Writer::flush_output() {
     committed_events_ += events_good;
     committed_bytes_ += good;
     disk_dropped_ += events_lost;
+    // The chain ends at the last whole line that made it.
+    if (good > 0) {
+        std::string_view kept = buf.substr(0, good - 1), body, hex;
+        auto nl = kept.rfind('\n');
+        std::string_view last_line = nl == std::string_view::npos ? kept : kept.substr(nl + 1);
+        ChainValue last;
+        if (split_chained_line(last_line, body, hex) && chain_parse(hex, last))
+            committed_chain_ = last;
+    }
+    chain_.reset(committed_chain_);
     if (off > good) (void)!::ftruncate(log_fd_.get(), static_cast<off_t>(committed_bytes_));
     seq_ = committed_seq_;
     events_ = committed_events_;
@@ -711,6 +727,7 @@ void Writer::sync_log() {
     synced_bytes_ = committed_bytes_;
     synced_seq_ = committed_seq_;
     synced_events_ = committed_events_;
+    synced_chain_ = committed_chain_;
 }
 
 WriterState Writer::snapshot() const {
@@ -718,6 +735,7 @@ WriterState Writer::snapshot() const {
     s.bytes = synced_bytes_;
     s.events = synced_events_;
     s.last_sequence = synced_seq_;
+    s.chain = chain_hex(synced_chain_);
     s.runtime_dropped = runtime_dropped_;
     s.queue_overflow = queue_overflow_;
     s.truncated = truncated_;
