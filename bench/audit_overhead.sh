@@ -53,7 +53,7 @@ sentry_dropped() { # id -> the sentry's cumulative dropped count for the sink
 settle() { # id
     local prev=-1 cur i
     for i in $(seq 1 200); do
-        cur=$("$sw" audit status "$1" 2>/dev/null | jq -r '.counters.written_sequence // 0')
+        cur=$("$sw" --json audit status "$1" 2>/dev/null | jq -r '.counters.written_sequence // 0')
         [ "$cur" = "$prev" ] && return
         prev=$cur
         sleep 0.2
@@ -121,7 +121,7 @@ printf '\n%-6s %4s %14s %12s %7s %12s %10s %8s %9s  %s\n' \
 for w in dd walk; do
     a=${aud[$w]}
     st=$out/$w.status
-    "$sw" audit export "$a" "$out/$w.jsonl" >"$st" 2>/dev/null
+    "$sw" --json audit export "$a" "$out/$w.jsonl" >"$st" 2>/dev/null
     rm -f "$out/$w.jsonl"
     m_off=$(echo "${t_off[$w]}" | tr ' ' '\n' | grep . | median)
     m_on=$(echo "${t_on[$w]}" | tr ' ' '\n' | grep . | median)

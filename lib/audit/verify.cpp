@@ -97,6 +97,12 @@ VerifyResult verify_log(const fs::path& log, const std::optional<fs::path>& side
         return r;
     };
 
+    // The copy first: one that cannot be read at all is an error, not a verdict.
+    Fd fd(::open(log.c_str(), O_RDONLY | O_CLOEXEC));
+    if (!fd) throw_errno("open " + log.string());
+    struct stat sb;
+    if (::fstat(fd.get(), &sb) != 0) throw_errno("stat " + log.string());
+    if (!S_ISREG(sb.st_mode)) throw Error(ErrorCode::usage, log.string() + " is not a file");
     // The sidecar: present, JSON, describing a successful export.
     std::string side_text;
     try {
@@ -118,11 +124,6 @@ VerifyResult verify_log(const fs::path& log, const std::optional<fs::path>& side
     std::unordered_set<std::string> points;
     for (const auto& p : st.points) points.insert(p.name);
 
-    Fd fd(::open(log.c_str(), O_RDONLY | O_CLOEXEC));
-    if (!fd) throw_errno("open " + log.string());
-    struct stat sb;
-    if (::fstat(fd.get(), &sb) != 0) throw_errno("stat " + log.string());
-    if (!S_ISREG(sb.st_mode)) throw Error(ErrorCode::usage, log.string() + " is not a file");
     const std::size_t size = static_cast<std::size_t>(sb.st_size);
     r.bytes = size;
     const char* data = nullptr;
