@@ -5,17 +5,20 @@
 # when the audited runs lost nothing: the dropped count of the export (and the
 # sentry's own count per rep, from `runsc trace list`) must be 0.
 #
-# Workloads:
+# Workloads (each at least 100,000 events with the defaults):
 #   dd    /bin/dd if=/dev/zero of=/dev/null bs=1 count=$DD_COUNT   (2 syscalls per byte)
-#   walk  /usr/bin/find / -xdev, $WALK_LOOPS times in one shell      (file-tree walk)
+#   walk  ls -lR of a tree of 5,000 files, $WALK_LOOPS times in one shell
+#         (getdents64, a stat and an xattr lookup per file: ~13k events a pass)
 #
 # Usage: bench/audit_overhead.sh [REPS]   (default 5; needs root and a built tree)
-# Env:   SANDWEAVE (binary), DD_COUNT (default 100000), WALK_LOOPS (default 10)
+# Env:   SANDWEAVE (binary), SANDWEAVE_RUNSC (the runtime, e.g. one built with
+#        runtime/audit-batch.patch into SANDWEAVE_RUNTIME_DIR), DD_COUNT
+#        (default 100000), WALK_LOOPS (default 8)
 set -uo pipefail
 
 reps=${1:-5}
 dd_count=${DD_COUNT:-100000}
-walk_loops=${WALK_LOOPS:-10}
+walk_loops=${WALK_LOOPS:-8}
 top=$(cd "$(dirname "${BASH_SOURCE[0]}")/.." && pwd)
 sw=${SANDWEAVE:-$(cd "$(dirname "${BASH_SOURCE[0]}")/.." && pwd)/build/sandweave}
 [ -x "$sw" ] || sw=$top/build/sandweave
@@ -62,7 +65,7 @@ settle() { # id
 workload() { # name -> argv
     case $1 in
         dd) echo /bin/dd if=/dev/zero of=/dev/null bs=1 "count=$dd_count" ;;
-        walk) echo /bin/sh -c "i=0; while [ \$i -lt $walk_loops ]; do /usr/bin/find / -xdev >/dev/null; i=\$((i+1)); done" ;;
+        walk) echo /bin/sh -c "i=0; while [ \$i -lt $walk_loops ]; do ls -lR /tmp/tree >/dev/null; i=\$((i+1)); done" ;;
     esac
 }
 run_timed() { # id workload -> ns on stdout
@@ -70,7 +73,7 @@ run_timed() { # id workload -> ns on stdout
     t0=$(now_ns)
     case $2 in
         dd) "$sw" run "$1" -- /bin/dd if=/dev/zero of=/dev/null bs=1 "count=$dd_count" >/dev/null 2>&1 ;;
-        walk) "$sw" run "$1" -c "i=0; while [ \$i -lt $walk_loops ]; do /usr/bin/find / -xdev >/dev/null; i=\$((i+1)); done" >/dev/null 2>&1 ;;
+        walk) "$sw" run "$1" -c "i=0; while [ \$i -lt $walk_loops ]; do ls -lR /tmp/tree >/dev/null; i=\$((i+1)); done" >/dev/null 2>&1 ;;
     esac
     rc=$?
     t1=$(now_ns)
@@ -81,15 +84,17 @@ run_timed() { # id workload -> ns on stdout
     echo $((t1 - t0))
 }
 
-echo "audit_overhead: $reps reps; dd count=$dd_count, walk = find / -xdev x $walk_loops; $(nproc) CPUs, load $(cut -d' ' -f1-3 /proc/loadavg)" >&2
+echo "audit_overhead: $reps reps; dd count=$dd_count, walk = ls -lR of 5000 files x $walk_loops; runsc ${SANDWEAVE_RUNSC:-default}; $(nproc) CPUs, load $(cut -d' ' -f1-3 /proc/loadavg)" >&2
 "$sw" image build base >/dev/null 2>&1
 plain=$("$sw" create --template base --no-audit) || exit 1
 declare -A aud
 for w in dd walk; do
     aud[$w]=$("$sw" create --template base --audit) || exit 1
 done
-# Warm-up (page cache, first exec) in every sandbox, not timed.
-for id in "$plain" "${aud[dd]}" "${aud[walk]}"; do "$sw" run "$id" -- /usr/bin/find / -xdev >/dev/null 2>&1; done
+# The walk's tree and a warm-up (page cache, first exec) in every sandbox, not timed.
+for id in "$plain" "${aud[dd]}" "${aud[walk]}"; do
+    "$sw" run "$id" -c 'mkdir -p /tmp/tree && cd /tmp/tree && for d in 1 2 3 4 5 6 7 8 9 10; do mkdir -p $d && (cd $d && seq 1 500 | xargs touch); done; ls -lR /tmp/tree >/dev/null' >/dev/null 2>&1
+done
 for w in dd walk; do settle "${aud[$w]}"; done
 
 declare -A t_off t_on drops_rep

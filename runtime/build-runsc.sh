@@ -20,6 +20,7 @@ readonly PATCHES=(
   "$SCRIPT_DIR/hidepid.patch"
   "$SCRIPT_DIR/audit.patch"
   "$SCRIPT_DIR/compat.patch"
+  "$SCRIPT_DIR/audit-batch.patch"
 )
 readonly CACHE_ROOT="${SANDWEAVE_RUNTIME_CACHE:-/var/cache/sandweave/runtime}"
 readonly INSTALL_DIR="${SANDWEAVE_RUNTIME_DIR:-/usr/local/lib/sandweave}"

@@ -398,6 +398,13 @@ RecordFormatter::Result RecordFormatter::payload(JsonOut& out, std::uint64_t seq
     return r;
 }
 
+RecordFormatter::Result RecordFormatter::malformed(JsonOut& out, std::uint64_t seq,
+                                                   std::uint64_t dropped, int type,
+                                                   const char* error, std::string_view raw) {
+    raw_record(out, seq, dropped, "writer/malformed_message", type, error, raw);
+    return {Outcome::malformed, false, false};
+}
+
 std::string RecordFormatter::point_of(std::uint16_t type, std::string_view body) {
     JsonOut tmp;
     Result r = payload(tmp, 0, 0, type, body);

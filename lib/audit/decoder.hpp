@@ -57,6 +57,11 @@ class RecordFormatter {
     Result payload(JsonOut& out, std::uint64_t seq, std::uint64_t dropped, std::uint16_t type,
                    std::string_view payload);
 
+    // The record for bytes that are not a whole message (e.g. what is left of
+    // a batch after its last whole entry): writer/malformed_message, raw.
+    Result malformed(JsonOut& out, std::uint64_t seq, std::uint64_t dropped, int type,
+                     const char* error, std::string_view raw);
+
     // The point name the record for (type, payload) would carry; "" if unknown.
     std::string point_of(std::uint16_t type, std::string_view payload);
 

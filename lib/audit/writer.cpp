@@ -167,13 +167,17 @@ class Writer {
     bool drain(int max_rounds);
     std::size_t drained_ = 0;  // messages taken by the last drain()
     bool peer_closed();
-    void enqueue_event(std::uint16_t kind, std::uint64_t arg, std::string_view data);
+    // `events`: how many events the entry stands for (a batch: its points).
+    void enqueue_event(std::uint16_t kind, std::uint64_t arg, std::string_view data,
+                       std::uint64_t events = 1);
     void enqueue_meta(std::uint16_t kind, std::uint64_t arg, std::string_view data);
     bool handle_wake();
 
     // writer thread
     void writer_loop();
     void handle_entry(const ByteQueue::Entry& e);
+    void event_record(std::uint16_t type, std::string_view payload);
+    void count_outcome(const RecordFormatter::Result& r);
     bool append_line(std::size_t mark, bool is_event);
     void meta_line(const char* point, const std::string& extra_json_fields);
     void emit_gap(std::uint64_t lost, const char* source);
@@ -292,15 +296,16 @@ void Writer::setup() {
 
 // ---------------------------------------------------------------- reader ----
 
-void Writer::enqueue_event(std::uint16_t kind, std::uint64_t arg, std::string_view data) {
+void Writer::enqueue_event(std::uint16_t kind, std::uint64_t arg, std::string_view data,
+                           std::uint64_t events) {
     if (pending_overflow_ > 0) {
         if (!queue_.push(kGap, pending_overflow_, {})) {
-            ++pending_overflow_;
+            pending_overflow_ += events;
             return;
         }
         pending_overflow_ = 0;
     }
-    if (!queue_.push(kind, arg, data)) ++pending_overflow_;
+    if (!queue_.push(kind, arg, data)) pending_overflow_ += events;
 }
 
 void Writer::enqueue_meta(std::uint16_t kind, std::uint64_t arg, std::string_view data) {
@@ -418,7 +423,8 @@ bool Writer::drain(int max_rounds) {
                 enqueue_event(kTruncated, len,
                               std::string_view(data, std::min<std::size_t>(len, 8)));
             } else {
-                enqueue_event(kMsg, 0, std::string_view(data, len));
+                std::string_view m(data, len);
+                enqueue_event(kMsg, 0, m, message_event_count(m));
             }
         }
         if (n < kBatch) return true;
@@ -536,6 +542,28 @@ void Writer::emit_gap(std::uint64_t lost, const char* source) {
     append_line(mark, false);
 }
 
+void Writer::count_outcome(const RecordFormatter::Result& r) {
+    if (r.outcome == RecordFormatter::Outcome::malformed) ++malformed_;
+    if (r.outcome == RecordFormatter::Outcome::unknown_type) ++unknown_types_;
+    if (r.lossy) ++lossy_;
+    if (r.container_start) container_start_seen_ = true;
+}
+
+// One point of a batch; type kBatchMessage marks the malformed remainder.
+void Writer::event_record(std::uint16_t type, std::string_view payload) {
+    if (stop_reason_ != StopReason::none) {
+        count_unwritten_event();
+        return;
+    }
+    std::size_t mark = out_.size();
+    RecordFormatter::Result r =
+        type == kBatchMessage
+            ? fmt_.malformed(out_, seq_ + 1, dropped_total(), type,
+                             "batch remainder is not a whole entry", payload)
+            : fmt_.payload(out_, seq_ + 1, dropped_total(), type, payload);
+    if (append_line(mark, true)) count_outcome(r);
+}
+
 void Writer::handle_entry(const ByteQueue::Entry& e) {
     dirty_ = true;
     switch (e.kind) {
@@ -548,6 +576,14 @@ void Writer::handle_entry(const ByteQueue::Entry& e) {
                 runtime_dropped_ = unwrap_advance(runtime_dropped_, h.dropped_count);
                 if (runtime_dropped_ > before) emit_gap(runtime_dropped_ - before, "runtime");
             }
+            if (he == HeaderError::none && h.message_type == kBatchMessage) {
+                // Several points (runtime/audit-batch.patch): one record each.
+                std::string_view rest = body;
+                BatchEntry be;
+                while (next_batch_entry(rest, be)) event_record(be.type, be.payload);
+                if (!rest.empty()) event_record(kBatchMessage, rest);
+                return;
+            }
             if (stop_reason_ != StopReason::none) {
                 count_unwritten_event();
                 return;
@@ -558,10 +594,7 @@ void Writer::handle_entry(const ByteQueue::Entry& e) {
                     ? fmt_.payload(out_, seq_ + 1, dropped_total(), h.message_type, body)
                     : fmt_.message(out_, seq_ + 1, dropped_total(), e.data);
             if (!append_line(mark, true)) return;
-            if (r.outcome == RecordFormatter::Outcome::malformed) ++malformed_;
-            if (r.outcome == RecordFormatter::Outcome::unknown_type) ++unknown_types_;
-            if (r.lossy) ++lossy_;
-            if (r.container_start) container_start_seen_ = true;
+            count_outcome(r);
             return;
         }
         case kGap:

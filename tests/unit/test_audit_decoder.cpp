@@ -310,6 +310,9 @@ TEST_CASE("audit decoder: the recorded runsc corpus decodes without a malformed 
     int n = 0;
     for (const auto& e : fs::directory_iterator(dir)) {
         if (e.path().filename() == "handshake.bin") continue;
+        // batch-*.bin are built from recorded points (fuzz seeds); the writer
+        // takes them apart (writer test), the formatter alone does not.
+        if (e.path().filename().string().rfind("batch-", 0) == 0) continue;
         auto d = decode(sandweave::read_file(e.path()));
         CHECK_MESSAGE(d.result.outcome == RecordFormatter::Outcome::event, e.path().string());
         ++n;
