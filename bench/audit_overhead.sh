@@ -27,6 +27,17 @@ if [ "$(id -u)" != 0 ] || [ ! -x "$sw" ] || ! command -v jq >/dev/null; then
     exit 1
 fi
 
+# CPU figures: wall time on a shared machine moves with other people's load,
+# CPU time much less. Per run: the sandbox's cgroup (sentry, gofer, the
+# guest's stub processes: cpuacct.usage) plus, audited, the writer's own
+# utime+stime until it has written everything (settle).
+cg_ns() { cat "/sys/fs/cgroup/cpuacct/$1/cpuacct.usage" 2>/dev/null || echo 0; }
+writer_ns() { # id
+    local pid
+    pid=$(jq -r .pid "$state/sandboxes/$1/audit/writer-state.json" 2>/dev/null)
+    awk -v t="$(getconf CLK_TCK)" '{printf "%d", ($14 + $15) * 1e9 / t}' "/proc/$pid/stat" 2>/dev/null || echo 0
+}
+
 # Short: the writer's sink socket path must stay under 100 bytes.
 state=$(mktemp -d /tmp/swb.XXXXXX)
 export SANDWEAVE_STATE_DIR=$state
@@ -97,12 +108,13 @@ for id in "$plain" "${aud[dd]}" "${aud[walk]}"; do
 done
 for w in dd walk; do settle "${aud[$w]}"; done
 
-declare -A t_off t_on drops_rep
-for w in dd walk; do t_off[$w]=""; t_on[$w]=""; drops_rep[$w]=0; done
+declare -A t_off t_on c_off c_on drops_rep
+for w in dd walk; do t_off[$w]=""; t_on[$w]=""; c_off[$w]=""; c_on[$w]=""; drops_rep[$w]=0; done
 for i in $(seq 1 "$reps"); do
     for w in dd walk; do
         a=${aud[$w]}
         d0=$(sentry_dropped "$a")
+        p0=$(cg_ns "$plain"); a0=$(( $(cg_ns "$a") + $(writer_ns "$a") ))
         # Alternate the order so drift (load, caches) does not favour one side.
         if [ $((i % 2)) = 1 ]; then
             off=$(run_timed "$plain" $w) || exit 1
@@ -113,16 +125,19 @@ for i in $(seq 1 "$reps"); do
         fi
         d1=$(sentry_dropped "$a")
         settle "$a"
+        p1=$(cg_ns "$plain"); a1=$(( $(cg_ns "$a") + $(writer_ns "$a") ))
+        c_off[$w]+="$((p1 - p0)) "
+        c_on[$w]+="$((a1 - a0)) "
         t_off[$w]+="$off "
         t_on[$w]+="$on "
         lost=$(( ${d1:-0} - ${d0:-0} ))
         drops_rep[$w]=$(( ${drops_rep[$w]} + lost ))
-        echo "rep $i $w: no-audit $(ms "$off") ms, audit $(ms "$on") ms, sentry drops $lost" >&2
+        echo "rep $i $w: no-audit $(ms "$off") ms, audit $(ms "$on") ms; CPU no-audit $(ms $((p1 - p0))) ms, audit (with writer) $(ms $((a1 - a0))) ms; sentry drops $lost" >&2
     done
 done
 
-printf '\n%-6s %4s %14s %12s %7s %12s %10s %8s %9s  %s\n' \
-    workload reps "no-audit(ms)" "audit(ms)" ratio "events/rep" "MiB/rep" dropped complete valid
+printf '\n%-6s %4s %14s %12s %7s %9s %12s %10s %8s %9s  %s\n' \
+    workload reps "no-audit(ms)" "audit(ms)" ratio cpu_ratio "events/rep" "MiB/rep" dropped complete valid
 for w in dd walk; do
     a=${aud[$w]}
     st=$out/$w.status
@@ -130,15 +145,18 @@ for w in dd walk; do
     rm -f "$out/$w.jsonl"
     m_off=$(echo "${t_off[$w]}" | tr ' ' '\n' | grep . | median)
     m_on=$(echo "${t_on[$w]}" | tr ' ' '\n' | grep . | median)
+    mc_off=$(echo "${c_off[$w]}" | tr ' ' '\n' | grep . | median)
+    mc_on=$(echo "${c_on[$w]}" | tr ' ' '\n' | grep . | median)
     events=$(jq -r .events "$st")
     bytes=$(jq -r .bytes "$st")
     dropped=$(jq -r .dropped "$st")
     complete=$(jq -r .complete "$st")
     valid=yes
     [ "$dropped" = 0 ] && [ "${drops_rep[$w]}" = 0 ] || valid="NO (dropped $dropped)"
-    printf '%-6s %4s %14s %12s %7s %12s %10s %8s %9s  %s\n' "$w" "$reps" "$(ms "$m_off")" "$(ms "$m_on")" \
-        "$(ratio "$m_on" "$m_off")" "$((events / (reps + 1)))" \
+    printf '%-6s %4s %14s %12s %7s %9s %12s %10s %8s %9s  %s\n' "$w" "$reps" "$(ms "$m_off")" "$(ms "$m_on")" \
+        "$(ratio "$m_on" "$m_off")" "$(ratio "$mc_on" "$mc_off")" "$((events / (reps + 1)))" \
         "$(awk -v b="$bytes" -v r="$((reps + 1))" 'BEGIN {printf "%.1f", b/r/1048576}')" \
         "$dropped" "$complete" "$valid"
 done
-echo "(events and MiB per rep include the warm-up run; ratio = median audit / median no-audit)"
+echo "(events and MiB per rep include the warm-up run; ratio = median audit / median no-audit wall time;"
+echo " cpu_ratio = median CPU of the audited sandbox and its writer / median CPU of the plain sandbox)"
