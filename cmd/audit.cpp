@@ -60,9 +60,11 @@ void register_audit(CLI::App& app, GlobalOptions& g, Outcome& out) {
     verify->add_option("path", *vpath, "The exported JSONL log")->required();
     verify->add_option("--status", *vside, "The sidecar (default PATH.status.json)");
     verify->callback([&g, &out, vpath, vside] {
-        auto r = audit::verify_log(*vpath, vside->empty() ? std::nullopt
-                                                          : std::optional<std::filesystem::path>(*vside));
-        if (!r.ok) throw Error(ErrorCode::audit_incomplete, "audit verify " + *vpath + ": " + r.discrepancy);
+        auto r = audit::verify_log(
+            *vpath, vside->empty() ? std::nullopt : std::optional<std::filesystem::path>(*vside));
+        if (!r.ok)
+            throw Error(ErrorCode::audit_incomplete,
+                        "audit verify " + *vpath + ": " + r.discrepancy);
         if (g.json)
             print_json({{"ok", true},
                         {"lines", r.lines},
@@ -73,11 +75,10 @@ void register_audit(CLI::App& app, GlobalOptions& g, Outcome& out) {
                         {"sha256", r.sidecar.sha256},
                         {"chain", r.sidecar.chain}});
         else
-            print_line("ok lines=" + std::to_string(r.lines) + " events=" + std::to_string(r.events) +
-                       " dropped=" + std::to_string(r.sidecar.dropped) +
-                       " bytes=" + std::to_string(r.bytes) +
-                       " complete=" + (r.sidecar.complete ? "true" : "false") +
-                       " sha256=" + r.sidecar.sha256);
+            print_line("ok lines=" + std::to_string(r.lines) + " events=" +
+                       std::to_string(r.events) + " dropped=" + std::to_string(r.sidecar.dropped) +
+                       " bytes=" + std::to_string(r.bytes) + " complete=" +
+                       (r.sidecar.complete ? "true" : "false") + " sha256=" + r.sidecar.sha256);
         out.exit_code = 0;
     });
 }

@@ -71,10 +71,10 @@ class RecordFormatter {
         std::uint32_t number;
         Kind kind;
         bool repeated;
-        int message;          // index into schemas_ for Kind::message
-        std::string key;      // "\"name\":"
-        bool always = false;  // scalar written as 0/false when absent
-        bool hex = false;     // written as a "0x..." string (raw syscall args)
+        int message;               // index into schemas_ for Kind::message
+        std::string key;           // "\"name\":"
+        bool always = false;       // scalar written as 0/false when absent
+        bool hex = false;          // written as a "0x..." string (raw syscall args)
         bool names_sysno = false;  // followed by "syscall":"<name>" (raw records)
     };
     struct Schema {

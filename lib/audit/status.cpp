@@ -246,12 +246,12 @@ std::string summary_line(const Status& s) {
     // key=value, no spaces inside values: easy to read and to cut/grep.
     std::string line = std::string("complete=") + (s.complete ? "true" : "false") +
                        " events=" + std::to_string(s.events) +
-                       " dropped=" + std::to_string(s.dropped) + " bytes=" + std::to_string(s.bytes);
+                       " dropped=" + std::to_string(s.dropped) +
+                       " bytes=" + std::to_string(s.bytes);
     if (!s.sha256.empty()) line += " sha256=" + s.sha256;
     if (!s.reasons.empty()) {
         line += " reasons=";
-        for (std::size_t i = 0; i < s.reasons.size(); ++i)
-            line += (i ? "," : "") + s.reasons[i];
+        for (std::size_t i = 0; i < s.reasons.size(); ++i) line += (i ? "," : "") + s.reasons[i];
     }
     if (!s.barrier) line += std::string(" writer_running=") + (s.writer_running ? "true" : "false");
     if (!s.path.empty()) line += " path=" + s.path;

@@ -175,8 +175,9 @@ VerifyResult verify_log(const fs::path& log, const std::optional<fs::path>& side
         if (!split_chained_line(line, body, hex) || !chain_parse(hex, carried))
             return fail(at() + "carries no chain field (not a record of the writer, or edited)");
         if (chain.next(body) != carried)
-            return fail(at() + "its chain does not follow from the previous line and its bytes "
-                             "(a line was edited, removed or reordered here)");
+            return fail(at() +
+                        "its chain does not follow from the previous line and its bytes "
+                        "(a line was edited, removed or reordered here)");
         chain.reset(carried);
         Head h;
         if (!parse_head(line, h)) return fail(at() + "does not start like an audit record");
@@ -200,8 +201,8 @@ VerifyResult verify_log(const fs::path& log, const std::optional<fs::path>& side
             ++r.events;
         }
         if (h.dropped != recorded_loss)
-            return fail(at() + "dropped " + u(h.dropped) + ", but the gap records so far add up to " +
-                        u(recorded_loss));
+            return fail(at() + "dropped " + u(h.dropped) +
+                        ", but the gap records so far add up to " + u(recorded_loss));
         r.lines = n;
         pos = nl + 1;
     }
@@ -210,19 +211,17 @@ VerifyResult verify_log(const fs::path& log, const std::optional<fs::path>& side
         return fail("the copy ends at line " + u(r.lines) + ", the sidecar's last_sequence is " +
                     u(st.last_sequence) + " (lines were cut off)");
     if (chain.value() != want_chain)
-        return fail("the last line's chain " + chain_hex(chain.value()) +
-                    " is not the sidecar's " + st.chain);
+        return fail("the last line's chain " + chain_hex(chain.value()) + " is not the sidecar's " +
+                    st.chain);
     if (r.bytes != st.bytes)
         return fail("the copy has " + u(r.bytes) + " bytes, the sidecar says " + u(st.bytes));
     hasher.join();
-    if (sha != st.sha256)
-        return fail("sha256 " + sha + " is not the sidecar's " + st.sha256);
+    if (sha != st.sha256) return fail("sha256 " + sha + " is not the sidecar's " + st.sha256);
     if (r.events != st.events)
         return fail("the copy has " + u(r.events) + " events, the sidecar says " + u(st.events));
-    if (recorded_loss > st.dropped ||
-        (recorded_loss < st.dropped && !losses_after_log_end(st)))
-        return fail("the gap records add up to " + u(recorded_loss) + " lost, the sidecar's dropped is " +
-                    u(st.dropped));
+    if (recorded_loss > st.dropped || (recorded_loss < st.dropped && !losses_after_log_end(st)))
+        return fail("the gap records add up to " + u(recorded_loss) +
+                    " lost, the sidecar's dropped is " + u(st.dropped));
     r.ok = true;
     return r;
 }

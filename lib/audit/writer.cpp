@@ -557,10 +557,9 @@ void Writer::event_record(std::uint16_t type, std::string_view payload) {
     }
     std::size_t mark = out_.size();
     RecordFormatter::Result r =
-        type == kBatchMessage
-            ? fmt_.malformed(out_, seq_ + 1, dropped_total(), type,
-                             "batch remainder is not a whole entry", payload)
-            : fmt_.payload(out_, seq_ + 1, dropped_total(), type, payload);
+        type == kBatchMessage ? fmt_.malformed(out_, seq_ + 1, dropped_total(), type,
+                                               "batch remainder is not a whole entry", payload)
+                              : fmt_.payload(out_, seq_ + 1, dropped_total(), type, payload);
     if (append_line(mark, true)) count_outcome(r);
 }
 

@@ -23,8 +23,7 @@ extern "C" int LLVMFuzzerTestOneInput(const std::uint8_t* data, std::size_t size
     std::string_view msg(reinterpret_cast<const char*>(data), size);
     auto one_record = [&] {
         const std::string& line = out.buf();
-        if (line.empty() || line.back() != '\n' || line.find('\n') != line.size() - 1)
-            std::abort();
+        if (line.empty() || line.back() != '\n' || line.find('\n') != line.size() - 1) std::abort();
         auto j = nlohmann::json::parse(line, nullptr, /*allow_exceptions=*/false);
         if (j.is_discarded() || !j.contains("seq") || !j.contains("point") ||
             !j.contains("dropped"))
@@ -35,7 +34,8 @@ extern "C" int LLVMFuzzerTestOneInput(const std::uint8_t* data, std::size_t size
     a::WireHeader h;
     std::string_view body;
     out.clear();
-    if (a::parse_header(msg, h, body) == a::HeaderError::none && h.message_type == a::kBatchMessage) {
+    if (a::parse_header(msg, h, body) == a::HeaderError::none &&
+        h.message_type == a::kBatchMessage) {
         std::uint64_t records = 0;
         a::BatchEntry e;
         while (a::next_batch_entry(body, e)) {

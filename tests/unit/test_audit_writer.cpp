@@ -200,7 +200,8 @@ TEST_CASE("audit writer: stream, barrier, export, finish") {
     CHECK(sj["points"]["syscall/openat/exit"] == nlohmann::json{"fd_path"});
     // Context fields are listed once; a point with others lists its own.
     CHECK(sj["context_fields"] == nlohmann::json{"time"});
-    CHECK(sj["point_context_fields"] == nlohmann::json{{"syscall/openat/exit", nlohmann::json::array()}});
+    CHECK(sj["point_context_fields"] ==
+          nlohmann::json{{"syscall/openat/exit", nlohmann::json::array()}});
     CHECK(status_from_json(sj).points == ex.points);
 
     // Events after the barrier are not in that export, but are in the next.
