@@ -31,9 +31,9 @@
 #include <cstdio>
 #include <cstring>
 #include <filesystem>
-#include <thread>
 #include <map>
 #include <string>
+#include <thread>
 #include <vector>
 
 #include "lib/audit/wire.hpp"
