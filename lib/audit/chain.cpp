@@ -9,13 +9,17 @@ namespace {
 constexpr char kHex[] = "0123456789abcdef";
 }
 
-std::string chain_hex(const ChainValue& v) {
-    std::string out(2 * kChainBytes, '0');
-    for (std::size_t i = 0; i < kChainBytes; ++i) {
-        out[2 * i] = kHex[v[i] >> 4];
-        out[2 * i + 1] = kHex[v[i] & 15];
+std::string hex_bytes(const unsigned char* p, std::size_t n) {
+    std::string out(2 * n, '0');
+    for (std::size_t i = 0; i < n; ++i) {
+        out[2 * i] = kHex[p[i] >> 4];
+        out[2 * i + 1] = kHex[p[i] & 15];
     }
     return out;
+}
+
+std::string chain_hex(const ChainValue& v) {
+    return hex_bytes(v.data(), v.size());
 }
 
 bool chain_parse(std::string_view hex, ChainValue& v) {

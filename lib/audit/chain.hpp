@@ -25,6 +25,8 @@ inline constexpr std::size_t kChainTail = kChainKey.size() + 2 * kChainBytes + 2
 
 using ChainValue = std::array<unsigned char, kChainBytes>;
 
+// Lowercase hex of n bytes (digests: the chain, sha256 of a log).
+std::string hex_bytes(const unsigned char* p, std::size_t n);
 std::string chain_hex(const ChainValue&);
 // Parses 32 lowercase hex digits; false when `hex` is anything else.
 bool chain_parse(std::string_view hex, ChainValue&);

@@ -373,16 +373,6 @@ nlohmann::json sentry_json(std::optional<std::uint64_t> v) {
     return v ? nlohmann::json(*v) : nlohmann::json(nullptr);
 }
 
-std::string sha256_hex(const unsigned char* md, unsigned len) {
-    static const char* hex = "0123456789abcdef";
-    std::string out;
-    for (unsigned i = 0; i < len; ++i) {
-        out.push_back(hex[md[i] >> 4]);
-        out.push_back(hex[md[i] & 15]);
-    }
-    return out;
-}
-
 // Copies [0, n) of src into a new file `tmp`, hashing the same bytes on a
 // second thread (the copy itself stays in the kernel: copy_file_range).
 std::string copy_prefix(const fs::path& src, const fs::path& tmp, std::uint64_t n) {
@@ -421,7 +411,7 @@ std::string copy_prefix(const fs::path& src, const fs::path& tmp, std::uint64_t 
         unsigned len = 0;
         EVP_DigestFinal_ex(ctx, md, &len);
         EVP_MD_CTX_free(ctx);
-        digest = sha256_hex(md, len);
+        digest = hex_bytes(md, len);
     });
     std::string copy_error;
     std::uint64_t done = 0;

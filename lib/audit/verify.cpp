@@ -64,16 +64,6 @@ bool parse_head(std::string_view line, Head& h) {
     return true;
 }
 
-std::string hex_digest(const unsigned char* md, unsigned len) {
-    static const char* hex = "0123456789abcdef";
-    std::string out;
-    for (unsigned i = 0; i < len; ++i) {
-        out.push_back(hex[md[i] >> 4]);
-        out.push_back(hex[md[i] & 15]);
-    }
-    return out;
-}
-
 // Reasons under which the log stopped before every loss could get a gap
 // record: then the gaps may add up to less than `dropped`, never more.
 bool losses_after_log_end(const Status& s) {
@@ -150,7 +140,7 @@ VerifyResult verify_log(const fs::path& log, const std::optional<fs::path>& side
         if (ctx && EVP_DigestInit_ex(ctx, EVP_sha256(), nullptr) == 1 &&
             EVP_DigestUpdate(ctx, all.data(), all.size()) == 1 &&
             EVP_DigestFinal_ex(ctx, md, &len) == 1)
-            sha = hex_digest(md, len);
+            sha = hex_bytes(md, len);
         EVP_MD_CTX_free(ctx);
     });
     struct Join {
