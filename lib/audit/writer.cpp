@@ -85,6 +85,13 @@ constexpr std::size_t kHoldMaxBatch = 64;
 // (load 9-12, dd bs=1 count=200000): 3 of 6 runs lost points at nice 0, none
 // at -10.
 constexpr int kReaderNice = -10;
+// Room the queue must have before the reader takes another round of messages
+// off the socket (kBatch of them; a batch of points from
+// runtime/audit-batch.patch is ~32 KiB). With less, the messages stay in the
+// socket, which then buffers too: a full socket makes the sentry drop and
+// count, as a full queue would have made us drop and count, but the two
+// buffers add up instead of the queue overflowing while the socket is full.
+constexpr std::size_t kReadRoom = 1u << 20;
 
 struct BarrierRequest {
     std::optional<std::uint64_t> sentry_dropped;
@@ -166,6 +173,7 @@ class Writer {
     void close_stream(const std::string& reason);
     bool drain(int max_rounds);
     std::size_t drained_ = 0;  // messages taken by the last drain()
+    bool queue_full_ = false;  // the last drain() stopped for want of queue room (kReadRoom)
     bool peer_closed();
     // `events`: how many events the entry stands for (a batch: its points).
     void enqueue_event(std::uint16_t kind, std::uint64_t arg, std::string_view data,
@@ -326,8 +334,8 @@ void Writer::accept_connection() {
         if (conn_state_ == Conn::streaming && peer_closed()) {
             // The previous stream ended but we have not read its EOF yet (the
             // reader may be pausing, kCoalesceMs): finish it first.
-            while (conn_state_ == Conn::streaming && !drain(64)) {
-            }
+            while (conn_state_ == Conn::streaming && !drain(64))
+                if (queue_full_) std::this_thread::sleep_for(200us);
             if (conn_state_ == Conn::streaming) close_stream("closed by peer");
         }
         if (conn_state_ != Conn::none) {
@@ -401,7 +409,12 @@ bool Writer::drain(int max_rounds) {
         hdrs[i].msg_hdr.msg_iovlen = 1;
     }
     drained_ = 0;
+    queue_full_ = false;
     for (int round = 0; round < max_rounds; ++round) {
+        if (queue_.capacity() - queue_.used() < kReadRoom) {
+            queue_full_ = true;
+            return false;
+        }
         int n = ::recvmmsg(conn_fd_.get(), hdrs, kBatch, MSG_DONTWAIT | MSG_TRUNC, nullptr);
         if (n < 0) {
             if (errno == EINTR) continue;
@@ -450,8 +463,10 @@ bool Writer::handle_wake() {
     // take it all (bounded, in case the guest keeps the socket full).
     auto deadline = Clock::now() + 2s;
     bool drained = conn_state_ != Conn::streaming;
-    while (!drained && Clock::now() < deadline)
+    while (!drained && Clock::now() < deadline) {
         drained = drain(64) || conn_state_ != Conn::streaming;
+        if (!drained && queue_full_) std::this_thread::sleep_for(200us);
+    }
     // Not drained in time: this barrier cannot vouch for what was sent before
     // it, and its status says so (barrier_timeout) instead of claiming it.
     std::string_view note = drained ? std::string_view() : std::string_view("drain_timeout");
@@ -486,7 +501,8 @@ void Writer::reader_loop() {
             if (conn_state_ == Conn::handshake)
                 do_handshake();
             else if (conn_state_ == Conn::streaming)
-                hold = drain(64) && conn_state_ == Conn::streaming && drained_ < kHoldMaxBatch;
+                hold = (drain(64) && conn_state_ == Conn::streaming && drained_ < kHoldMaxBatch) ||
+                       queue_full_;
         }
         if (p[1].revents & POLLIN) {
             if (handle_wake()) break;
