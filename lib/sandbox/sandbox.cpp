@@ -12,6 +12,7 @@
 #include "lib/runtime/bundle.hpp"
 #include "lib/runtime/runsc.hpp"
 #include "lib/sandbox/audit_glue.hpp"
+#include "lib/sandbox/desktop.hpp"
 #include "lib/sandbox/features.hpp"
 #include "lib/sandbox/image.hpp"
 #include "lib/sandbox/snapshot.hpp"
@@ -165,6 +166,8 @@ SandboxRecord create_sandbox(Context& ctx, const CreateRequest& req) {
                 runsc.run_detached(r.id, dir / "bundle", dir / "logs/console.log");
             r.state = SandboxState::running;
             ctx.store.save(r);
+            // A memory restore brings its display back with its memory.
+            if (spec.desktop && !memory_restore) start_desktop(ctx, r);
             return r;
         });
     } catch (...) {
