@@ -3,9 +3,9 @@
 // by /usr/local/lib/sandweave/desktop-start, see lib/sandbox/desktop.hpp); the
 // agent is uid 1001; st (stterm, a small terminal), dillo (a small web
 // browser), xdotool (input), maim (PNG screenshots), the X core fonts and
-// DejaVu. Not xterm: it takes its controlling terminal by opening the pty by
-// path, which gVisor does not grant (it loops on "open ttydev: Input/output
-// error"); st uses openpty and TIOCSCTTY, which work.
+// DejaVu. Not xterm: under gVisor it loops on "open ttydev: Input/output
+// error" (its pty setup seems to expect opening the slave by path to make it
+// the controlling terminal); st uses openpty and TIOCSCTTY, which work.
 //
 // Small on purpose: Xvfb's GLX pulls Mesa's DRI drivers and LLVM (about 140
 // MB) that a framebuffer X server without GLX never loads, so they are purged
