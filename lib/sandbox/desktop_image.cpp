@@ -48,14 +48,17 @@ export DISPLAY="${DISPLAY:-:0}"
 HOME=$(getent passwd "$(id -u)" | cut -d: -f6)
 export HOME="${HOME:-/tmp}"
 log="$HOME/desktop.log"
+# A filesystem snapshot keeps the last server's lock and socket.
+n="${DISPLAY#:}"
+n="${n%%.*}"
+rm -f "/tmp/.X$n-lock" "/tmp/.X11-unix/X$n"
 setsid Xvfb "$DISPLAY" -screen 0 "${screen}x24" -nolisten tcp -br -extension GLX \
     </dev/null >>"$log" 2>&1 &
 i=0
 until xdotool getdisplaygeometry >/dev/null 2>&1; do
     i=$((i + 1))
     if [ "$i" -ge 150 ]; then
-        echo "desktop-start: the X server did not answer within 15 s:" >&2
-        tail -n 5 "$log" >&2
+        echo "desktop-start: the X server did not answer within 15 s ($(tail -n 1 "$log"))" >&2
         exit 1
     fi
     sleep 0.1

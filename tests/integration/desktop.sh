@@ -116,7 +116,21 @@ assert_exit "a point off an 800x600 screen is refused (exit 2)" 2 sw desktop cli
 assert_match "... saying so in one line" '^sandweave: .*point 800,10 is off the 800x600 screen$' "$LAST_ERR"
 sw rm "$small" >/dev/null
 
-# ---- 8. bad input ---------------------------------------------------------------------
+# ---- 8. a filesystem snapshot restores with its display ------------------------------
+capture sw snapshot create "$id" --name "desktop-test-$$"
+assert_eq "snapshot of the desktop sandbox (fs: audit is on)" 0 "$LAST_RC"
+capture sw create --from-snapshot "desktop-test-$$"
+assert_eq "create --from-snapshot starts the desktop again (stale X lock and socket removed)" 0 "$LAST_RC"
+if [[ "$LAST_RC" == 0 ]]; then
+    restored=$LAST_OUT
+    IDS+=("$restored")
+    sw desktop screenshot "$restored" "$SCRATCH/restored.png" >/dev/null
+    assert_eq "the restored sandbox's screen is 1280x800" 1280x800 "$(pixels "$SCRATCH/restored.png" | value size)"
+    sw rm "$restored" >/dev/null
+fi
+sw snapshot rm "desktop-test-$$" >/dev/null 2>&1
+
+# ---- 9. bad input ---------------------------------------------------------------------
 assert_exit "a bad key name is refused (exit 2)" 2 sw desktop key "$id" 'Return;rm'
 assert_exit "button 12 is refused (exit 2)" 2 sw desktop click "$id" 1 1 --button 12
 assert_exit "a bad screen size in a template is refused (exit 2)" 2 \
@@ -144,7 +158,7 @@ assert_exit "a screenshot of the wrong size is refused (exit 1)" 1 sw desktop sc
 assert_match "... naming both sizes" '640x480 instead of the screen.s 1280x800' "$LAST_ERR"
 sw run "$id" --user 0:0 -- mv /usr/bin/maim.real /usr/bin/maim
 
-# ---- 9. over ssh:// the PNG is written on the client ---------------------------------
+# ---- 10. over ssh:// the PNG is written on the client ---------------------------------
 if [[ -x /usr/sbin/sshd ]]; then
     unset SSH_AUTH_SOCK
     source "$SANDWEAVE_SOURCE_DIR/tests/helpers/sshd_fixture.sh"

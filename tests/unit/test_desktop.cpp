@@ -6,6 +6,7 @@
 
 #include <filesystem>
 
+#include "lib/api/methods.hpp"
 #include "lib/core/error.hpp"
 #include "lib/sandbox/desktop.hpp"
 #include "lib/spec/options.hpp"
@@ -171,5 +172,18 @@ TEST_SUITE("desktop") {
         CHECK(error_of([] {
                   tmpl(R"({"extends": "desktop", "desktop": {"scren": "800x600"}})");
               }).find("did you mean 'screen'") != std::string::npos);
+    }
+
+    TEST_CASE("the desktop methods check their params' shape") {
+        using nlohmann::json;
+        CHECK_NOTHROW(
+            api::check_params("desktop.click", {{"id", "x"}, {"x", 1}, {"y", 2}, {"button", 3}}));
+        CHECK_NOTHROW(api::check_params("desktop.key", {{"id", "x"}, {"keys", {"Return"}}}));
+        CHECK_THROWS_AS(api::check_params("desktop.click", {{"id", "x"}, {"x", "1"}, {"y", 2}}),
+                        Error);
+        CHECK_THROWS_AS(api::check_params("desktop.key", {{"id", "x"}, {"keys", "Return"}}), Error);
+        CHECK_THROWS_AS(api::check_params("desktop.type", {{"id", "x"}}), Error);
+        CHECK_THROWS_AS(api::check_params("desktop.screenshot", {{"id", "x"}, {"path", "/tmp/x"}}),
+                        Error);
     }
 }
