@@ -20,6 +20,21 @@ std::vector<std::string> guest_env(const SandboxSpec& spec, const std::vector<st
     return out;
 }
 
+json capabilities_for(const UserSpec& user) {
+    std::vector<std::string> caps;
+    if (user.uid == 0) {
+        caps = {"CAP_CHOWN",   "CAP_DAC_OVERRIDE", "CAP_FSETID",           "CAP_FOWNER",
+                "CAP_MKNOD",   "CAP_NET_RAW",      "CAP_SETGID",           "CAP_SETUID",
+                "CAP_SETFCAP", "CAP_SETPCAP",      "CAP_NET_BIND_SERVICE", "CAP_SYS_CHROOT",
+                "CAP_KILL",    "CAP_AUDIT_WRITE",  "CAP_SYS_PTRACE"};
+    }
+    return json{{"bounding", caps},
+                {"effective", caps},
+                {"inheritable", json::array()},
+                {"permitted", caps},
+                {"ambient", json::array()}};
+}
+
 json build_oci_config(const BundleInput& in) {
     json proc_options = json::array();
     if (in.spec.runtime.hidepid != 0)
@@ -61,7 +76,6 @@ json build_oci_config(const BundleInput& in) {
 
     SandboxSpec root_spec = in.spec;
     root_spec.user = UserSpec{0, 0};
-    std::vector<std::string> init_caps{"CAP_KILL"};
     return json{
         {"ociVersion", "1.0.0"},
         {"process",
@@ -70,9 +84,8 @@ json build_oci_config(const BundleInput& in) {
           {"args", {guest_init_path}},
           {"env", guest_env(root_spec, {})},
           {"cwd", "/"},
-          {"capabilities",
-           {{"bounding", init_caps}, {"effective", init_caps}, {"permitted", init_caps}}},
-          {"noNewPrivileges", true}}},
+          {"capabilities", capabilities_for(root_spec.user)},
+          {"noNewPrivileges", false}}},
         {"root", {{"path", in.rootfs.string()}, {"readonly", false}}},
         {"hostname", in.hostname},
         {"mounts", mounts},

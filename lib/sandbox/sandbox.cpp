@@ -11,6 +11,7 @@
 #include "lib/core/log.hpp"
 #include "lib/runtime/bundle.hpp"
 #include "lib/runtime/runsc.hpp"
+#include "lib/sandbox/agent_client.hpp"
 #include "lib/sandbox/audit_glue.hpp"
 #include "lib/sandbox/desktop.hpp"
 #include "lib/sandbox/features.hpp"
@@ -121,6 +122,8 @@ SandboxRecord create_sandbox(Context& ctx, const CreateRequest& req) {
     r.spec = spec;
     r.runsc = runsc_path.string();
     r.runtime_version = version;
+    // A memory image restores the init it saved: with a channel only if it had one.
+    r.agent = memory_restore ? snap->agent : true;
     if (snap) r.from_snapshot = snap->id;
     if (!req.pool.empty()) {
         r.pool = req.pool;
@@ -158,12 +161,13 @@ SandboxRecord create_sandbox(Context& ctx, const CreateRequest& req) {
             write_file_atomic(dir / "bundle/config.json", build_oci_config(in).dump(2), 0600);
 
             Runsc runsc(ctx.runner, runsc_path, r.runsc_flags);
+            fs::path agent_socket = r.agent ? agent_socket_path(ctx, r.id) : fs::path();
             if (memory_restore)
                 runsc.restore_detached(r.id, dir / "bundle",
                                        snapshot_dir(ctx, snap->id) / "checkpoint",
-                                       dir / "logs/console.log");
+                                       dir / "logs/console.log", agent_socket);
             else
-                runsc.run_detached(r.id, dir / "bundle", dir / "logs/console.log");
+                runsc.run_detached(r.id, dir / "bundle", dir / "logs/console.log", agent_socket);
             r.state = SandboxState::running;
             ctx.store.save(r);
             // A memory restore brings its display back with its memory.
@@ -184,6 +188,21 @@ SandboxRecord create_sandbox(Context& ctx, const CreateRequest& req) {
     }
 }
 
+fs::path agent_socket_path(Context& ctx, const std::string& id) {
+    return ctx.store.sandbox_dir(id) / "agent.sock";
+}
+
+namespace {
+
+// The sandbox's runtime is gone: say so in its terms.
+[[noreturn]] void not_running(Runsc& runsc, const std::string& id) {
+    auto st = runsc.state(id);
+    throw Error(ErrorCode::general, "sandbox " + id + " is not running (failed: its runtime is " +
+                                        (st ? st->status : std::string("gone")) + ")");
+}
+
+}  // namespace
+
 RunOutcome run_in_sandbox(Context& ctx, const RunRequest& req, const AttachOptions& io) {
     std::string id = ctx.store.resolve_id(req.id);
     SandboxRecord r = ctx.store.load(id);
@@ -201,6 +220,31 @@ RunOutcome run_in_sandbox(Context& ctx, const RunRequest& req, const AttachOptio
     AttachOptions attach = io;
     attach.timeout = req.timeout;
     Runsc runsc = runsc_for(ctx, r);
+
+    if (r.agent) {
+        if (auto agent = AgentClient::try_connect(agent_socket_path(ctx, id), id)) {
+            agent::ExecSpec spec;
+            spec.uid = ex.user.uid;
+            spec.gid = ex.user.gid;
+            spec.cwd = ex.cwd;
+            spec.argv = ex.argv;
+            spec.env = ex.env;
+            if (req.tty) spec.flags |= SW_EXEC_PTY;
+            return agent->run(spec, attach);
+        }
+        // No supervisor: the sandbox died with it, or the supervisor alone did.
+        auto st = runsc.state(id);
+        if (!st || st->status != "running") not_running(runsc, id);
+        log().warn("the guest agent of sandbox " + id +
+                   " is unreachable (its supervisor is gone); running through runsc exec");
+    } else {
+        log().warn("sandbox " + id +
+                   " has no guest agent (created by an older sandweave); running through runsc "
+                   "exec");
+    }
+    if (req.tty)
+        throw Error(ErrorCode::usage, "a terminal (-t) needs the guest agent, which sandbox " + id +
+                                          " does not have");
     auto res = runsc.exec_attached(id, ex, ctx.store.sandbox_dir(id) / "tmp", attach);
     RunOutcome out;
     out.status = res.status;
@@ -216,10 +260,7 @@ RunOutcome run_in_sandbox(Context& ctx, const RunRequest& req, const AttachOptio
         // runsc could not exec at all: say why in the sandbox's terms when its
         // runtime is gone (checked only now, off the fast path).
         auto st = runsc.state(id);
-        if (!st || st->status != "running")
-            throw Error(ErrorCode::general, "sandbox " + id +
-                                                " is not running (failed: its runtime is " +
-                                                (st ? st->status : std::string("gone")) + ")");
+        if (!st || st->status != "running") not_running(runsc, id);
     }
     if (res.runtime_error) {
         if (res.status == 127)

@@ -45,6 +45,7 @@ struct RunRequest {
     std::optional<std::string> cwd;
     std::vector<std::string> env;  // K=V
     std::optional<std::chrono::milliseconds> timeout;
+    bool tty = false;  // a pty in the guest for stdin, stdout and stderr
 };
 
 // How a run ended. `status` is Docker-style: the command's exit code, 128+N
@@ -89,5 +90,8 @@ std::vector<std::string> prune_sandboxes(Context& ctx);
 
 // Host path of the guest init binary.
 std::filesystem::path find_guest_init();
+
+// Where the sandbox's supervisor serves its guest agent (docs/agent.md).
+std::filesystem::path agent_socket_path(Context& ctx, const std::string& id);
 
 }  // namespace sandweave

@@ -100,6 +100,7 @@ SnapshotRecord snapshot_from_json(const json& j) {
     s.spec = spec_from_json(j.at("spec"));
     s.runsc = j.value("runsc", std::string());
     s.runtime_version = j.value("runtime_version", std::string());
+    s.agent = j.value("agent", false);
     return s;
 }
 
@@ -116,7 +117,8 @@ json to_json(const SnapshotRecord& s) {
                   {"audit", s.spec.runtime.audit}}},
                 {"spec", to_json(s.spec)},
                 {"runsc", s.runsc},
-                {"runtime_version", s.runtime_version}};
+                {"runtime_version", s.runtime_version},
+                {"agent", s.agent}};
 }
 
 fs::path snapshot_dir(Context& ctx, const std::string& id) {
@@ -179,6 +181,7 @@ SnapshotRecord create_snapshot(Context& ctx, const SnapshotRequest& req) {
     s.spec = r.spec;
     s.runsc = r.runsc;
     s.runtime_version = r.runtime_version;
+    s.agent = r.agent;
     fs::path tmp = root / (".tmp-" + s.id);
     FileLock build_lock(root / (".tmp-" + s.id + ".lock"));
     fs::path sdir = ctx.store.sandbox_dir(id);
@@ -215,7 +218,8 @@ SnapshotRecord create_snapshot(Context& ctx, const SnapshotRequest& req) {
             runsc.raw({"delete", id});  // checkpoint stopped it; a leftover would block restore
             try {
                 runsc.restore_detached(id, sdir / "bundle", tmp / "checkpoint",
-                                       sdir / "logs/console.log");
+                                       sdir / "logs/console.log",
+                                       r.agent ? sdir / "agent.sock" : fs::path());
             } catch (const Error& e) {
                 r.state = SandboxState::failed;
                 r.error = std::string("restore after memory snapshot failed: ") + e.what();

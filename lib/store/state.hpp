@@ -129,6 +129,9 @@ struct SandboxRecord {
     std::string pool_state;
     std::optional<std::string> acquired_at;
     std::optional<std::uint64_t> acquired_audit_seq;
+    // Created with the guest agent's channel (docs/agent.md); records from
+    // older versions have none and run commands through runsc exec.
+    bool agent = false;
 };
 
 nlohmann::json to_json(const SandboxRecord& r);
