@@ -78,6 +78,7 @@ void register_snapshot(CLI::App& app, GlobalOptions& g, Outcome& out);
 void register_pool(CLI::App& app, GlobalOptions& g, Outcome& out);
 void register_serve(CLI::App& app, GlobalOptions& g, Outcome& out);
 void register_process_verbs(CLI::App& app, GlobalOptions& g, Outcome& out);  // ps logs kill wait
+void register_desktop(CLI::App& app, GlobalOptions& g, Outcome& out);  // desktop.cpp
 
 // Shared by create, run and pool create: the create flags.
 struct CreateFlags {

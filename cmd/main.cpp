@@ -232,6 +232,7 @@ int main_impl(int argc, char** argv) {
     register_snapshot(app, g, out);
     register_pool(app, g, out);
     register_serve(app, g, out);
+    register_desktop(app, g, out);
 
     // An unknown verb gets a suggestion before CLI11's generic message.
     if (std::string bad = check_verbs(app, args); !bad.empty()) return report_error(g, bad, 2);

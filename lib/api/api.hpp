@@ -509,6 +509,59 @@ struct DoctorResult {
     }
 };
 
+// ---- desktops (lib/sandbox/desktop.hpp) -------------------------------------
+
+// desktop.screenshot: the PNG travels as desktop.data chunks before the result.
+struct ScreenshotResult {
+    int width = 0;
+    int height = 0;
+    std::uint64_t bytes = 0;
+    std::string sha256;
+    template <class V>
+    void fields(V& v) {
+        v.required("width", width);
+        v.required("height", height);
+        v.required("bytes", bytes);
+        v.required("sha256", sha256);
+    }
+};
+
+// desktop.click (button default 1) and desktop.move.
+struct PointerParams {
+    std::string id;
+    int x = 0;
+    int y = 0;
+    std::optional<int> button;
+    template <class V>
+    void fields(V& v) {
+        v.required("id", id);
+        v.required("x", x);
+        v.required("y", y);
+        v.optional("button", button);
+    }
+};
+
+struct TypeParams {
+    std::string id;
+    std::string text;
+    template <class V>
+    void fields(V& v) {
+        v.required("id", id);
+        v.required("text", text);
+    }
+};
+
+// xdotool key names, pressed one after another ("ctrl+l", "Return").
+struct KeyParams {
+    std::string id;
+    std::vector<std::string> keys;
+    template <class V>
+    void fields(V& v) {
+        v.required("id", id);
+        v.required("keys", keys);
+    }
+};
+
 // ---- the interface ---------------------------------------------------------
 
 class Api {
@@ -558,6 +611,14 @@ class Api {
 
     virtual DoctorResult doctor() = 0;
 
+    // The PNG is handed to `on_data` in chunks; the result describes it.
+    virtual ScreenshotResult desktop_screenshot(
+        const IdParams& p, const std::function<void(std::string_view)>& on_data) = 0;
+    virtual Empty desktop_click(const PointerParams& p) = 0;
+    virtual Empty desktop_move(const PointerParams& p) = 0;
+    virtual Empty desktop_type(const TypeParams& p) = 0;
+    virtual Empty desktop_key(const KeyParams& p) = 0;
+
     // Whether the worker serves `method` (docs/protocol.md's name); a client
     // checks before starting work that would need it half-way.
     virtual bool offers(const std::string& method) const {
@@ -601,6 +662,12 @@ class LocalApi final : public Api {
     ImageList image_ls() override;
     Removed image_rm(const NameParams& p) override;
     DoctorResult doctor() override;
+    ScreenshotResult desktop_screenshot(
+        const IdParams& p, const std::function<void(std::string_view)>& on_data) override;
+    Empty desktop_click(const PointerParams& p) override;
+    Empty desktop_move(const PointerParams& p) override;
+    Empty desktop_type(const TypeParams& p) override;
+    Empty desktop_key(const KeyParams& p) override;
 
   private:
     Context ctx_;
@@ -653,5 +720,14 @@ CreateParams for_remote_worker(CreateParams p, const std::filesystem::path& clie
 // arrived.
 audit::Status export_to_client(Api& api, const std::string& id, const std::string& path,
                                const std::string& via);
+
+// ---- a screenshot written on the client --------------------------------------
+
+// Fetches a screenshot through desktop_screenshot and returns the PNG once its
+// byte count and sha256 match the result and it passes the same PNG checks
+// the worker made (a remote worker is not trusted more than a guest).
+std::string fetch_screenshot(Api& api, const std::string& id, ScreenshotResult* info = nullptr);
+// fetch_screenshot, then PATH on this host (0644, temp file + fsync + rename).
+ScreenshotResult save_screenshot(Api& api, const std::string& id, const std::string& path);
 
 }  // namespace sandweave::api

@@ -100,6 +100,14 @@ std::vector<Method> build_table() {
         row0("image.ls", [](Api& a) { return a.image_ls(); }),
         row<NameParams>("image.rm", [](Api& a, const NameParams& p) { return a.image_rm(p); }),
         row0("doctor", [](Api& a) { return a.doctor(); }),
+        // desktops
+        row<PointerParams>("desktop.click",
+                           [](Api& a, const PointerParams& p) { return a.desktop_click(p); }),
+        row<PointerParams>("desktop.move",
+                           [](Api& a, const PointerParams& p) { return a.desktop_move(p); }),
+        row<TypeParams>("desktop.type",
+                        [](Api& a, const TypeParams& p) { return a.desktop_type(p); }),
+        row<KeyParams>("desktop.key", [](Api& a, const KeyParams& p) { return a.desktop_key(p); }),
     };
     // Served by the connection itself (they need its streams or its state),
     // checked here like the others.
@@ -109,6 +117,7 @@ std::vector<Method> build_table() {
     t.push_back(Method{"run.signal", &check_as<SignalParams>, &validate_signal, nullptr});
     t.push_back(Method{"run.cancel", &check_as<RequestRef>, nullptr, nullptr});
     t.push_back(Method{"audit.fetch", &check_as<IdParams>, nullptr, nullptr});
+    t.push_back(Method{"desktop.screenshot", &check_as<IdParams>, nullptr, nullptr});
     std::sort(t.begin(), t.end(),
               [](const Method& a, const Method& b) { return std::string(a.name) < b.name; });
     return t;

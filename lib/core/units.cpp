@@ -125,6 +125,19 @@ std::optional<UserSpec> parse_user(std::string_view text) {
     return spec;
 }
 
+std::optional<ScreenSize> parse_screen(std::string_view text) {
+    auto x = text.find('x');
+    if (x == std::string_view::npos) return std::nullopt;
+    auto w = parse_uint(text.substr(0, x));
+    auto h = parse_uint(text.substr(x + 1));
+    auto fits = [](std::optional<std::uint64_t> v) {
+        return v && *v >= static_cast<std::uint64_t>(min_screen_side) &&
+               *v <= static_cast<std::uint64_t>(max_screen_side);
+    };
+    if (!fits(w) || !fits(h)) return std::nullopt;
+    return ScreenSize{static_cast<int>(*w), static_cast<int>(*h)};
+}
+
 std::optional<std::string> suggest(std::string_view word,
                                    const std::vector<std::string>& candidates) {
     std::optional<std::string> best;

@@ -28,6 +28,16 @@ struct UserSpec {
 };
 std::optional<UserSpec> parse_user(std::string_view text);
 
+// A screen size "WIDTHxHEIGHT" ("1280x800"), each side 64 to 4096 pixels.
+struct ScreenSize {
+    int width = 1280;
+    int height = 800;
+    std::string str() const { return std::to_string(width) + "x" + std::to_string(height); }
+};
+inline constexpr int min_screen_side = 64;
+inline constexpr int max_screen_side = 4096;
+std::optional<ScreenSize> parse_screen(std::string_view text);
+
 // The candidate closest to `word` by edit distance, if it is close enough to be a
 // plausible typo.
 std::optional<std::string> suggest(std::string_view word,

@@ -71,7 +71,8 @@ struct RpcClient::Impl {
         json result;
         std::optional<json> error;
         const api::RunIo* run = nullptr;  // a sandbox.run: where its output goes
-        const std::function<void(std::string_view)>* data = nullptr;  // audit.fetch
+        const std::function<void(std::string_view)>* data =
+            nullptr;                             // audit.fetch, desktop.screenshot
         int wake_fd = -1;                        // an eventfd written when it is done
         std::optional<std::string> local_error;  // our side of a stream failed
     };
@@ -162,7 +163,8 @@ struct RpcClient::Impl {
                 log().info(msg);
             return;
         }
-        if (method != "run.output" && method != "audit.data") return;
+        bool data_method = method == "audit.data" || method == "desktop.data";
+        if (method != "run.output" && !data_method) return;
         auto req = params.find("request");
         if (req == params.end() || !req->is_number_integer()) return;
         const api::RunIo* io = nullptr;
@@ -177,7 +179,7 @@ struct RpcClient::Impl {
         }
         auto data = base64_decode(params.value("data", std::string()));
         if (!data) return fail_all("the server sent data that is not base64");
-        if (method == "audit.data") {
+        if (data_method) {
             if (!sink) return;
             try {
                 (*sink)(*data);
@@ -546,6 +548,33 @@ api::Removed RpcClient::image_rm(const api::NameParams& p) {
 }
 api::DoctorResult RpcClient::doctor() {
     return decoded<api::DoctorResult>(call("doctor", json::object()), "doctor");
+}
+
+api::ScreenshotResult RpcClient::desktop_screenshot(
+    const api::IdParams& p, const std::function<void(std::string_view)>& on_data) {
+    if (!has_method("desktop.screenshot"))
+        throw Error(ErrorCode::runtime, impl_->peer + " has no desktops (its sandweave is " +
+                                            impl_->hello.server + "; update it)");
+    Impl::Pending sinks;
+    sinks.data = &on_data;
+    std::int64_t id = impl_->start("desktop.screenshot", api::to_json(p), std::move(sinks));
+    return decoded<api::ScreenshotResult>(impl_->finish(id), "desktop.screenshot");
+}
+api::Empty RpcClient::desktop_click(const api::PointerParams& p) {
+    call("desktop.click", api::to_json(p));
+    return {};
+}
+api::Empty RpcClient::desktop_move(const api::PointerParams& p) {
+    call("desktop.move", api::to_json(p));
+    return {};
+}
+api::Empty RpcClient::desktop_type(const api::TypeParams& p) {
+    call("desktop.type", api::to_json(p));
+    return {};
+}
+api::Empty RpcClient::desktop_key(const api::KeyParams& p) {
+    call("desktop.key", api::to_json(p));
+    return {};
 }
 
 }  // namespace sandweave::rpc

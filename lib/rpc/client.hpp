@@ -68,6 +68,12 @@ class RpcClient final : public api::Api {
     api::ImageList image_ls() override;
     api::Removed image_rm(const api::NameParams& p) override;
     api::DoctorResult doctor() override;
+    api::ScreenshotResult desktop_screenshot(
+        const api::IdParams& p, const std::function<void(std::string_view)>& on_data) override;
+    api::Empty desktop_click(const api::PointerParams& p) override;
+    api::Empty desktop_move(const api::PointerParams& p) override;
+    api::Empty desktop_type(const api::TypeParams& p) override;
+    api::Empty desktop_key(const api::KeyParams& p) override;
 
     bool offers(const std::string& method) const override { return has_method(method); }
 

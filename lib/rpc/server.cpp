@@ -158,6 +158,7 @@ class Connection {
     void dispatch(Request r);
     void hello(const Request& r);
     void start_run(Request r);
+    // audit.fetch and desktop.screenshot: bytes as <noun>.data notifications, then the result.
     void start_fetch(Request r);
     void run_stdin(const Request& r);
     void run_signal(const Request& r);
@@ -336,6 +337,7 @@ void Connection::dispatch(Request r) {
     }
     if (r.method == "sandbox.run") return start_run(std::move(r));
     if (r.method == "audit.fetch") return start_fetch(std::move(r));
+    if (r.method == "desktop.screenshot") return start_fetch(std::move(r));
 
     start_thread([this, r = std::move(r), m, key] {
         RequestLogger logger(*this, r.id);
@@ -442,6 +444,10 @@ void Connection::start_fetch(Request r) {
         ThreadLogger scope(logger);
         std::string line = answer(r.id, [&] {
             auto p = api::from_json<api::IdParams>(r.params);
+            if (r.method == "desktop.screenshot")
+                return api::to_json(api_.desktop_screenshot(p, [&](std::string_view chunk) {
+                    notify("desktop.data", {{"request", r.id}, {"data", base64_encode(chunk)}});
+                }));
             auto st = api_.audit_fetch(p, [&](std::string_view chunk) {
                 notify("audit.data", {{"request", r.id}, {"data", base64_encode(chunk)}});
             });

@@ -110,7 +110,7 @@ ObjectDir ImageStore::objects() const {
 }
 
 std::vector<std::string> ImageStore::recipes() {
-    return {"base", "coding"};
+    return {"base", "coding", "desktop"};
 }
 
 std::optional<ImageInfo> ImageStore::find(const std::string& name) const {
@@ -129,7 +129,8 @@ ImageInfo ImageStore::build(const std::string& name, bool force) {
     auto known = recipes();
     if (std::find(known.begin(), known.end(), name) == known.end())
         throw Error(ErrorCode::not_found, "unknown image '" + name + "'" +
-                                              did_you_mean(name, known) + "; images: base, coding");
+                                              did_you_mean(name, known) +
+                                              "; images: base, coding, desktop");
     // One builder at a time per image; the others wait and then find it built.
     FileLock lock(dir_ / ("." + name + ".lock"));
     if (!force) {
@@ -141,8 +142,10 @@ ImageInfo ImageStore::build(const std::string& name, bool force) {
         log().info("building image '" + name + "'");
         if (name == "base")
             build_base(tmp / "rootfs");
-        else
+        else if (name == "coding")
             build_coding(tmp / "rootfs");
+        else
+            build_desktop(tmp / "rootfs");
         common_layout(tmp / "rootfs");
         ImageInfo info{name, name, now_rfc3339(), tree_bytes(tmp / "rootfs"),
                        dir_ / name / "rootfs"};
@@ -206,27 +209,25 @@ void ImageStore::build_base(const fs::path& rootfs) {
     write_text(rootfs / "etc/hosts", "127.0.0.1\tlocalhost\n::1\tlocalhost\n");
 }
 
-void ImageStore::build_coding(const fs::path& rootfs) {
+void ImageStore::debootstrap(const fs::path& rootfs, const std::string& image,
+                             const std::string& include) {
     if (::access("/usr/sbin/debootstrap", X_OK) != 0)
         throw Error(ErrorCode::runtime,
-                    "image coding: debootstrap not found (apt-get install debootstrap)");
+                    "image " + image + ": debootstrap not found (apt-get install debootstrap)");
     std::string mirror = debian_mirror();
     log().info("debootstrap bookworm from " + mirror + " (a few minutes)");
     Command c;
-    c.argv = {"/usr/sbin/debootstrap",
-              "--variant=minbase",
-              "--include=python3,git,procps,ca-certificates,less",
-              "bookworm",
-              rootfs.string(),
-              mirror};
+    c.argv = {"/usr/sbin/debootstrap", "--variant=minbase",
+              "--include=" + include,  "bookworm",
+              rootfs.string(),         mirror};
     c.timeout = std::chrono::minutes(30);
     std::size_t lines = 0;
     auto progress = [&](const std::string& line) {
         ++lines;
         if (line.rfind("I: ", 0) == 0)
-            log().info("coding: " + line.substr(3));
+            log().info(image + ": " + line.substr(3));
         else if (line.rfind("W: ", 0) == 0 || line.rfind("E: ", 0) == 0)
-            log().warn("coding: " + line);
+            log().warn(image + ": " + line);
     };
     c.on_out_line = progress;
     c.on_err_line = progress;
@@ -235,6 +236,10 @@ void ImageStore::build_coding(const fs::path& rootfs) {
     std::error_code ec;
     fs::remove_all(rootfs / "var/cache/apt/archives", ec);
     make_dirs(rootfs / "var/cache/apt/archives/partial", 0755);
+}
+
+void ImageStore::build_coding(const fs::path& rootfs) {
+    debootstrap(rootfs, "coding", "python3,git,procps,ca-certificates,less");
 }
 
 std::vector<ImageInfo> ImageStore::list() const {

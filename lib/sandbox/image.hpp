@@ -5,7 +5,8 @@
 // is renamed into place, so an interrupted build leaves nothing that looks built.
 //
 // Recipes: `base` copies Debian's busybox-static (seconds); `coding` runs
-// debootstrap for a Debian with a shell, Python and git (minutes, with progress).
+// debootstrap for a Debian with a shell, Python and git (minutes, with progress);
+// `desktop` the same with an X display (lib/sandbox/desktop_image.cpp).
 
 #include <filesystem>
 #include <optional>
@@ -44,6 +45,11 @@ class ImageStore {
     ObjectDir objects() const;  // the store's image kind, in dir_
     void build_base(const std::filesystem::path& rootfs);
     void build_coding(const std::filesystem::path& rootfs);
+    void build_desktop(const std::filesystem::path& rootfs);  // desktop_image.cpp
+    // A minimal Debian bookworm with `include` (comma-separated packages) in
+    // rootfs, showing debootstrap's progress as "IMAGE: ..." log lines.
+    void debootstrap(const std::filesystem::path& rootfs, const std::string& image,
+                     const std::string& include);
 
     std::filesystem::path dir_;
     CommandRunner& runner_;

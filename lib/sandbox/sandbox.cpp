@@ -13,6 +13,7 @@
 #include "lib/runtime/runsc.hpp"
 #include "lib/sandbox/agent_client.hpp"
 #include "lib/sandbox/audit_glue.hpp"
+#include "lib/sandbox/desktop.hpp"
 #include "lib/sandbox/features.hpp"
 #include "lib/sandbox/image.hpp"
 #include "lib/sandbox/limit_usage.hpp"
@@ -170,6 +171,8 @@ SandboxRecord create_sandbox(Context& ctx, const CreateRequest& req) {
                 runsc.run_detached(r.id, dir / "bundle", dir / "logs/console.log", agent_socket);
             r.state = SandboxState::running;
             ctx.store.save(r);
+            // A memory restore brings its display back with its memory.
+            if (spec.desktop && !memory_restore) start_desktop(ctx, r);
             return r;
         });
     } catch (...) {

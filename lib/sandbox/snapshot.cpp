@@ -303,6 +303,7 @@ SandboxSpec spec_for_restore(const SnapshotRecord& snap, const FlagOverrides& fl
                   {{"audit_max_bytes", doc["runtime_options"]["audit_max_bytes"]},
                    {"platform", doc["runtime_options"]["platform"]},
                    {"network", doc["runtime_options"]["network"]}}}};
+    if (doc.contains("desktop")) t.doc["desktop"] = doc["desktop"];  // restarted at restore
     for (const auto& [ptr, origin] : snap.spec.origin)
         t.origin[ptr] = origin.rfind("template ", 0) == 0 ? origin.substr(9) : origin;
     json settings{{"hidepid", snap.spec.runtime.hidepid}, {"audit", snap.spec.runtime.audit}};

@@ -89,6 +89,16 @@ SandboxSpec resolve_spec(const ResolvedTemplate& tmpl, const json* snapshot_sett
         for (const auto& [k, v] : r.items())
             s.origin["/resources/" + k] = tmpl_origin(tmpl, "/resources/" + k);
     }
+    if (tmpl.doc.contains("desktop")) {
+        DesktopSpec d;
+        pick<ScreenSize>(d.screen, "/desktop/screen", s, tmpl, nullptr, snap_label, std::nullopt,
+                         [](const json& j) { return *parse_screen(j.get<std::string>()); });
+        pick<std::string>(d.start, "/desktop/start", s, tmpl, nullptr, snap_label, std::nullopt,
+                          [](const json& j) { return j.get<std::string>(); });
+        pick<UserSpec>(d.user, "/desktop/user", s, tmpl, nullptr, snap_label, std::nullopt,
+                       [](const json& j) { return *parse_user(j.get<std::string>()); });
+        s.desktop = d;
+    }
     return s;
 }
 
@@ -97,7 +107,7 @@ json to_json(const SandboxSpec& s) {
     if (s.resources.cpus) res["cpus"] = *s.resources.cpus;
     if (s.resources.memory) res["memory"] = *s.resources.memory;
     if (s.resources.pids) res["pids"] = *s.resources.pids;
-    return json{
+    json out{
         {"template", s.template_name},
         {"image", s.image},
         {"user", s.user.str()},
@@ -113,6 +123,11 @@ json to_json(const SandboxSpec& s) {
         {"labels", s.labels},
         {"origin", s.origin},
     };
+    if (s.desktop)
+        out["desktop"] = {{"screen", s.desktop->screen.str()},
+                          {"start", s.desktop->start},
+                          {"user", s.desktop->user.str()}};
+    return out;
 }
 
 SandboxSpec spec_from_json(const json& j) {
@@ -134,6 +149,14 @@ SandboxSpec spec_from_json(const json& j) {
     s.runtime.network = rt.value("network", std::string("none"));
     s.labels = j.value("labels", std::map<std::string, std::string>{});
     s.origin = j.value("origin", std::map<std::string, std::string>{});
+    if (j.contains("desktop")) {
+        const json& d = j["desktop"];
+        DesktopSpec ds;
+        if (auto sc = parse_screen(d.value("screen", std::string()))) ds.screen = *sc;
+        ds.start = d.value("start", std::string(default_desktop_start));
+        if (auto u = parse_user(d.value("user", std::string()))) ds.user = *u;
+        s.desktop = ds;
+    }
     return s;
 }
 

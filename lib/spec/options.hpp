@@ -33,6 +33,16 @@ struct Resources {
     std::optional<std::int64_t> pids;
 };
 
+// The display a `desktop:` template starts at create: an X server and a window
+// manager, run by `start` (a program in the image) as `user`, which is never
+// root and should not be the agent's uid (lib/sandbox/desktop.hpp).
+inline constexpr const char* default_desktop_start = "/usr/local/lib/sandweave/desktop-start";
+struct DesktopSpec {
+    ScreenSize screen;
+    std::string start = default_desktop_start;
+    UserSpec user{1000, 1000};
+};
+
 // Everything needed to launch a sandbox, fully resolved.
 struct SandboxSpec {
     std::string template_name;
@@ -43,6 +53,7 @@ struct SandboxSpec {
     Resources resources;
     RuntimeOptions runtime;
     std::map<std::string, std::string> labels;
+    std::optional<DesktopSpec> desktop;  // the template has `desktop:`
     // "/runtime_options/hidepid" -> "flag" | "snapshot S" | "template T" | "default"
     std::map<std::string, std::string> origin;
 };

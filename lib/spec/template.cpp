@@ -192,6 +192,32 @@ json validate_runtime_options(const YAML::Node& n, const Where& w, const std::st
     return validate_map(n, w, key, table);
 }
 
+// ---- desktop ----------------------------------------------------------------
+
+json as_screen(const YAML::Node& n, const Where& w, const std::string& key) {
+    if (n.IsScalar())
+        if (auto s = parse_screen(scalar_text(n))) return s->str();
+    fail(w, n, key,
+         "expected WIDTHxHEIGHT with each side " + std::to_string(min_screen_side) + " to " +
+             std::to_string(max_screen_side) + " (e.g. 1280x800), got " + shown(n));
+}
+
+json as_desktop_user(const YAML::Node& n, const Where& w, const std::string& key) {
+    json u = as_user(n, w, key);
+    if (parse_user(u.get<std::string>())->uid == 0)
+        fail(w, n, key, "the desktop must not run as root");
+    return u;
+}
+
+// The display a sandbox starts at create (lib/sandbox/desktop.hpp).
+json validate_desktop(const YAML::Node& n, const Where& w, const std::string& key) {
+    static const Table table = {
+        {"screen", as_screen}, {"start", as_abs_path}, {"user", as_desktop_user}};
+    return validate_map(n, w, key, table);
+}
+
+// ------------------------------------------------------------------------------
+
 const Table& top_level_table() {
     static const Table table = {
         {"description", as_string},
@@ -203,6 +229,7 @@ const Table& top_level_table() {
         {"labels", as_string_map},
         {"resources", validate_resources},
         {"runtime_options", validate_runtime_options},
+        {"desktop", validate_desktop},
     };
     return table;
 }

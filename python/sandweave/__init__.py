@@ -16,6 +16,7 @@ See ``python/README.md`` for the reference.
 """
 
 from .client import Connection, connect, find_binary
+from .desktop import Desktop
 from .errors import (
     BinaryNotFound,
     Cancelled,
@@ -35,6 +36,7 @@ __all__ = [
     "Sandbox",
     "Pool",
     "Snapshot",
+    "Desktop",
     "RunResult",
     "RunStream",
     "Connection",

@@ -32,6 +32,7 @@ from typing import (
 
 from ._aio import Call, Next, Start, Step, Wait, twin, twin_classmethod
 from .client import MAX_CHUNK_BYTES, Connection, _Pending, resolve_connection
+from .desktop import Desktop
 from .errors import ConnectionLost, NotFound, NotSupported, SandweaveError
 
 __all__ = ["Sandbox", "RunResult", "RunStream", "Snapshot"]
@@ -750,6 +751,14 @@ class Sandbox:
         p = yield Start(self._conn, "sandbox.run", params, on_notify=rs._notify, cancel_method="run.cancel")
         rs._attach(p)
         return rs
+
+    # ---- desktop -------------------------------------------------------------------
+
+    @property
+    def desktop(self) -> "Desktop":
+        """The display of a desktop sandbox: ``screenshot()`` (PNG bytes), ``click``,
+        ``move``, ``type``, ``key``, each with ``.aio`` (see :class:`~sandweave.desktop.Desktop`)."""
+        return Desktop(self)
 
     # ---- audit ---------------------------------------------------------------------
 

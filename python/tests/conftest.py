@@ -3,6 +3,9 @@
 Environment:
   SANDWEAVE_BIN              the binary under test (ctest sets it to the build's);
                              else the SDK's own lookup (PATH, /usr/local/bin).
+  SANDWEAVE_DESKTOP_STATE_DIR  where the desktop tests run (default
+                             /var/tmp/sandweave-test-desktop, shared with
+                             tests/integration/desktop.sh), the same way.
   SANDWEAVE_CODING_STATE_DIR where the seed examples run (default
                              /var/tmp/sandweave-test-coding): a persistent state
                              directory holding the `coding` image, built there
@@ -38,6 +41,7 @@ from sandweave import client  # noqa: E402
 
 def pytest_configure(config: pytest.Config) -> None:
     config.addinivalue_line("markers", "coding: needs the coding image (the seed examples)")
+    config.addinivalue_line("markers", "desktop: needs the desktop image (its own state directory)")
 
 
 @pytest.fixture(scope="session")
@@ -131,7 +135,7 @@ def state_dir(sw_bin: str) -> Iterator[str]:
 
 @pytest.fixture(autouse=True)
 def clean_state(request: pytest.FixtureRequest) -> Iterator[None]:
-    if "coding" in request.keywords:
+    if "coding" in request.keywords or "desktop" in request.keywords:
         yield
         return
     binary = request.getfixturevalue("sw_bin")

@@ -14,8 +14,9 @@ capture sw template ls
 assert_eq "template ls exits 0" 0 "$LAST_RC"
 assert_match "template ls lists base as built-in" '(^|'$'\n'')base +builtin ' "$LAST_OUT"
 assert_match "template ls lists coding as built-in" '(^|'$'\n'')coding +builtin ' "$LAST_OUT"
+assert_match "template ls lists desktop as built-in" '(^|'$'\n'')desktop +builtin ' "$LAST_OUT"
 capture sw template ls --json
-assert_eq "template ls --json names base and coding" "base coding" \
+assert_eq "template ls --json names base, coding and desktop" "base coding desktop" \
     "$(jq -r '[.[] | select(.builtin) | .name] | sort | join(" ")' <<<"$LAST_OUT")"
 
 capture sw template show coding

@@ -263,9 +263,14 @@ TEST_SUITE("api") {
                               "image.build",
                               "image.ls",
                               "image.rm",
-                              "doctor"})
+                              "doctor",
+                              "desktop.screenshot",
+                              "desktop.click",
+                              "desktop.move",
+                              "desktop.type",
+                              "desktop.key"})
             CHECK_MESSAGE(find_method(m) != nullptr, m);
-        CHECK(names.size() == 30);
+        CHECK(names.size() == 35);
         try {
             check_params("sandbox.frob", json::object());
             FAIL("no error");
