@@ -81,6 +81,11 @@ std::string Session::server_name() const {
     return rpc ? rpc->server().server : "";
 }
 
+int Session::protocol() const {
+    auto* rpc = dynamic_cast<const rpc::RpcClient*>(api_.get());
+    return rpc ? rpc->server().protocol : 0;
+}
+
 void print_json(const nlohmann::json& j) {
     std::cout << j.dump(2) << std::endl;
 }

@@ -49,6 +49,8 @@ class Session {
     const std::string& remote_url() const { return remote_url_; }
     // The worker's "sandweave VERSION" from the handshake (remote only).
     std::string server_name() const;
+    // The protocol version both ends speak (remote only; 0 locally).
+    int protocol() const;
 
   private:
     struct Local;
@@ -77,6 +79,7 @@ void register_audit(CLI::App& app, GlobalOptions& g, Outcome& out);
 void register_snapshot(CLI::App& app, GlobalOptions& g, Outcome& out);
 void register_pool(CLI::App& app, GlobalOptions& g, Outcome& out);
 void register_serve(CLI::App& app, GlobalOptions& g, Outcome& out);
+void register_version(CLI::App& app, GlobalOptions& g, Outcome& out);
 
 // Shared by create, run and pool create: the create flags.
 struct CreateFlags {

@@ -166,7 +166,8 @@ int main_impl(int argc, char** argv) {
         "sandweave: run untrusted code in gVisor sandboxes, with /proc hidepid and a "
         "protected runtime audit log",
         "sandweave"};
-    app.set_version_flag("--version", std::string("sandweave ") + SANDWEAVE_VERSION_STRING);
+    // `--version` is `sandweave version` (rewritten below), listed here for --help.
+    app.add_flag("--version")->description("Print the versions (as `sandweave version`) and exit");
     app.require_subcommand(1);
     app.fallthrough();
     add_global_options(app, g);
@@ -184,6 +185,16 @@ int main_impl(int argc, char** argv) {
     register_snapshot(app, g, out);
     register_pool(app, g, out);
     register_serve(app, g, out);
+    register_version(app, g, out);
+
+    // `sandweave [global options] --version` before any verb: the version verb.
+    for (auto& a : args) {
+        if (a == "--version") {
+            a = "version";
+            break;
+        }
+        if (!a.empty() && a[0] != '-') break;
+    }
 
     // An unknown verb gets a suggestion before CLI11's generic message.
     if (std::string bad = check_verbs(app, args); !bad.empty()) return report_error(g, bad, 2);
@@ -197,8 +208,6 @@ int main_impl(int argc, char** argv) {
         } catch (const CLI::CallForHelp& e) {
             return app.exit(e);
         } catch (const CLI::CallForAllHelp& e) {
-            return app.exit(e);
-        } catch (const CLI::CallForVersion& e) {
             return app.exit(e);
         } catch (const CLI::ParseError& e) {
             std::string msg = e.what();

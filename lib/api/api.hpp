@@ -126,10 +126,16 @@ struct HelloResult {
 struct RuntimeInfo {
     std::string path;
     std::string version;
+    // The patches built into it (runtime/build-runsc.sh's manifest), when
+    // known; else patches_detail says why they are not.
+    std::optional<std::vector<std::string>> patches;
+    std::optional<std::string> patches_detail;
     template <class V>
     void fields(V& v) {
         v.required("path", path);
         v.required("version", version);
+        v.optional("patches", patches);
+        v.optional("patches_detail", patches_detail);
     }
 };
 
@@ -137,9 +143,11 @@ struct VersionResult {
     std::string version;
     int protocol = protocol_version;
     std::optional<RuntimeInfo> runtime;
+    std::optional<std::string> revision;  // git revision of the build ("unknown" from a tarball)
     template <class V>
     void fields(V& v) {
         v.required("version", version);
+        v.optional("revision", revision);
         v.required("protocol", protocol);
         v.optional("runtime", runtime);
     }

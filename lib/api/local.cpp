@@ -8,6 +8,7 @@
 #include <cerrno>
 
 #include "lib/api/api.hpp"
+#include "lib/core/build_info.hpp"
 #include "lib/core/error.hpp"
 #include "lib/core/fd.hpp"
 #include "lib/core/fsutil.hpp"
@@ -102,10 +103,16 @@ RunRequest to_run_request(const RunParams& p) {
 
 VersionResult LocalApi::version() {
     VersionResult v;
-    v.version = SANDWEAVE_VERSION;
+    v.version = build_version();
+    v.revision = build_revision();
     try {
         auto path = find_runsc(ctx_.runsc_flag);
-        v.runtime = RuntimeInfo{path.string(), runtime_version(ctx_, path)};
+        v.runtime = RuntimeInfo{path.string(), runtime_version(ctx_, path), {}, {}};
+        RuntimeBuild b = runtime_build(ctx_, path);
+        if (b.known)
+            v.runtime->patches = b.patches;
+        else
+            v.runtime->patches_detail = b.detail;
     } catch (const Error& e) {
         log().debug("version: no runtime: " + std::string(e.what()));
     }

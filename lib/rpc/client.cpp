@@ -16,6 +16,7 @@
 #include <optional>
 #include <thread>
 
+#include "lib/core/build_info.hpp"
 #include "lib/core/error.hpp"
 #include "lib/core/fd.hpp"
 #include "lib/core/log.hpp"
@@ -294,9 +295,10 @@ RpcClient::RpcClient(Fd in, Fd out, std::string peer) : impl_(std::make_unique<I
 void RpcClient::handshake() {
     json res;
     try {
-        res = impl_->finish(impl_->start(
-            "hello",
-            {{"protocol", protocol_version}, {"client", "sandweave"}, {"capabilities", {"log"}}}));
+        res = impl_->finish(
+            impl_->start("hello", {{"protocol", protocol_version},
+                                   {"client", std::string("sandweave ") + build_version()},
+                                   {"capabilities", {"log"}}}));
     } catch (const Error& e) {
         if (e.code() == ErrorCode::connection)
             throw Error(ErrorCode::connection,

@@ -95,7 +95,11 @@ TEST_SUITE("api") {
 
     TEST_CASE("result types round-trip") {
         round_trips(HelloResult{1, "sandweave 0.1.0", {"log"}, {"version"}});
-        round_trips(VersionResult{"0.1.0", 1, RuntimeInfo{"/r", "runsc version x"}});
+        round_trips(VersionResult{"0.1.0", 1, RuntimeInfo{"/r", "runsc version x", {}, {}}, {}});
+        round_trips(VersionResult{
+            "0.1.0", 1,
+            RuntimeInfo{"/r", "runsc version x", std::vector<std::string>{"hidepid", "audit"}, {}},
+            "abc"});
         round_trips(RunResult{127, false, std::string("command not found")});
         round_trips(SandboxList{{sample_view()}});
         round_trips(sample_view());
