@@ -80,6 +80,9 @@ void register_snapshot(CLI::App& app, GlobalOptions& g, Outcome& out);
 void register_pool(CLI::App& app, GlobalOptions& g, Outcome& out);
 void register_serve(CLI::App& app, GlobalOptions& g, Outcome& out);
 void register_version(CLI::App& app, GlobalOptions& g, Outcome& out);
+void register_completion(CLI::App& app, GlobalOptions& g, Outcome& out);
+// `sandweave __complete -- WORDS...`: what the completion scripts ask (cmd/completion.cpp).
+int run_completion_query(CLI::App& app, const std::vector<std::string>& words);
 
 // Shared by create, run and pool create: the create flags.
 struct CreateFlags {

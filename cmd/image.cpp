@@ -12,7 +12,7 @@ void register_image(CLI::App& app, GlobalOptions& g, Outcome& out) {
         "build", "Build an image (base: busybox; coding: Debian with Python and git)");
     auto name = std::make_shared<std::string>();
     auto force = std::make_shared<bool>(false);
-    build->add_option("name", *name, "Image name: base or coding")->required();
+    build->add_option("name", *name, "Image name: base or coding")->required()->type_name("IMAGE");
     build->add_flag("--force", *force, "Rebuild even if it exists");
     build->callback([&g, &out, name, force] {
         Session s(g);
@@ -41,7 +41,7 @@ void register_image(CLI::App& app, GlobalOptions& g, Outcome& out) {
 
     auto* rm = image->add_subcommand("rm", "Remove an image (running sandboxes keep working)");
     auto rm_name = std::make_shared<std::string>();
-    rm->add_option("name", *rm_name, "Image name")->required();
+    rm->add_option("name", *rm_name, "Image name")->required()->type_name("IMAGE");
     rm->callback([&g, &out, rm_name] {
         Session s(g);
         s.api().image_rm({*rm_name});

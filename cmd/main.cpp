@@ -186,6 +186,10 @@ int main_impl(int argc, char** argv) {
     register_pool(app, g, out);
     register_serve(app, g, out);
     register_version(app, g, out);
+    register_completion(app, g, out);
+
+    // The completion scripts' query: the words typed so far come after `--`.
+    if (args.size() == 1 && args[0] == "__complete") return run_completion_query(app, command);
 
     // `sandweave [global options] --version` before any verb: the version verb.
     for (auto& a : args) {
