@@ -128,6 +128,9 @@ void add_global_options(CLI::App& app, GlobalOptions& g) {
         ->type_name("FILE");
     app.add_flag("-v,--verbose", g.verbosity, "More logging on stderr");
     app.add_flag("-q,--quiet", g.quiet, "Only errors on stderr");
+    app.add_flag("--progress", g.progress,
+                 "Show progress on stderr even when it is not a terminal (on a terminal it is "
+                 "always shown)");
 }
 
 void add_create_flags(CLI::App& sub, CreateFlags& f, bool with_user) {

@@ -24,6 +24,7 @@ struct GlobalOptions {
     std::string runsc;
     int verbosity = 0;  // -v: debug, -q: only errors
     bool quiet = false;
+    bool progress = false;  // --progress: also when stderr is not a terminal
     // ssh:// connections
     std::string identity, known_hosts, ssh_config, remote_binary = "sandweave";
     bool accept_new_host_key = false;

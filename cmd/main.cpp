@@ -14,6 +14,7 @@
 #include <sstream>
 
 #include "cmd/common.hpp"
+#include "cmd/progress.hpp"
 #include "lib/audit/audit.hpp"
 #include "lib/core/error.hpp"
 #include "lib/core/host.hpp"
@@ -28,10 +29,18 @@ namespace {
 class SpdLogger final : public Logger {
   public:
     explicit SpdLogger(std::shared_ptr<spdlog::logger> l) : l_(std::move(l)) {}
-    void debug(const std::string& m) override { l_->debug("sandweave: " + m); }
-    void info(const std::string& m) override { l_->info(m); }
-    void warn(const std::string& m) override { l_->warn("sandweave: warning: " + m); }
-    void error(const std::string& m) override { l_->error("sandweave: " + m); }
+    void debug(const std::string& m) override {
+        with_progress_hidden([&] { l_->debug("sandweave: " + m); });
+    }
+    void info(const std::string& m) override {
+        with_progress_hidden([&] { l_->info(m); });
+    }
+    void warn(const std::string& m) override {
+        with_progress_hidden([&] { l_->warn("sandweave: warning: " + m); });
+    }
+    void error(const std::string& m) override {
+        with_progress_hidden([&] { l_->error("sandweave: " + m); });
+    }
 
   private:
     std::shared_ptr<spdlog::logger> l_;
@@ -88,7 +97,7 @@ std::string check_verbs(CLI::App& app, const std::vector<std::string>& args) {
 }
 
 int report_error(const GlobalOptions& g, const std::string& msg, int code) {
-    std::cerr << "sandweave: " << msg << std::endl;
+    with_progress_hidden([&] { std::cerr << "sandweave: " << msg << std::endl; });
     if (g.json) print_json({{"error", {{"message", msg}, {"exit_status", code}}}});
     return code;
 }
@@ -290,7 +299,9 @@ int main(int argc, char** argv) {
         if (a == "--") break;
         if (a == "-q" || a == "--quiet") defaults.quiet = true;
         if (a == "-v" || a == "--verbose") defaults.verbosity = 1;
+        if (a == "--progress") defaults.progress = true;
     }
     sandweave::cli::init_logging_early(defaults);
+    sandweave::cli::install_progress(defaults.progress, defaults.quiet);
     return sandweave::cli::main_impl(argc, argv);
 }

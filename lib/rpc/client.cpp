@@ -20,6 +20,7 @@
 #include "lib/core/error.hpp"
 #include "lib/core/fd.hpp"
 #include "lib/core/log.hpp"
+#include "lib/core/progress.hpp"
 #include "lib/rpc/jsonrpc.hpp"
 
 namespace sandweave::rpc {
@@ -163,6 +164,25 @@ struct RpcClient::Impl {
                 log().info(msg);
             return;
         }
+        if (method == "progress") {
+            // The worker's progress, shown here as if it were ours.
+            ProgressSink* sink = progress_sink();
+            if (!sink) return;
+            ProgressUpdate u;
+            try {
+                u.task = params.value("task", std::string());
+                u.step = params.value("step", std::string());
+                u.done = params.value("done", std::uint64_t{0});
+                u.total = params.value("total", std::uint64_t{0});
+                u.unit = params.value("unit", std::string()) == "bytes" ? ProgressUnit::bytes
+                                                                        : ProgressUnit::count;
+                u.finished = params.value("finished", false);
+            } catch (const std::exception&) {
+                return;  // a malformed report is not worth failing a call for
+            }
+            sink->update(u);
+            return;
+        }
         if (method != "run.output" && method != "audit.data") return;
         auto req = params.find("request");
         if (req == params.end() || !req->is_number_integer()) return;
@@ -298,7 +318,7 @@ void RpcClient::handshake() {
         res = impl_->finish(
             impl_->start("hello", {{"protocol", protocol_version},
                                    {"client", std::string("sandweave ") + build_version()},
-                                   {"capabilities", {"log"}}}));
+                                   {"capabilities", {"log", "progress"}}}));
     } catch (const Error& e) {
         if (e.code() == ErrorCode::connection)
             throw Error(ErrorCode::connection,
