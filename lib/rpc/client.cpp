@@ -556,6 +556,12 @@ api::ImageList RpcClient::image_ls() {
 api::Removed RpcClient::image_rm(const api::NameParams& p) {
     return decoded<api::Removed>(call("image.rm", api::to_json(p)), "image.rm");
 }
+api::Image RpcClient::image_import(const api::ImageImportParams& p) {
+    return decoded<api::Image>(call("image.import", api::to_json(p)), "image.import");
+}
+api::Image RpcClient::image_inspect(const api::NameParams& p) {
+    return decoded<api::Image>(call("image.inspect", api::to_json(p)), "image.inspect");
+}
 api::DoctorResult RpcClient::doctor() {
     return decoded<api::DoctorResult>(call("doctor", json::object()), "doctor");
 }

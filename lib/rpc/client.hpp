@@ -64,6 +64,8 @@ class RpcClient final : public api::Api {
     api::Image image_build(const api::ImageBuildParams& p) override;
     api::ImageList image_ls() override;
     api::Removed image_rm(const api::NameParams& p) override;
+    api::Image image_import(const api::ImageImportParams& p) override;
+    api::Image image_inspect(const api::NameParams& p) override;
     api::DoctorResult doctor() override;
 
     bool offers(const std::string& method) const override { return has_method(method); }

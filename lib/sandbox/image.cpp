@@ -116,8 +116,25 @@ std::vector<std::string> ImageStore::recipes() {
 std::optional<ImageInfo> ImageStore::find(const std::string& name) const {
     if (!objects().exists(name)) return std::nullopt;
     json j = json::parse(read_file(dir_ / name / image_kind.record));
-    return ImageInfo{name, j.value("recipe", name), j.value("built_at", std::string()),
-                     j.value("bytes", std::uint64_t{0}), dir_ / name / "rootfs"};
+    ImageInfo info{name, j.value("recipe", name), j.value("built_at", std::string()),
+                   j.value("bytes", std::uint64_t{0}), dir_ / name / "rootfs"};
+    info.source = j.value("source", "recipe " + info.recipe);
+    if (j.contains("imported")) {  // lib/sandbox/image_import.cpp
+        const json& m = j["imported"];
+        info.recipe.clear();
+        info.created = m.value("created", std::string());
+        info.digest = m.value("digest", std::string());
+        info.layers = m.value("layers", 0);
+        info.platform = m.value("platform", std::string());
+        const json& c = m.value("config", json::object());
+        info.config = ImageConfig{c.value("env", std::vector<std::string>{}),
+                                  c.value("working_dir", std::string()),
+                                  c.value("user", std::string()),
+                                  c.value("uid_gid", std::string()),
+                                  c.value("entrypoint", std::vector<std::string>{}),
+                                  c.value("cmd", std::vector<std::string>{})};
+    }
+    return info;
 }
 
 fs::path ImageStore::ensure(const std::string& name) {
@@ -127,6 +144,13 @@ fs::path ImageStore::ensure(const std::string& name) {
 
 ImageInfo ImageStore::build(const std::string& name, bool force) {
     auto known = recipes();
+    if (std::find(known.begin(), known.end(), name) == known.end()) {
+        if (auto info = find(name)) {  // an imported image has no recipe
+            if (!force) return *info;
+            throw Error(ErrorCode::usage, "image '" + name + "' was imported (" + info->source +
+                                              "): import it again to replace it");
+        }
+    }
     if (std::find(known.begin(), known.end(), name) == known.end())
         throw Error(ErrorCode::not_found, "unknown image '" + name + "'" +
                                               did_you_mean(name, known) + "; images: base, coding");

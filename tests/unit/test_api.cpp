@@ -135,6 +135,13 @@ TEST_SUITE("api") {
         round_trips(TemplateValidateResult{true, "/t.yaml", {"t"}});
         round_trips(Image{"base", "/s/images/base/rootfs", 1234, "2026-12-01T00:00:00Z"});
         round_trips(ImageList{{Image{"base", "/r", 1, "t"}}});
+        Image imported{"web", "/r", 1, "t", std::string("oci:/x")};
+        imported.created = "2024-01-02T03:04:05Z";
+        imported.layers = 2;
+        imported.config =
+            ImageConfigInfo{{"A=b"}, "/work", "agent", "1001:1001", {"/bin/sh"}, {"x"}};
+        round_trips(imported);
+        round_trips(ImageImportParams{"web", "oci-archive:/x.tar", true});
         round_trips(DoctorResult{true, {Check{"runsc", true, true, "ok"}}});
     }
 
