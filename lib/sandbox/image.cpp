@@ -13,6 +13,7 @@
 #include "lib/core/error.hpp"
 #include "lib/core/fsutil.hpp"
 #include "lib/core/log.hpp"
+#include "lib/core/progress.hpp"
 #include "lib/core/units.hpp"
 #include "lib/store/state.hpp"
 
@@ -245,8 +246,17 @@ void ImageStore::build_coding(const fs::path& rootfs) {
               mirror};
     c.timeout = std::chrono::minutes(30);
     std::size_t lines = 0;
+    // Progress: debootstrap's phase ("Retrieving", "Unpacking", ...) and how
+    // many of its steps so far.
+    Progress shown("building image 'coding'");
+    std::string phase;
     auto progress = [&](const std::string& line) {
         ++lines;
+        if (line.rfind("I: ", 0) == 0) {
+            std::string word = line.substr(3, line.find(' ', 3) - 3);
+            if (word != phase) shown.step("debootstrap: " + (phase = word));
+            shown.advance(1);
+        }
         if (line.rfind("I: ", 0) == 0)
             log().info("coding: " + line.substr(3));
         else if (line.rfind("W: ", 0) == 0 || line.rfind("E: ", 0) == 0)
