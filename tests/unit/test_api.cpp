@@ -244,9 +244,11 @@ TEST_SUITE("api") {
                               "image.build",
                               "image.ls",
                               "image.rm",
+                              "image.import",
+                              "image.inspect",
                               "doctor"})
             CHECK_MESSAGE(find_method(m) != nullptr, m);
-        CHECK(names.size() == 30);
+        CHECK(names.size() == 32);
         try {
             check_params("sandbox.frob", json::object());
             FAIL("no error");
