@@ -139,19 +139,13 @@ std::string runtime_version(Context& ctx, const fs::path& runsc) {
 namespace {
 
 std::string file_sha256(const fs::path& file) {
-    Fd fd(::open(file.c_str(), O_RDONLY | O_CLOEXEC));
-    if (!fd.valid()) throw_errno("open " + file.string());
     std::unique_ptr<EVP_MD_CTX, decltype(&EVP_MD_CTX_free)> md(EVP_MD_CTX_new(), EVP_MD_CTX_free);
     if (!md || EVP_DigestInit_ex(md.get(), EVP_sha256(), nullptr) != 1)
         throw Error(ErrorCode::general, "sha256: cannot initialise");
-    std::vector<char> buf(1 << 20);
-    for (;;) {
-        ssize_t n = ::read(fd.get(), buf.data(), buf.size());
-        if (n < 0 && errno == EINTR) continue;
-        if (n < 0) throw_errno("read " + file.string());
-        if (n == 0) break;
-        EVP_DigestUpdate(md.get(), buf.data(), static_cast<std::size_t>(n));
-    }
+    read_chunks(file, [&](std::string_view chunk) {
+        EVP_DigestUpdate(md.get(), chunk.data(), chunk.size());
+        return true;
+    });
     unsigned char digest[EVP_MAX_MD_SIZE];
     unsigned int len = 0;
     EVP_DigestFinal_ex(md.get(), digest, &len);

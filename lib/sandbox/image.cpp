@@ -179,22 +179,26 @@ ImageInfo ImageStore::build(const std::string& name, bool force) {
                            .dump(2) +
                        "\n",
                    0600);
-        fs::path final_dir = dir_ / name;
-        std::error_code ec;
-        // Removing the old tree would empty the lower layer of every sandbox
-        // mounted on it: the caller refuses a rebuild of an image in use
-        // (sandboxes_using_image), so none is.
-        fs::path old;
-        if (fs::exists(final_dir, ec)) old = objects().bury(name);
-        fs::rename(tmp, final_dir);
-        fsync_dir(dir_);
-        if (!old.empty()) remove_tree(old);
+        publish(name, tmp);
         log().info("image '" + name + "' built (" + std::to_string(info.bytes / 1024) + " KiB)");
         return info;
     } catch (...) {
         remove_tree(tmp);
         throw;
     }
+}
+
+void ImageStore::publish(const std::string& name, const fs::path& tmp) {
+    fs::path final_dir = dir_ / name;
+    std::error_code ec;
+    // Removing the old tree would empty the lower layer of every sandbox
+    // mounted on it: the callers refuse to replace an image in use
+    // (sandboxes_using_image), so none is.
+    fs::path old;
+    if (fs::exists(final_dir, ec)) old = objects().bury(name);
+    fs::rename(tmp, final_dir);
+    fsync_dir(dir_);
+    if (!old.empty()) remove_tree(old);
 }
 
 void ImageStore::build_base(const fs::path& rootfs) {

@@ -75,6 +75,8 @@ class ImageStore {
 
   private:
     ObjectDir objects() const;  // the store's image kind, in dir_
+    // Renames a finished build directory into place, replacing an old image.
+    void publish(const std::string& name, const std::filesystem::path& tmp);
     void build_base(const std::filesystem::path& rootfs);
     void build_coding(const std::filesystem::path& rootfs);
 

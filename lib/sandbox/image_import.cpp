@@ -156,18 +156,11 @@ void scan_layer(CommandRunner& runner, const fs::path& blob, const std::string& 
     bool gz = media.find("gzip") != std::string::npos;
     bool zst = media.find("zstd") != std::string::npos;
     if (!gz && !zst) {
-        Fd fd(::open(blob.c_str(), O_RDONLY | O_CLOEXEC));
-        if (!fd.valid()) throw_errno("open " + blob.string());
-        std::vector<char> buf(1 << 20);
-        for (;;) {
-            ssize_t n = ::read(fd.get(), buf.data(), buf.size());
-            if (n < 0 && errno == EINTR) continue;
-            if (n < 0) throw_errno("read " + blob.string());
-            if (n == 0) break;
-            seen += static_cast<std::uint64_t>(n);
+        read_chunks(blob, [&](std::string_view chunk) {
+            seen += chunk.size();
             progress.set(seen);
-            if (!scan.feed(std::string_view(buf.data(), static_cast<std::size_t>(n)))) break;
-        }
+            return scan.feed(chunk);
+        });
     } else {
         Command c;
         c.argv = gz ? std::vector<std::string>{"/usr/bin/gzip", "-dc", "--", blob.string()}
@@ -459,13 +452,7 @@ ImageInfo ImageStore::import(const std::string& name, const std::string& source_
                                       .dump(2) +
                                   "\n",
                               0600);
-            fs::path final_dir = dir_ / name;
-            fs::path old;
-            std::error_code ec;
-            if (fs::exists(final_dir, ec)) old = objects().bury(name);
-            fs::rename(tmp, final_dir);
-            fsync_dir(dir_);
-            if (!old.empty()) remove_tree(old);
+            publish(name, tmp);
             log().info("image '" + name + "' imported (" + std::to_string(info.layers) +
                        " layer(s), " + human_bytes(info.bytes) + ")");
             return info;

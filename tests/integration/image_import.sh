@@ -105,6 +105,23 @@ assert_exit "an existing name is refused" 2 sw image import web "oci:$T/oci"
 assert_exit "... unless --force" 0 sw image import web "oci-archive:$T/img-oci.tar" --force
 assert_eq "... which records the new source" "oci-archive:$T/img-oci.tar" "$(sw image inspect web | jq -r .source)"
 
+# --- over the API: serve sends progress to a client that asked for it -------------------
+rpc_import() {  # NAME CAPABILITIES_JSON
+    printf '%s\n' \
+        '{"jsonrpc":"2.0","id":0,"method":"hello","params":{"protocol":1,"capabilities":'"$2"'}}' \
+        '{"jsonrpc":"2.0","id":1,"method":"image.import","params":{"name":"'"$1"'","source":"oci:'"$T/oci"'"}}' |
+        sw serve --stdio 2>/dev/null
+}
+OUT="$(rpc_import web-rpc '["progress"]')"
+assert_match "serve: progress notifications to a client that asked" \
+    '"method":"progress","params":\{[^}]*"step":"checking layer 1/2"[^}]*"task":"importing image .web-rpc."' "$OUT"
+assert_match "serve: ... a finished report" '"finished":true[^}]*"task":"importing image .web-rpc."' "$OUT"
+assert_match "serve: ... then the result" '"id":1,"result":\{[^$]*"name":"web-rpc"' "$OUT"
+OUT="$(rpc_import web-rpc2 '[]')"
+assert_no_match "serve: none to a client that did not ask" '"method":"progress"' "$OUT"
+assert_match "serve: ... which still gets the result" '"id":1,"result":' "$OUT"
+for i in web-rpc web-rpc2; do sw image rm "$i" >/dev/null 2>&1; done
+
 # --- progress ------------------------------------------------------------------------------
 capture sw image import web-p "oci:$T/oci"
 assert_no_match "no progress when stderr is not a terminal" 'checking layer' "$LAST_ERR"
