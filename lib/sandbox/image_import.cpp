@@ -152,9 +152,11 @@ void scan_layer(CommandRunner& runner, const fs::path& blob, const std::string& 
     std::uint64_t seen = 0;
     struct stat st {};
     if (::stat(blob.c_str(), &st) != 0) throw_errno(label + ": " + blob.string());
-    progress.step("checking " + label, static_cast<std::uint64_t>(st.st_size), ProgressUnit::bytes);
     bool gz = media.find("gzip") != std::string::npos;
     bool zst = media.find("zstd") != std::string::npos;
+    // A compressed layer is counted in decompressed bytes: no total known.
+    progress.step("checking " + label, gz || zst ? 0 : static_cast<std::uint64_t>(st.st_size),
+                  ProgressUnit::bytes);
     if (!gz && !zst) {
         read_chunks(blob, [&](std::string_view chunk) {
             seen += chunk.size();
@@ -173,6 +175,7 @@ void scan_layer(CommandRunner& runner, const fs::path& blob, const std::string& 
         std::string err;
         o.out = OutputSink{-1, [&](std::string_view chunk) {
                                seen += chunk.size();
+                               progress.set(seen);
                                if (!scan.feed(chunk)) control.cancel();
                            }};
         o.err = OutputSink{-1, [&](std::string_view chunk) {

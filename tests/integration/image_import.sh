@@ -116,10 +116,10 @@ OUT="$(rpc_import web-rpc '["progress"]')"
 assert_match "serve: progress notifications to a client that asked" \
     '"method":"progress","params":\{[^}]*"step":"checking layer 1/2"[^}]*"task":"importing image .web-rpc."' "$OUT"
 assert_match "serve: ... a finished report" '"finished":true[^}]*"task":"importing image .web-rpc."' "$OUT"
-assert_match "serve: ... then the result" '"id":1,"result":\{[^$]*"name":"web-rpc"' "$OUT"
+assert_match "serve: ... then the result" '"id":1,"jsonrpc":"2.0","result":\{.*"name":"web-rpc"' "$OUT"
 OUT="$(rpc_import web-rpc2 '[]')"
 assert_no_match "serve: none to a client that did not ask" '"method":"progress"' "$OUT"
-assert_match "serve: ... which still gets the result" '"id":1,"result":' "$OUT"
+assert_match "serve: ... which still gets the result" '"id":1,"jsonrpc":"2.0","result":' "$OUT"
 for i in web-rpc web-rpc2; do sw image rm "$i" >/dev/null 2>&1; done
 
 # --- progress ------------------------------------------------------------------------------
