@@ -30,8 +30,8 @@ void register_audit(CLI::App& app, GlobalOptions& g, Outcome& out) {
         "Flush barrier, then write PATH and PATH.status.json (0600); exit 3 when incomplete");
     auto id = std::make_shared<std::string>();
     auto path = std::make_shared<std::string>();
-    exp->add_option("id", *id, "Sandbox id or name")->required();
-    exp->add_option("path", *path, "Where to write the JSONL log")->required();
+    exp->add_option("id", *id, "Sandbox id or name")->required()->type_name("SANDBOX");
+    exp->add_option("path", *path, "Where to write the JSONL log")->required()->type_name("FILE");
     exp->callback([&g, &out, id, path] {
         Session s(g);
         auto st = s.remote() ? api::export_to_client(s.api(), *id, *path, s.remote_url())
@@ -43,7 +43,7 @@ void register_audit(CLI::App& app, GlobalOptions& g, Outcome& out) {
     auto* status =
         audit->add_subcommand("status", "The writer's live figures (no export, never complete)");
     auto sid = std::make_shared<std::string>();
-    status->add_option("id", *sid, "Sandbox id or name")->required();
+    status->add_option("id", *sid, "Sandbox id or name")->required()->type_name("SANDBOX");
     status->callback([&g, &out, sid] {
         Session s(g);
         print_audit_status(g, s.api().audit_status({*sid}));

@@ -81,6 +81,11 @@ std::string Session::server_name() const {
     return rpc ? rpc->server().server : "";
 }
 
+int Session::protocol() const {
+    auto* rpc = dynamic_cast<const rpc::RpcClient*>(api_.get());
+    return rpc ? rpc->server().protocol : 0;
+}
+
 void print_json(const nlohmann::json& j) {
     std::cout << j.dump(2) << std::endl;
 }
@@ -92,15 +97,19 @@ void add_global_options(CLI::App& app, GlobalOptions& g) {
     app.add_flag("--json", g.json, "Machine-readable output: one JSON document on stdout");
     app.add_option("--state-dir", g.state_dir,
                    "State directory of the local connection (default $SANDWEAVE_STATE_DIR, "
-                   "else /var/lib/sandweave for root)");
+                   "else /var/lib/sandweave for root)")
+        ->type_name("DIR");
     app.add_option("--host", g.host, "Connection: local (default) or ssh://[user@]host[:port]")
         ->envname("SANDWEAVE_HOST");
     app.add_option("--identity", g.identity, "ssh: private key file (default: agent, ~/.ssh/id_*)")
+        ->type_name("FILE")
         ->group("SSH");
     app.add_option("--known-hosts", g.known_hosts,
                    "ssh: known_hosts file (default ~/.ssh/known_hosts)")
+        ->type_name("FILE")
         ->group("SSH");
     app.add_option("--ssh-config", g.ssh_config, "ssh: config file (default ~/.ssh/config)")
+        ->type_name("FILE")
         ->group("SSH");
     app.add_flag("--accept-new-host-key", g.accept_new_host_key,
                  "ssh: add an unknown host key to known_hosts (a changed key is still refused)")
@@ -115,18 +124,24 @@ void add_global_options(CLI::App& app, GlobalOptions& g) {
     // No envname for these two: the library reads SANDWEAVE_STATE_DIR and
     // SANDWEAVE_RUNSC itself for the local connection, so an explicit flag
     // can be told from the environment (and refused for a remote one).
-    app.add_option("--runsc", g.runsc, "The runsc binary to drive (default $SANDWEAVE_RUNSC)");
+    app.add_option("--runsc", g.runsc, "The runsc binary to drive (default $SANDWEAVE_RUNSC)")
+        ->type_name("FILE");
     app.add_flag("-v,--verbose", g.verbosity, "More logging on stderr");
     app.add_flag("-q,--quiet", g.quiet, "Only errors on stderr");
+    app.add_flag("--progress", g.progress,
+                 "Show progress on stderr even when it is not a terminal (on a terminal it is "
+                 "always shown)");
 }
 
 void add_create_flags(CLI::App& sub, CreateFlags& f, bool with_user) {
     // run keeps -t for --tty, as docker exec -it does; its template is --template.
     sub.add_option(with_user ? "-t,--template" : "--template", f.template_ref,
                    "Template name, file, or inline JSON/YAML")
-        ->capture_default_str();
+        ->capture_default_str()
+        ->type_name("TEMPLATE");
     sub.add_option("--hidepid", f.hidepid,
-                   "Guest /proc policy: 0, 1 or 2 (see sandweave-create(1))");
+                   "Guest /proc policy: 0, 1 or 2 (see sandweave-create(1))")
+        ->type_name("0|1|2");
     auto* audit = sub.add_flag("--audit", f.audit, "Enable the protected runtime audit");
     auto* no_audit =
         sub.add_flag("--no-audit", f.no_audit, "Disable audit, whatever the template says");
@@ -135,7 +150,8 @@ void add_create_flags(CLI::App& sub, CreateFlags& f, bool with_user) {
     if (with_user) sub.add_option("--user", f.user, "Default UID[:GID] for commands");
     sub.add_option("--label", f.labels, "Label key=value (repeatable)")->allow_extra_args(false);
     sub.add_option("--from-snapshot", f.from_snapshot,
-                   "Start from a snapshot (fs or memory; see sandweave-snapshot(1))");
+                   "Start from a snapshot (fs or memory; see sandweave-snapshot(1))")
+        ->type_name("SNAPSHOT");
 }
 
 void check_user_flag(const std::string& flag, const std::string& value) {

@@ -24,6 +24,7 @@ struct GlobalOptions {
     std::string runsc;
     int verbosity = 0;  // -v: debug, -q: only errors
     bool quiet = false;
+    bool progress = false;  // --progress: also when stderr is not a terminal
     // ssh:// connections
     std::string identity, known_hosts, ssh_config, remote_binary = "sandweave";
     bool accept_new_host_key = false;
@@ -49,6 +50,8 @@ class Session {
     const std::string& remote_url() const { return remote_url_; }
     // The worker's "sandweave VERSION" from the handshake (remote only).
     std::string server_name() const;
+    // The protocol version both ends speak (remote only; 0 locally).
+    int protocol() const;
 
   private:
     struct Local;
@@ -79,6 +82,10 @@ void register_pool(CLI::App& app, GlobalOptions& g, Outcome& out);
 void register_serve(CLI::App& app, GlobalOptions& g, Outcome& out);
 void register_process_verbs(CLI::App& app, GlobalOptions& g, Outcome& out);  // ps logs kill wait
 void register_desktop(CLI::App& app, GlobalOptions& g, Outcome& out);  // desktop.cpp
+void register_version(CLI::App& app, GlobalOptions& g, Outcome& out);
+void register_completion(CLI::App& app, GlobalOptions& g, Outcome& out);
+// `sandweave __complete -- WORDS...`: what the completion scripts ask (cmd/completion.cpp).
+int run_completion_query(CLI::App& app, const std::vector<std::string>& words);
 
 // Shared by create, run and pool create: the create flags.
 struct CreateFlags {

@@ -14,6 +14,7 @@
 #include <sstream>
 
 #include "cmd/common.hpp"
+#include "cmd/progress.hpp"
 #include "lib/audit/audit.hpp"
 #include "lib/core/error.hpp"
 #include "lib/core/host.hpp"
@@ -28,10 +29,18 @@ namespace {
 class SpdLogger final : public Logger {
   public:
     explicit SpdLogger(std::shared_ptr<spdlog::logger> l) : l_(std::move(l)) {}
-    void debug(const std::string& m) override { l_->debug("sandweave: " + m); }
-    void info(const std::string& m) override { l_->info(m); }
-    void warn(const std::string& m) override { l_->warn("sandweave: warning: " + m); }
-    void error(const std::string& m) override { l_->error("sandweave: " + m); }
+    void debug(const std::string& m) override {
+        with_progress_hidden([&] { l_->debug("sandweave: " + m); });
+    }
+    void info(const std::string& m) override {
+        with_progress_hidden([&] { l_->info(m); });
+    }
+    void warn(const std::string& m) override {
+        with_progress_hidden([&] { l_->warn("sandweave: warning: " + m); });
+    }
+    void error(const std::string& m) override {
+        with_progress_hidden([&] { l_->error("sandweave: " + m); });
+    }
 
   private:
     std::shared_ptr<spdlog::logger> l_;
@@ -88,7 +97,7 @@ std::string check_verbs(CLI::App& app, const std::vector<std::string>& args) {
 }
 
 int report_error(const GlobalOptions& g, const std::string& msg, int code) {
-    std::cerr << "sandweave: " << msg << std::endl;
+    with_progress_hidden([&] { std::cerr << "sandweave: " << msg << std::endl; });
     if (g.json) print_json({{"error", {{"message", msg}, {"exit_status", code}}}});
     return code;
 }
@@ -213,7 +222,8 @@ int main_impl(int argc, char** argv) {
         "sandweave: run untrusted code in gVisor sandboxes, with /proc hidepid and a "
         "protected runtime audit log",
         "sandweave"};
-    app.set_version_flag("--version", std::string("sandweave ") + SANDWEAVE_VERSION_STRING);
+    // `--version` is `sandweave version` (rewritten below), listed here for --help.
+    app.add_flag("--version")->description("Print the versions (as `sandweave version`) and exit");
     app.require_subcommand(1);
     app.fallthrough();
     add_global_options(app, g);
@@ -233,6 +243,20 @@ int main_impl(int argc, char** argv) {
     register_pool(app, g, out);
     register_serve(app, g, out);
     register_desktop(app, g, out);
+    register_version(app, g, out);
+    register_completion(app, g, out);
+
+    // The completion scripts' query: the words typed so far come after `--`.
+    if (args.size() == 1 && args[0] == "__complete") return run_completion_query(app, command);
+
+    // `sandweave [global options] --version` before any verb: the version verb.
+    for (auto& a : args) {
+        if (a == "--version") {
+            a = "version";
+            break;
+        }
+        if (!a.empty() && a[0] != '-') break;
+    }
 
     // An unknown verb gets a suggestion before CLI11's generic message.
     if (std::string bad = check_verbs(app, args); !bad.empty()) return report_error(g, bad, 2);
@@ -247,8 +271,6 @@ int main_impl(int argc, char** argv) {
         } catch (const CLI::CallForHelp& e) {
             return app.exit(e);
         } catch (const CLI::CallForAllHelp& e) {
-            return app.exit(e);
-        } catch (const CLI::CallForVersion& e) {
             return app.exit(e);
         } catch (const CLI::ParseError& e) {
             std::string msg = e.what();
@@ -327,7 +349,9 @@ int main(int argc, char** argv) {
         if (a == "--") break;
         if (a == "-q" || a == "--quiet") defaults.quiet = true;
         if (a == "-v" || a == "--verbose") defaults.verbosity = 1;
+        if (a == "--progress") defaults.progress = true;
     }
     sandweave::cli::init_logging_early(defaults);
+    sandweave::cli::install_progress(defaults.progress, defaults.quiet);
     return sandweave::cli::main_impl(argc, argv);
 }

@@ -37,7 +37,7 @@ void register_pool(CLI::App& app, GlobalOptions& g, Outcome& out) {
     auto* acquire = pool->add_subcommand(
         "acquire", "Hand out one sandbox of the pool (prints its id); the pool refills");
     auto aname = std::make_shared<std::string>();
-    acquire->add_option("name", *aname, "Pool name")->required();
+    acquire->add_option("name", *aname, "Pool name")->required()->type_name("POOL");
     acquire->callback([&g, &out, aname] {
         Session s(g);
         auto v = s.api().pool_acquire({*aname});
@@ -67,7 +67,7 @@ void register_pool(CLI::App& app, GlobalOptions& g, Outcome& out) {
     auto* resize = pool->add_subcommand("resize", "Change the number of warm sandboxes");
     auto rname = std::make_shared<std::string>();
     auto rsize = std::make_shared<int>(0);
-    resize->add_option("name", *rname, "Pool name")->required();
+    resize->add_option("name", *rname, "Pool name")->required()->type_name("POOL");
     resize->add_option("size", *rsize, "New size")->required();
     resize->callback([&g, &out, rname, rsize] {
         Session s(g);
@@ -82,7 +82,7 @@ void register_pool(CLI::App& app, GlobalOptions& g, Outcome& out) {
     auto* rm = pool->add_subcommand(
         "rm", "Remove a pool and every idle sandbox (and audit writer) it owns");
     auto names = std::make_shared<std::vector<std::string>>();
-    rm->add_option("names", *names, "Pool names")->required();
+    rm->add_option("names", *names, "Pool names")->required()->type_name("POOL");
     rm->callback([&g, &out, names] {
         Session s(g);
         for (const auto& n : *names) {

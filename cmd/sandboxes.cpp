@@ -90,7 +90,7 @@ void register_sandbox_verbs(CLI::App& app, GlobalOptions& g, Outcome& out) {
     auto* inspect =
         app.add_subcommand("inspect", "Show a sandbox's record and resolved spec (JSON)");
     auto inspect_id = std::make_shared<std::string>();
-    inspect->add_option("id", *inspect_id, "Sandbox id or name")->required();
+    inspect->add_option("id", *inspect_id, "Sandbox id or name")->required()->type_name("SANDBOX");
     inspect->callback([&g, &out, inspect_id] {
         Session s(g);
         print_json(api::encode_value(s.api().inspect({*inspect_id})));
@@ -101,7 +101,7 @@ void register_sandbox_verbs(CLI::App& app, GlobalOptions& g, Outcome& out) {
         app.add_subcommand("terminate", "Stop a sandbox (its files and audit log stay until rm)");
     auto term_ids = std::make_shared<std::vector<std::string>>();
     auto term_filters = std::make_shared<std::vector<std::string>>();
-    term->add_option("ids", *term_ids, "Sandbox ids or names");
+    term->add_option("ids", *term_ids, "Sandbox ids or names")->type_name("SANDBOX");
     add_filter_option(term, *term_filters);
     term->callback([&g, &out, term_ids, term_filters] {
         Session s(g);
@@ -122,7 +122,7 @@ void register_sandbox_verbs(CLI::App& app, GlobalOptions& g, Outcome& out) {
     auto rm_ids = std::make_shared<std::vector<std::string>>();
     auto rm_filters = std::make_shared<std::vector<std::string>>();
     auto rm_all = std::make_shared<bool>(false);
-    rm->add_option("ids", *rm_ids, "Sandbox ids or names");
+    rm->add_option("ids", *rm_ids, "Sandbox ids or names")->type_name("SANDBOX");
     add_filter_option(rm, *rm_filters);
     rm->add_flag("--all", *rm_all, "Every sandbox (with --filter: every one that matches)");
     rm->callback([&g, &out, rm_ids, rm_filters, rm_all] {

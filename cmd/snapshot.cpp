@@ -16,9 +16,10 @@ void register_snapshot(CLI::App& app, GlobalOptions& g, Outcome& out) {
     auto req = std::make_shared<api::SnapshotCreateParams>();
     auto kind = std::make_shared<std::string>("auto");
     auto name = std::make_shared<std::string>();
-    create->add_option("id", req->sandbox, "Sandbox id or name")->required();
+    create->add_option("id", req->sandbox, "Sandbox id or name")->required()->type_name("SANDBOX");
     create->add_option("--kind", *kind, "fs, memory, or auto (fs when audit is on, else memory)")
-        ->capture_default_str();
+        ->capture_default_str()
+        ->type_name("fs|memory|auto");
     create->add_option("--name", *name, "A unique name for the snapshot");
     create->callback([&g, &out, req, kind, name] {
         if (*kind != "fs" && *kind != "memory" && *kind != "auto")
@@ -61,7 +62,7 @@ void register_snapshot(CLI::App& app, GlobalOptions& g, Outcome& out) {
 
     auto* rm = snap->add_subcommand("rm", "Remove snapshots");
     auto ids = std::make_shared<std::vector<std::string>>();
-    rm->add_option("ids", *ids, "Snapshot ids or names")->required();
+    rm->add_option("ids", *ids, "Snapshot ids or names")->required()->type_name("SNAPSHOT");
     rm->callback([&g, &out, ids] {
         Session s(g);
         nlohmann::json removed = nlohmann::json::array();

@@ -48,7 +48,9 @@ void register_template(CLI::App& app, GlobalOptions& g, Outcome& out) {
     auto* show = tmpl->add_subcommand(
         "show", "Print a template fully resolved, with where each value came from");
     auto show_ref = std::make_shared<std::string>();
-    show->add_option("template", *show_ref, "Name, file or inline JSON/YAML")->required();
+    show->add_option("template", *show_ref, "Name, file or inline JSON/YAML")
+        ->required()
+        ->type_name("TEMPLATE");
     show->callback([&g, &out, show_ref] {
         Session s(g);
         auto t = s.api().template_show({*show_ref});
@@ -66,7 +68,7 @@ void register_template(CLI::App& app, GlobalOptions& g, Outcome& out) {
     auto* validate =
         tmpl->add_subcommand("validate", "Check a template file and its extends chain");
     auto file = std::make_shared<std::string>();
-    validate->add_option("file", *file, "Template file")->required();
+    validate->add_option("file", *file, "Template file")->required()->type_name("FILE");
     validate->callback([&g, &out, file] {
         Session s(g);
         auto t = s.api().template_validate({*file});

@@ -11,6 +11,7 @@
 #   SANDWEAVE_RUNTIME_DIR    install directory (default /usr/local/lib/sandweave)
 #
 # Progress goes to stderr; the last line on stdout is the installed path.
+# Beside the binary, runsc.build.json records the patches built into it.
 set -euo pipefail
 
 readonly SCRIPT_DIR="$(cd "$(dirname "${BASH_SOURCE[0]}")" && pwd)"
@@ -234,4 +235,20 @@ else
   mv -f "$staged" "$target"
   log "installed $target"
 fi
+
+# What the installed binary is, for `sandweave version` and `doctor`: the
+# patches in it (in order, with their sha256), its own sha256 (so a reader can
+# tell the file describes this very binary), and the Debian sources it came
+# from. Written atomically beside it, after the binary.
+manifest="$target.build.json"
+{
+  printf '{\n  "version": "%s",\n  "sha256": "%s",\n  "patches": [' "$version" "$(sha256sum <"$target" | cut -d' ' -f1)"
+  sep=""
+  for p in "${PATCHES[@]}"; do
+    printf '%s\n    {"name": "%s", "sha256": "%s"}' "$sep" "$(basename "$p" .patch)" "$(sha256sum <"$p" | cut -d' ' -f1)"
+    sep=","
+  done
+  printf '\n  ],\n  "golang-gvisor-gvisor-dev": "%s",\n  "golang-go": "%s"\n}\n' "$gvisor_ver" "$go_ver"
+} >"$manifest.$$"
+mv -f "$manifest.$$" "$manifest"
 echo "$target"

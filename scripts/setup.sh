@@ -35,9 +35,11 @@ packages=(
   libprotobuf-dev protobuf-compiler libssl-dev
   runsc golang-go golang-gvisor-gvisor-dev
   busybox-static debootstrap procps util-linux python3 python3-pip python3-setuptools python3-wheel
+  skopeo umoci  # image import
 )
 if [ "$test_deps" = 1 ]; then
   packages+=(clang clang-format libclang-rt-14-dev jq bc iproute2 libc6-dev openssh-server openssh-client tmux python3-pytest)
+  packages+=(zsh fish)  # the completion scripts are checked with each shell
 fi
 
 missing=()

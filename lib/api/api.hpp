@@ -126,10 +126,16 @@ struct HelloResult {
 struct RuntimeInfo {
     std::string path;
     std::string version;
+    // The patches built into it (runtime/build-runsc.sh's manifest), when
+    // known; else patches_detail says why they are not.
+    std::optional<std::vector<std::string>> patches;
+    std::optional<std::string> patches_detail;
     template <class V>
     void fields(V& v) {
         v.required("path", path);
         v.required("version", version);
+        v.optional("patches", patches);
+        v.optional("patches_detail", patches_detail);
     }
 };
 
@@ -137,9 +143,11 @@ struct VersionResult {
     std::string version;
     int protocol = protocol_version;
     std::optional<RuntimeInfo> runtime;
+    std::optional<std::string> revision;  // git revision of the build ("unknown" from a tarball)
     template <class V>
     void fields(V& v) {
         v.required("version", version);
+        v.optional("revision", revision);
         v.required("protocol", protocol);
         v.optional("runtime", runtime);
     }
@@ -461,17 +469,64 @@ struct ImageBuildParams {
     }
 };
 
+// An imported image's config (OCI): what a template naming it gets as
+// defaults.
+struct ImageConfigInfo {
+    std::vector<std::string> env;
+    std::string working_dir;
+    std::string user;     // as the image says it
+    std::string uid_gid;  // resolved in the image's /etc/passwd
+    std::vector<std::string> entrypoint;
+    std::vector<std::string> cmd;
+    template <class V>
+    void fields(V& v) {
+        v.required("env", env);
+        v.required("working_dir", working_dir);
+        v.required("user", user);
+        v.required("uid_gid", uid_gid);
+        v.required("entrypoint", entrypoint);
+        v.required("cmd", cmd);
+    }
+};
+
 struct Image {
     std::string name;
     std::string rootfs;
     std::uint64_t bytes = 0;
     std::string built_at;
+    // "recipe base", or an import's source ("oci-archive:/abs/img.tar").
+    std::optional<std::string> source = {};
+    // Imported images only: the image's own creation time, manifest digest,
+    // layer count, platform and config.
+    std::optional<std::string> created = {};
+    std::optional<std::string> digest = {};
+    std::optional<int> layers = {};
+    std::optional<std::string> platform = {};
+    std::optional<ImageConfigInfo> config = {};
     template <class V>
     void fields(V& v) {
         v.required("name", name);
         v.required("rootfs", rootfs);
         v.required("bytes", bytes);
         v.required("built_at", built_at);
+        v.optional("source", source);
+        v.optional("created", created);
+        v.optional("digest", digest);
+        v.optional("layers", layers);
+        v.optional("platform", platform);
+        v.optional("config", config);
+    }
+};
+
+struct ImageImportParams {
+    std::string name;
+    std::string source;  // docker-archive:FILE, oci-archive:FILE or oci:DIR, on the worker
+    bool force = false;  // replace an image of that name
+    template <class V>
+    void fields(V& v) {
+        v.required("name", name);
+        v.required("source", source);
+        v.optional("force", force);
     }
 };
 
@@ -608,6 +663,8 @@ class Api {
     virtual Image image_build(const ImageBuildParams& p) = 0;
     virtual ImageList image_ls() = 0;
     virtual Removed image_rm(const NameParams& p) = 0;
+    virtual Image image_import(const ImageImportParams& p) = 0;
+    virtual Image image_inspect(const NameParams& p) = 0;
 
     virtual DoctorResult doctor() = 0;
 
@@ -661,6 +718,8 @@ class LocalApi final : public Api {
     Image image_build(const ImageBuildParams& p) override;
     ImageList image_ls() override;
     Removed image_rm(const NameParams& p) override;
+    Image image_import(const ImageImportParams& p) override;
+    Image image_inspect(const NameParams& p) override;
     DoctorResult doctor() override;
     ScreenshotResult desktop_screenshot(
         const IdParams& p, const std::function<void(std::string_view)>& on_data) override;

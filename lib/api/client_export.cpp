@@ -12,11 +12,13 @@
 
 #include <cerrno>
 #include <memory>
+#include <optional>
 
 #include "lib/api/api.hpp"
 #include "lib/core/error.hpp"
 #include "lib/core/fd.hpp"
 #include "lib/core/fsutil.hpp"
+#include "lib/core/progress.hpp"
 #include "lib/spec/template.hpp"
 
 namespace sandweave::api {
@@ -74,9 +76,14 @@ audit::Status export_to_client(Api& api, const std::string& id, const std::strin
     if (!md || EVP_DigestInit_ex(md.get(), EVP_sha256(), nullptr) != 1)
         throw Error(ErrorCode::general, "sha256: cannot initialise");
     std::uint64_t received = 0;
+    // The size is known only at the end: progress once it is worth showing.
+    std::optional<Progress> progress;
     audit::Status st = api.audit_fetch(IdParams{id}, [&](std::string_view chunk) {
         EVP_DigestUpdate(md.get(), chunk.data(), chunk.size());
         received += chunk.size();
+        if (!progress && received >= (16u << 20))
+            progress.emplace("fetching audit log from " + via, ProgressUnit::bytes);
+        if (progress) progress->set(received);
         while (!chunk.empty()) {
             ssize_t w = ::write(fd.get(), chunk.data(), chunk.size());
             if (w < 0 && errno == EINTR) continue;

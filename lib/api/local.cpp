@@ -9,6 +9,7 @@
 
 #include "lib/api/api.hpp"
 #include "lib/api/methods.hpp"
+#include "lib/core/build_info.hpp"
 #include "lib/core/error.hpp"
 #include "lib/core/fd.hpp"
 #include "lib/core/fsutil.hpp"
@@ -35,7 +36,16 @@ UserSpec parse_user_param(const std::string& text) {
 }
 
 Image image_of(const ImageInfo& i) {
-    return Image{i.name, i.rootfs.string(), i.bytes, i.built_at};
+    Image out{i.name, i.rootfs.string(), i.bytes, i.built_at, i.source, {}, {}, {}, {}, {}};
+    if (i.config) {
+        out.created = i.created;
+        out.digest = i.digest;
+        out.layers = i.layers;
+        out.platform = i.platform;
+        const ImageConfig& c = *i.config;
+        out.config = ImageConfigInfo{c.env, c.working_dir, c.user, c.uid_gid, c.entrypoint, c.cmd};
+    }
+    return out;
 }
 
 }  // namespace
@@ -117,10 +127,16 @@ RunRequest to_run_request(const RunParams& p) {
 
 VersionResult LocalApi::version() {
     VersionResult v;
-    v.version = SANDWEAVE_VERSION;
+    v.version = build_version();
+    v.revision = build_revision();
     try {
         auto path = find_runsc(ctx_.runsc_flag);
-        v.runtime = RuntimeInfo{path.string(), runtime_version(ctx_, path)};
+        v.runtime = RuntimeInfo{path.string(), runtime_version(ctx_, path), {}, {}};
+        RuntimeBuild b = runtime_build(ctx_, path);
+        if (b.known)
+            v.runtime->patches = b.patches;
+        else
+            v.runtime->patches_detail = b.detail;
     } catch (const Error& e) {
         log().debug("version: no runtime: " + std::string(e.what()));
     }
@@ -317,6 +333,7 @@ TemplateList LocalApi::template_ls() {
 
 TemplateShowResult LocalApi::template_show(const TemplateShowParams& p) {
     auto t = TemplateResolver::with_default_paths(ctx_.store.root()).resolve(p.template_ref);
+    ImageStore(ctx_.store.images_dir(), ctx_.runner).apply_defaults(t);
     return TemplateShowResult{t.name, t.chain, t.doc, t.origin};
 }
 
@@ -356,6 +373,18 @@ Removed LocalApi::image_rm(const NameParams& p) {
     refuse_if_in_use(ctx_, p.name, "remove");
     ImageStore(ctx_.store.images_dir(), ctx_.runner).remove(p.name);
     return Removed{p.name};
+}
+
+Image LocalApi::image_import(const ImageImportParams& p) {
+    if (p.force) refuse_if_in_use(ctx_, p.name, "replace");
+    return image_of(
+        ImageStore(ctx_.store.images_dir(), ctx_.runner).import(p.name, p.source, p.force));
+}
+
+Image LocalApi::image_inspect(const NameParams& p) {
+    auto info = ImageStore(ctx_.store.images_dir(), ctx_.runner).find(p.name);
+    if (!info) throw Error(ErrorCode::not_found, "no such image: '" + p.name + "'");
+    return image_of(*info);
 }
 
 DoctorResult LocalApi::doctor() {

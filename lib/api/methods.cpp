@@ -99,6 +99,10 @@ std::vector<Method> build_table() {
                               [](Api& a, const ImageBuildParams& p) { return a.image_build(p); }),
         row0("image.ls", [](Api& a) { return a.image_ls(); }),
         row<NameParams>("image.rm", [](Api& a, const NameParams& p) { return a.image_rm(p); }),
+        row<ImageImportParams>(
+            "image.import", [](Api& a, const ImageImportParams& p) { return a.image_import(p); }),
+        row<NameParams>("image.inspect",
+                        [](Api& a, const NameParams& p) { return a.image_inspect(p); }),
         row0("doctor", [](Api& a) { return a.doctor(); }),
         // desktops
         row<PointerParams>("desktop.click",

@@ -23,6 +23,7 @@
 #include <cerrno>
 #include <charconv>
 #include <cstring>
+#include <optional>
 #include <thread>
 
 #include "lib/audit/audit.hpp"
@@ -32,6 +33,7 @@
 #include "lib/core/fd.hpp"
 #include "lib/core/fsutil.hpp"
 #include "lib/core/helper.hpp"
+#include "lib/core/progress.hpp"
 
 namespace sandweave::audit {
 
@@ -373,6 +375,8 @@ nlohmann::json sentry_json(std::optional<std::uint64_t> v) {
     return v ? nlohmann::json(*v) : nlohmann::json(nullptr);
 }
 
+constexpr std::uint64_t large_export_bytes = 64u << 20;
+
 // Copies [0, n) of src into a new file `tmp`, hashing the same bytes on a
 // second thread (the copy itself stays in the kernel: copy_file_range).
 std::string copy_prefix(const fs::path& src, const fs::path& tmp, std::uint64_t n) {
@@ -416,11 +420,15 @@ std::string copy_prefix(const fs::path& src, const fs::path& tmp, std::uint64_t 
     std::string copy_error;
     std::uint64_t done = 0;
     bool fallback = false;
+    // A large export shows its progress (a small one would only flicker).
+    std::optional<Progress> progress;
+    if (n >= large_export_bytes) progress.emplace("exporting audit log", ProgressUnit::bytes, n);
     while (done < n) {
+        if (progress) progress->set(done);
         loff_t off_in = static_cast<loff_t>(done);
         ssize_t k = fallback ? -1
                              : ::copy_file_range(in, &off_in, out, nullptr,
-                                                 std::min<std::uint64_t>(n - done, 1u << 30), 0);
+                                                 std::min<std::uint64_t>(n - done, 64u << 20), 0);
         if (k < 0 && !fallback &&
             (errno == EXDEV || errno == EINVAL || errno == ENOSYS || errno == EOPNOTSUPP)) {
             fallback = true;

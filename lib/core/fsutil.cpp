@@ -10,6 +10,7 @@
 #include <cctype>
 #include <cerrno>
 #include <system_error>
+#include <vector>
 
 #include "lib/core/error.hpp"
 #include "lib/core/fd.hpp"
@@ -91,6 +92,18 @@ void make_dirs(const fs::path& path, mode_t mode) {
     }
     if (path.has_parent_path() && path.parent_path() != path) make_dirs(path.parent_path(), mode);
     if (::mkdir(path.c_str(), mode) != 0 && errno != EEXIST) throw_errno("mkdir " + path.string());
+}
+
+void read_chunks(const fs::path& path, const std::function<bool(std::string_view)>& on_chunk) {
+    Fd fd(::open(path.c_str(), O_RDONLY | O_CLOEXEC));
+    if (!fd.valid()) throw_errno("open " + path.string());
+    std::vector<char> buf(1 << 20);
+    for (;;) {
+        ssize_t n = ::read(fd.get(), buf.data(), buf.size());
+        if (n < 0 && errno == EINTR) continue;
+        if (n < 0) throw_errno("read " + path.string());
+        if (n == 0 || !on_chunk(std::string_view(buf.data(), static_cast<std::size_t>(n)))) return;
+    }
 }
 
 void remove_tree(const fs::path& path) {

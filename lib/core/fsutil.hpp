@@ -8,6 +8,7 @@
 #include <cstddef>
 #include <cstdint>
 #include <filesystem>
+#include <functional>
 #include <string>
 #include <string_view>
 
@@ -24,6 +25,9 @@ void write_file_atomic(const fs::path& path, std::string_view data, mode_t mode 
 
 // Reads a whole file, refusing files larger than max_bytes.
 std::string read_file(const fs::path& path, std::size_t max_bytes = 16u << 20);
+// Reads a file of any size in chunks of about 1 MiB, handing each to
+// `on_chunk` until the end or until it returns false.
+void read_chunks(const fs::path& path, const std::function<bool(std::string_view)>& on_chunk);
 
 // mkdir -p with mode for every directory created (existing ones keep theirs).
 void make_dirs(const fs::path& path, mode_t mode = 0700);

@@ -16,9 +16,11 @@
 #include <optional>
 #include <thread>
 
+#include "lib/core/build_info.hpp"
 #include "lib/core/error.hpp"
 #include "lib/core/fd.hpp"
 #include "lib/core/log.hpp"
+#include "lib/core/progress.hpp"
 #include "lib/rpc/jsonrpc.hpp"
 
 namespace sandweave::rpc {
@@ -163,6 +165,25 @@ struct RpcClient::Impl {
                 log().info(msg);
             return;
         }
+        if (method == "progress") {
+            // The worker's progress, shown here as if it were ours.
+            ProgressSink* sink = progress_sink();
+            if (!sink) return;
+            ProgressUpdate u;
+            try {
+                u.task = params.value("task", std::string());
+                u.step = params.value("step", std::string());
+                u.done = params.value("done", std::uint64_t{0});
+                u.total = params.value("total", std::uint64_t{0});
+                u.unit = params.value("unit", std::string()) == "bytes" ? ProgressUnit::bytes
+                                                                        : ProgressUnit::count;
+                u.finished = params.value("finished", false);
+            } catch (const std::exception&) {
+                return;  // a malformed report is not worth failing a call for
+            }
+            sink->update(u);
+            return;
+        }
         bool data_method = method == "audit.data" || method == "desktop.data";
         if (method != "run.output" && !data_method) return;
         auto req = params.find("request");
@@ -296,9 +317,10 @@ RpcClient::RpcClient(Fd in, Fd out, std::string peer) : impl_(std::make_unique<I
 void RpcClient::handshake() {
     json res;
     try {
-        res = impl_->finish(impl_->start(
-            "hello",
-            {{"protocol", protocol_version}, {"client", "sandweave"}, {"capabilities", {"log"}}}));
+        res = impl_->finish(
+            impl_->start("hello", {{"protocol", protocol_version},
+                                   {"client", std::string("sandweave ") + build_version()},
+                                   {"capabilities", {"log", "progress"}}}));
     } catch (const Error& e) {
         if (e.code() == ErrorCode::connection)
             throw Error(ErrorCode::connection,
@@ -545,6 +567,12 @@ api::ImageList RpcClient::image_ls() {
 }
 api::Removed RpcClient::image_rm(const api::NameParams& p) {
     return decoded<api::Removed>(call("image.rm", api::to_json(p)), "image.rm");
+}
+api::Image RpcClient::image_import(const api::ImageImportParams& p) {
+    return decoded<api::Image>(call("image.import", api::to_json(p)), "image.import");
+}
+api::Image RpcClient::image_inspect(const api::NameParams& p) {
+    return decoded<api::Image>(call("image.inspect", api::to_json(p)), "image.inspect");
 }
 api::DoctorResult RpcClient::doctor() {
     return decoded<api::DoctorResult>(call("doctor", json::object()), "doctor");

@@ -67,6 +67,8 @@ class RpcClient final : public api::Api {
     api::Image image_build(const api::ImageBuildParams& p) override;
     api::ImageList image_ls() override;
     api::Removed image_rm(const api::NameParams& p) override;
+    api::Image image_import(const api::ImageImportParams& p) override;
+    api::Image image_inspect(const api::NameParams& p) override;
     api::DoctorResult doctor() override;
     api::ScreenshotResult desktop_screenshot(
         const api::IdParams& p, const std::function<void(std::string_view)>& on_data) override;

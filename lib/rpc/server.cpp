@@ -24,6 +24,7 @@
 #include "lib/core/error.hpp"
 #include "lib/core/fd.hpp"
 #include "lib/core/log.hpp"
+#include "lib/core/progress.hpp"
 #include "lib/rpc/jsonrpc.hpp"
 
 namespace sandweave::rpc {
@@ -69,6 +70,18 @@ class RequestLogger final : public Logger {
 
   private:
     void send(const char* level, const std::string& m);
+    Connection& c_;
+    json id_;
+};
+
+// A request's progress reports, as `progress` notifications to the client
+// that made it, when it asked for them (capability "progress").
+class RequestProgress final : public ProgressSink {
+  public:
+    RequestProgress(Connection& c, json id) : c_(c), id_(std::move(id)) {}
+    void update(const ProgressUpdate& u) override;
+
+  private:
     Connection& c_;
     json id_;
 };
@@ -152,6 +165,7 @@ class Connection {
         send(encode_notification(method, params));
     }
     bool wants_log() const { return client_log_; }
+    bool wants_progress() const { return client_progress_; }
 
   private:
     void handle_line(std::string_view line);
@@ -187,11 +201,23 @@ class Connection {
     std::map<std::string, std::shared_ptr<Running>> runs_;
     bool hello_done_ = false;
     bool client_log_ = false;
+    bool client_progress_ = false;
 };
 
 void RequestLogger::send(const char* level, const std::string& m) {
     if (!c_.wants_log()) return;
     c_.notify("log", {{"request", id_}, {"level", level}, {"message", m}});
+}
+
+void RequestProgress::update(const ProgressUpdate& u) {
+    if (!c_.wants_progress()) return;
+    c_.notify("progress", {{"request", id_},
+                           {"task", u.task},
+                           {"step", u.step},
+                           {"done", u.done},
+                           {"total", u.total},
+                           {"unit", u.unit == ProgressUnit::bytes ? "bytes" : "count"},
+                           {"finished", u.finished}});
 }
 
 void Connection::start_thread(std::function<void()> fn) {
@@ -342,6 +368,8 @@ void Connection::dispatch(Request r) {
     start_thread([this, r = std::move(r), m, key] {
         RequestLogger logger(*this, r.id);
         ThreadLogger scope(logger);
+        RequestProgress progress(*this, r.id);
+        ThreadProgress progress_scope(progress);
         std::string line = answer(r.id, [&] { return m->call(api_, r.params); });
         finish_request(key);
         send(line);
@@ -364,11 +392,13 @@ void Connection::hello(const Request& r) {
         hello_done_ = true;
         client_log_ =
             std::find(p.capabilities.begin(), p.capabilities.end(), "log") != p.capabilities.end();
+        client_progress_ = std::find(p.capabilities.begin(), p.capabilities.end(), "progress") !=
+                           p.capabilities.end();
     }
     api::HelloResult res;
     res.protocol = std::min(p.protocol, protocol_version);
     res.server = opts_.server_name;
-    res.capabilities = {"log", "run.cancel", "run.signal", "run.stdin"};
+    res.capabilities = {"log", "progress", "run.cancel", "run.signal", "run.stdin"};
     for (const auto& name : api::method_names())
         if (std::find(opts_.without.begin(), opts_.without.end(), name) == opts_.without.end())
             res.methods.push_back(name);
@@ -442,6 +472,8 @@ void Connection::start_fetch(Request r) {
     start_thread([this, r = std::move(r), key] {
         RequestLogger logger(*this, r.id);
         ThreadLogger scope(logger);
+        RequestProgress progress(*this, r.id);
+        ThreadProgress progress_scope(progress);
         std::string line = answer(r.id, [&] {
             auto p = api::from_json<api::IdParams>(r.params);
             if (r.method == "desktop.screenshot")

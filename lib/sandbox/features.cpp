@@ -3,6 +3,8 @@
 #include <sys/stat.h>
 #include <unistd.h>
 
+#include <fcntl.h>
+#include <openssl/evp.h>
 #include <functional>
 #include <thread>
 
@@ -10,6 +12,7 @@
 #include <nlohmann/json.hpp>
 
 #include "lib/core/error.hpp"
+#include "lib/core/fd.hpp"
 #include "lib/core/fsutil.hpp"
 #include "lib/core/log.hpp"
 #include "lib/runtime/bundle.hpp"
@@ -188,6 +191,73 @@ std::string runtime_version(Context& ctx, const fs::path& runsc) {
     std::string v = Runsc(ctx.runner, runsc, {}).version();
     update_cache(ctx, file, runsc, {{"version", v}});
     return v;
+}
+
+namespace {
+
+std::string file_sha256(const fs::path& file) {
+    std::unique_ptr<EVP_MD_CTX, decltype(&EVP_MD_CTX_free)> md(EVP_MD_CTX_new(), EVP_MD_CTX_free);
+    if (!md || EVP_DigestInit_ex(md.get(), EVP_sha256(), nullptr) != 1)
+        throw Error(ErrorCode::general, "sha256: cannot initialise");
+    read_chunks(file, [&](std::string_view chunk) {
+        EVP_DigestUpdate(md.get(), chunk.data(), chunk.size());
+        return true;
+    });
+    unsigned char digest[EVP_MAX_MD_SIZE];
+    unsigned int len = 0;
+    EVP_DigestFinal_ex(md.get(), digest, &len);
+    static const char hex[] = "0123456789abcdef";
+    std::string out;
+    for (unsigned int i = 0; i < len; ++i) {
+        out.push_back(hex[digest[i] >> 4]);
+        out.push_back(hex[digest[i] & 0xf]);
+    }
+    return out;
+}
+
+}  // namespace
+
+RuntimeBuild runtime_build(Context& ctx, const fs::path& runsc) {
+    RuntimeBuild b;
+    fs::path manifest = runsc.string() + ".build.json";
+    std::error_code ec;
+    if (!fs::exists(manifest, ec)) {
+        b.detail = "not recorded (no " + manifest.filename().string() +
+                   " beside it: not built by runtime/build-runsc.sh, or by an older one)";
+        return b;
+    }
+    json m;
+    try {
+        m = json::parse(read_file(manifest, 1u << 20));
+        if (!m.is_object() || !m.contains("sha256") || !m["sha256"].is_string() ||
+            !m.contains("patches") || !m["patches"].is_array())
+            throw std::runtime_error("expected sha256 and patches");
+    } catch (const std::exception& e) {
+        b.detail = "not known: " + manifest.string() + " is unreadable (" + e.what() + ")";
+        return b;
+    }
+    // The digest costs a read of the whole binary: once per binary identity.
+    fs::path file = cache_file(ctx, runsc);
+    json cache = load_cache(file);
+    std::string digest;
+    if (cache.contains("sha256") && cache["sha256"].is_string()) {
+        digest = cache["sha256"].get<std::string>();
+    } else {
+        digest = file_sha256(runsc);
+        update_cache(ctx, file, runsc, {{"sha256", digest}});
+    }
+    if (m["sha256"].get<std::string>() != digest) {
+        b.detail = "not known: " + manifest.string() +
+                   " describes another binary (sha256 differs; rebuild with "
+                   "runtime/build-runsc.sh)";
+        return b;
+    }
+    for (const auto& p : m["patches"])
+        if (p.is_object() && p.contains("name") && p["name"].is_string())
+            b.patches.push_back(p["name"].get<std::string>());
+    b.known = true;
+    b.detail = manifest.string();
+    return b;
 }
 
 HidepidVerdict hidepid_support(Context& ctx, const fs::path& runsc) {

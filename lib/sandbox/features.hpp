@@ -9,6 +9,7 @@
 
 #include <filesystem>
 #include <string>
+#include <vector>
 
 #include "lib/audit/audit.hpp"
 #include "lib/sandbox/context.hpp"
@@ -27,6 +28,17 @@ HidepidVerdict hidepid_support(Context& ctx, const std::filesystem::path& runsc)
 
 // `runsc --version`'s first line, cached the same way (it costs a process start).
 std::string runtime_version(Context& ctx, const std::filesystem::path& runsc);
+
+// The patches built into a runtime, from the manifest runtime/build-runsc.sh
+// writes beside it (`<runsc>.build.json`). Known only when that manifest
+// exists and its sha256 is the binary's own (the digest is cached per binary);
+// otherwise `detail` says why not, and sandweave claims nothing.
+struct RuntimeBuild {
+    bool known = false;
+    std::vector<std::string> patches;
+    std::string detail;
+};
+RuntimeBuild runtime_build(Context& ctx, const std::filesystem::path& runsc);
 
 // The runtime's trace points (`runsc trace metadata`), cached per binary; throws
 // ErrorCode::runtime when the runtime has no runtime monitoring.

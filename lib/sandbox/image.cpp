@@ -13,6 +13,7 @@
 #include "lib/core/error.hpp"
 #include "lib/core/fsutil.hpp"
 #include "lib/core/log.hpp"
+#include "lib/core/progress.hpp"
 #include "lib/core/units.hpp"
 #include "lib/store/state.hpp"
 
@@ -116,8 +117,25 @@ std::vector<std::string> ImageStore::recipes() {
 std::optional<ImageInfo> ImageStore::find(const std::string& name) const {
     if (!objects().exists(name)) return std::nullopt;
     json j = json::parse(read_file(dir_ / name / image_kind.record));
-    return ImageInfo{name, j.value("recipe", name), j.value("built_at", std::string()),
-                     j.value("bytes", std::uint64_t{0}), dir_ / name / "rootfs"};
+    ImageInfo info{name, j.value("recipe", name), j.value("built_at", std::string()),
+                   j.value("bytes", std::uint64_t{0}), dir_ / name / "rootfs"};
+    info.source = j.value("source", "recipe " + info.recipe);
+    if (j.contains("imported")) {  // lib/sandbox/image_import.cpp
+        const json& m = j["imported"];
+        info.recipe.clear();
+        info.created = m.value("created", std::string());
+        info.digest = m.value("digest", std::string());
+        info.layers = m.value("layers", 0);
+        info.platform = m.value("platform", std::string());
+        const json& c = m.value("config", json::object());
+        info.config = ImageConfig{c.value("env", std::vector<std::string>{}),
+                                  c.value("working_dir", std::string()),
+                                  c.value("user", std::string()),
+                                  c.value("uid_gid", std::string()),
+                                  c.value("entrypoint", std::vector<std::string>{}),
+                                  c.value("cmd", std::vector<std::string>{})};
+    }
+    return info;
 }
 
 fs::path ImageStore::ensure(const std::string& name) {
@@ -127,6 +145,13 @@ fs::path ImageStore::ensure(const std::string& name) {
 
 ImageInfo ImageStore::build(const std::string& name, bool force) {
     auto known = recipes();
+    if (std::find(known.begin(), known.end(), name) == known.end()) {
+        if (auto info = find(name)) {  // an imported image has no recipe
+            if (!force) return *info;
+            throw Error(ErrorCode::usage, "image '" + name + "' was imported (" + info->source +
+                                              "): import it again to replace it");
+        }
+    }
     if (std::find(known.begin(), known.end(), name) == known.end())
         throw Error(ErrorCode::not_found, "unknown image '" + name + "'" +
                                               did_you_mean(name, known) +
@@ -157,22 +182,26 @@ ImageInfo ImageStore::build(const std::string& name, bool force) {
                            .dump(2) +
                        "\n",
                    0600);
-        fs::path final_dir = dir_ / name;
-        std::error_code ec;
-        // Removing the old tree would empty the lower layer of every sandbox
-        // mounted on it: the caller refuses a rebuild of an image in use
-        // (sandboxes_using_image), so none is.
-        fs::path old;
-        if (fs::exists(final_dir, ec)) old = objects().bury(name);
-        fs::rename(tmp, final_dir);
-        fsync_dir(dir_);
-        if (!old.empty()) remove_tree(old);
+        publish(name, tmp);
         log().info("image '" + name + "' built (" + std::to_string(info.bytes / 1024) + " KiB)");
         return info;
     } catch (...) {
         remove_tree(tmp);
         throw;
     }
+}
+
+void ImageStore::publish(const std::string& name, const fs::path& tmp) {
+    fs::path final_dir = dir_ / name;
+    std::error_code ec;
+    // Removing the old tree would empty the lower layer of every sandbox
+    // mounted on it: the callers refuse to replace an image in use
+    // (sandboxes_using_image), so none is.
+    fs::path old;
+    if (fs::exists(final_dir, ec)) old = objects().bury(name);
+    fs::rename(tmp, final_dir);
+    fsync_dir(dir_);
+    if (!old.empty()) remove_tree(old);
 }
 
 void ImageStore::build_base(const fs::path& rootfs) {
@@ -222,8 +251,17 @@ void ImageStore::debootstrap(const fs::path& rootfs, const std::string& image,
               rootfs.string(),         mirror};
     c.timeout = std::chrono::minutes(30);
     std::size_t lines = 0;
+    // Progress: debootstrap's phase ("Retrieving", "Unpacking", ...) and how
+    // many of its steps so far.
+    Progress shown("building image 'coding'");
+    std::string phase;
     auto progress = [&](const std::string& line) {
         ++lines;
+        if (line.rfind("I: ", 0) == 0) {
+            std::string word = line.substr(3, line.find(' ', 3) - 3);
+            if (word != phase) shown.step("debootstrap: " + (phase = word));
+            shown.advance(1);
+        }
         if (line.rfind("I: ", 0) == 0)
             log().info(image + ": " + line.substr(3));
         else if (line.rfind("W: ", 0) == 0 || line.rfind("E: ", 0) == 0)

@@ -9,6 +9,7 @@
 #include "lib/core/fsutil.hpp"
 #include "lib/core/helper.hpp"
 #include "lib/core/log.hpp"
+#include "lib/core/progress.hpp"
 #include "lib/core/units.hpp"
 #include "lib/sandbox/audit_glue.hpp"
 
@@ -194,8 +195,11 @@ PoolInfo create_pool(Context& ctx, const std::string& name, int size, const Crea
         write_pool(ctx, name, j);
         CreateRequest member = pool_request_from_json(j["request"], name);
         member.template_given = req.template_given;
+        Progress progress("creating pool " + name);
+        if (size > 0) progress.step("starting sandboxes", static_cast<std::uint64_t>(size));
         for (int i = 0; i < size; ++i) {
             made.push_back(create_sandbox(ctx, member).id);
+            progress.set(static_cast<std::uint64_t>(i + 1));
             log().info("pool " + name + ": " + std::to_string(i + 1) + "/" + std::to_string(size) +
                        " warm");
         }

@@ -104,6 +104,7 @@ SandboxRecord create_sandbox(Context& ctx, const CreateRequest& req) {
                 if (from == "inline") from = req.template_source;
             if (!t.chain.empty()) t.chain.front() = req.template_source;
         }
+        ImageStore(ctx.store.images_dir(), ctx.runner).apply_defaults(t);
         spec = resolve_spec(t, nullptr, "", req.flags);
     }
     bool memory_restore = snap && snap->kind == SnapshotKind::memory;

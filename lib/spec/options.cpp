@@ -8,6 +8,8 @@ using nlohmann::json;
 
 namespace {
 
+std::string tmpl_origin(const ResolvedTemplate& tmpl, const std::string& ptr);
+
 // Fills `field` from the highest layer that has `ptr`, recording the origin.
 template <typename T, typename Get>
 void pick(T& field, const std::string& ptr, SandboxSpec& spec, const ResolvedTemplate& tmpl,
@@ -24,15 +26,17 @@ void pick(T& field, const std::string& ptr, SandboxSpec& spec, const ResolvedTem
         spec.origin[ptr] = snap_label;
     } else if (tmpl.doc.contains(jp)) {
         field = get(tmpl.doc.at(jp));
-        auto it = tmpl.origin.find(ptr);
-        spec.origin[ptr] = "template " + (it != tmpl.origin.end() ? it->second : tmpl.name);
+        spec.origin[ptr] = tmpl_origin(tmpl, ptr);
     } else {
         spec.origin[ptr] = "default";
     }
 }
 
+// "template T", or "image I" for a default an imported image gave the template
+// (ImageStore::apply_defaults).
 std::string tmpl_origin(const ResolvedTemplate& tmpl, const std::string& ptr) {
     auto it = tmpl.origin.find(ptr);
+    if (it != tmpl.origin.end() && it->second.rfind("image ", 0) == 0) return it->second;
     return "template " + (it != tmpl.origin.end() ? it->second : tmpl.name);
 }
 
@@ -69,6 +73,12 @@ SandboxSpec resolve_spec(const ResolvedTemplate& tmpl, const json* snapshot_sett
             s.env[k] = v.get<std::string>();
             s.origin["/env/" + pointer_token(k)] = tmpl_origin(tmpl, "/env/" + pointer_token(k));
         }
+    }
+    for (const char* key : {"entrypoint", "cmd"}) {
+        if (!tmpl.doc.contains(key)) continue;
+        (std::string(key) == "cmd" ? s.cmd : s.entrypoint) =
+            tmpl.doc[key].get<std::vector<std::string>>();
+        s.origin[std::string("/") + key] = tmpl_origin(tmpl, std::string("/") + key);
     }
     if (tmpl.doc.contains("labels")) {
         for (const auto& [k, v] : tmpl.doc["labels"].items()) {
@@ -113,6 +123,8 @@ json to_json(const SandboxSpec& s) {
         {"user", s.user.str()},
         {"env", s.env},
         {"cwd", s.cwd},
+        {"entrypoint", s.entrypoint},
+        {"cmd", s.cmd},
         {"resources", res},
         {"runtime_options",
          {{"hidepid", s.runtime.hidepid},
@@ -137,6 +149,8 @@ SandboxSpec spec_from_json(const json& j) {
     s.user = parse_user(j.at("user").get<std::string>()).value_or(UserSpec{});
     s.env = j.value("env", std::map<std::string, std::string>{});
     s.cwd = j.value("cwd", std::string("/"));
+    s.entrypoint = j.value("entrypoint", std::vector<std::string>{});
+    s.cmd = j.value("cmd", std::vector<std::string>{});
     const json& res = j.value("resources", json::object());
     if (res.contains("cpus")) s.resources.cpus = res["cpus"].get<double>();
     if (res.contains("memory")) s.resources.memory = res["memory"].get<std::uint64_t>();

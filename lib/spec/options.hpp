@@ -50,6 +50,10 @@ struct SandboxSpec {
     UserSpec user;  // default user for `run`
     std::map<std::string, std::string> env;
     std::string cwd = "/";
+    // What the image says its container runs (an imported image's config, or
+    // the template's entrypoint/cmd): recorded, shown by inspect.
+    std::vector<std::string> entrypoint;
+    std::vector<std::string> cmd;
     Resources resources;
     RuntimeOptions runtime;
     std::map<std::string, std::string> labels;

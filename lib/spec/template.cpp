@@ -157,6 +157,17 @@ json as_string_map(const YAML::Node& n, const Where& w, const std::string& key) 
     return out;
 }
 
+json as_string_list(const YAML::Node& n, const Where& w, const std::string& key) {
+    if (!n.IsSequence()) fail(w, n, key, "expected a list of strings, got " + shown(n));
+    json out = json::array();
+    for (const auto& e : n) {
+        if (!e.IsScalar())
+            fail(w, e, key, "expected a list of strings, got " + shown(e) + " in it");
+        out.push_back(scalar_text(e));
+    }
+    return out;
+}
+
 using Table = std::vector<std::pair<std::string, Validator>>;
 
 json validate_map(const YAML::Node& n, const Where& w, const std::string& prefix,
@@ -226,6 +237,8 @@ const Table& top_level_table() {
         {"user", as_user},
         {"env", as_string_map},
         {"cwd", as_abs_path},
+        {"entrypoint", as_string_list},
+        {"cmd", as_string_list},
         {"labels", as_string_map},
         {"resources", validate_resources},
         {"runtime_options", validate_runtime_options},

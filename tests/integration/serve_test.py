@@ -257,7 +257,7 @@ class ServeCase(unittest.TestCase):
 class A_Handshake(ServeCase):
     def test_doc_parsed(self):
         self.assertGreaterEqual(len(DOC_METHODS), 25, f"methods parsed from {DOC}: {DOC_METHODS}")
-        self.assertEqual(sorted(DOC_CAPABILITIES), ["log", "run.cancel", "run.signal", "run.stdin"],
+        self.assertEqual(sorted(DOC_CAPABILITIES), ["log", "progress", "run.cancel", "run.signal", "run.stdin"],
                          f"capabilities parsed from {DOC}")
 
     def test_hello_result(self):
@@ -334,8 +334,11 @@ class B_Basics(ServeCase):
         self.assertIsInstance(v.get("version"), str, "version: result.version")
         self.assertRegex(v["version"], r"^\d+\.\d+\.\d+", "version: result.version")
         self.assertEqual(v.get("protocol"), 1, "version: result.protocol")
-        cli = subprocess.run([SW, "--version"], capture_output=True, text=True).stdout.strip()
-        self.assertEqual("sandweave " + v["version"], cli, "version: the same version `sandweave --version` prints")
+        cli = subprocess.run([SW, "--version"], capture_output=True, text=True).stdout.splitlines()[0]
+        self.assertRegex(cli, r"^client: +sandweave " + re.escape(v["version"]) + r" \(git ",
+                         "version: the same version `sandweave --version` prints")
+        self.assertEqual(v.get("revision"), re.search(r"\(git ([^)]*)\)", cli).group(1),
+                         "version: the same revision `sandweave --version` prints")
         rt = v.get("runtime")
         self.assertIsInstance(rt, dict, "version: result.runtime (runsc is installed here)")
         self.assertIsInstance(rt.get("path"), str, "version: runtime.path")

@@ -114,7 +114,11 @@ TEST_SUITE("api") {
 
     TEST_CASE("result types round-trip") {
         round_trips(HelloResult{1, "sandweave 0.1.0", {"log"}, {"version"}});
-        round_trips(VersionResult{"0.1.0", 1, RuntimeInfo{"/r", "runsc version x"}});
+        round_trips(VersionResult{"0.1.0", 1, RuntimeInfo{"/r", "runsc version x", {}, {}}, {}});
+        round_trips(VersionResult{
+            "0.1.0", 1,
+            RuntimeInfo{"/r", "runsc version x", std::vector<std::string>{"hidepid", "audit"}, {}},
+            "abc"});
         RunResult missing;
         missing.exit_code = 127;
         missing.message = "command not found";
@@ -161,6 +165,13 @@ TEST_SUITE("api") {
         round_trips(TemplateValidateResult{true, "/t.yaml", {"t"}});
         round_trips(Image{"base", "/s/images/base/rootfs", 1234, "2026-12-01T00:00:00Z"});
         round_trips(ImageList{{Image{"base", "/r", 1, "t"}}});
+        Image imported{"web", "/r", 1, "t", std::string("oci:/x")};
+        imported.created = "2024-01-02T03:04:05Z";
+        imported.layers = 2;
+        imported.config =
+            ImageConfigInfo{{"A=b"}, "/work", "agent", "1001:1001", {"/bin/sh"}, {"x"}};
+        round_trips(imported);
+        round_trips(ImageImportParams{"web", "oci-archive:/x.tar", true});
         round_trips(DoctorResult{true, {Check{"runsc", true, true, "ok"}}});
     }
 
@@ -244,6 +255,9 @@ TEST_SUITE("api") {
                               "sandbox.terminate",
                               "sandbox.rm",
                               "sandbox.prune",
+                              "sandbox.ps",
+                              "sandbox.kill",
+                              "sandbox.wait",
                               "run.stdin",
                               "run.signal",
                               "run.cancel",
@@ -263,6 +277,8 @@ TEST_SUITE("api") {
                               "image.build",
                               "image.ls",
                               "image.rm",
+                              "image.import",
+                              "image.inspect",
                               "doctor",
                               "desktop.screenshot",
                               "desktop.click",
@@ -270,7 +286,7 @@ TEST_SUITE("api") {
                               "desktop.type",
                               "desktop.key"})
             CHECK_MESSAGE(find_method(m) != nullptr, m);
-        CHECK(names.size() == 35);
+        CHECK(names.size() == 40);
         try {
             check_params("sandbox.frob", json::object());
             FAIL("no error");
