@@ -136,6 +136,8 @@ json pool_request_to_json(const CreateRequest& r) {
     if (r.flags.audit) j["audit"] = *r.flags.audit;
     if (r.flags.user) j["user"] = r.flags.user->str();
     if (!r.from_snapshot.empty()) j["from_snapshot"] = r.from_snapshot;
+    if (r.flags.ttl) j["ttl_ms"] = r.flags.ttl->count();
+    if (r.flags.idle_timeout) j["idle_timeout_ms"] = r.flags.idle_timeout->count();
     return j;
 }
 
@@ -148,6 +150,10 @@ CreateRequest pool_request_from_json(const json& j, const std::string& pool) {
     if (j.contains("audit")) r.flags.audit = j["audit"].get<bool>();
     if (j.contains("user")) r.flags.user = parse_user(j["user"].get<std::string>());
     r.from_snapshot = j.value("from_snapshot", std::string());
+    if (j.contains("ttl_ms"))
+        r.flags.ttl = std::chrono::milliseconds(j["ttl_ms"].get<std::int64_t>());
+    if (j.contains("idle_timeout_ms"))
+        r.flags.idle_timeout = std::chrono::milliseconds(j["idle_timeout_ms"].get<std::int64_t>());
     r.pool = pool;
     return r;
 }
@@ -230,12 +236,18 @@ SandboxRecord acquire_from_pool(Context& ctx, const std::string& name) {
                 continue;
             fresh->pool_state = "acquired";
             fresh->acquired_at = now_rfc3339();
+            start_lifetime_clock(ctx.store, *fresh);
             ctx.store.save(*fresh);
             picked = std::move(*fresh);
             break;
         }
     }
     if (picked) {
+        try {
+            ensure_lifetime_watcher(ctx, *picked);
+        } catch (const Error& e) {
+            log().warn(e.what());  // started again by the next ls or inspect
+        }
         picked->acquired_audit_seq = audit_position(ctx, *picked);
         if (picked->acquired_audit_seq) {
             auto sandbox_lock = ctx.store.lock(picked->id);

@@ -11,6 +11,7 @@
 #include "lib/core/log.hpp"
 #include "lib/runtime/bundle.hpp"
 #include "lib/runtime/runsc.hpp"
+#include "lib/sandbox/activity.hpp"
 #include "lib/sandbox/audit_glue.hpp"
 #include "lib/sandbox/features.hpp"
 #include "lib/sandbox/image.hpp"
@@ -70,6 +71,20 @@ SandboxState live_state(const SandboxRecord& r,
 }
 
 }  // namespace
+
+SandboxView sandbox_view(Context& ctx, SandboxRecord r, SandboxState live) {
+    SandboxView v{std::move(r), live, std::nullopt};
+    if (v.live != SandboxState::running) return v;
+    v.left = time_left(ctx.store, v.record, std::chrono::system_clock::now());
+    if (v.left) {
+        try {
+            ensure_lifetime_watcher(ctx, v.record);
+        } catch (const Error& e) {
+            log().warn(e.what());
+        }
+    }
+    return v;
+}
 
 fs::path find_guest_init() {
     std::error_code ec;
@@ -164,7 +179,9 @@ SandboxRecord create_sandbox(Context& ctx, const CreateRequest& req) {
             else
                 runsc.run_detached(r.id, dir / "bundle", dir / "logs/console.log");
             r.state = SandboxState::running;
+            start_lifetime_clock(ctx.store, r);
             ctx.store.save(r);
+            ensure_lifetime_watcher(ctx, r);
             return r;
         });
     } catch (...) {
@@ -183,6 +200,7 @@ SandboxRecord create_sandbox(Context& ctx, const CreateRequest& req) {
 
 RunOutcome run_in_sandbox(Context& ctx, const RunRequest& req, const AttachOptions& io) {
     std::string id = ctx.store.resolve_id(req.id);
+    CommandActivity busy(ctx.store.sandbox_dir(id));  // before the state check (activity.hpp)
     SandboxRecord r = ctx.store.load(id);
     if (r.state != SandboxState::running)
         throw Error(ErrorCode::general,
@@ -281,7 +299,7 @@ std::vector<SandboxView> list_sandboxes(Context& ctx) {
     for (auto& r : records) {
         try {
             SandboxState s = live_state(r, runtime, ctx.store);
-            out.push_back(SandboxView{std::move(r), s});
+            out.push_back(sandbox_view(ctx, std::move(r), s));
         } catch (const Error&) {
             // Removed by another sandweave process while we looked: not listed.
             std::error_code ec;
@@ -299,12 +317,17 @@ SandboxView inspect_sandbox(Context& ctx, const std::string& ref) {
         if (auto st = Runsc(ctx.runner, r.runsc, r.runsc_flags).state(id)) runtime[id] = *st;
     }
     SandboxState s = live_state(r, runtime, ctx.store);
-    return SandboxView{std::move(r), s};
+    return sandbox_view(ctx, std::move(r), s);
 }
 
 json to_json(const SandboxView& v) {
     json j = to_json(v.record);
     j["state"] = to_string(v.live);
+    if (v.left) {
+        json& t = j["time_left"] = json{{"busy", v.left->busy}};
+        if (v.left->ttl) t["ttl_ms"] = std::max<std::int64_t>(0, v.left->ttl->count());
+        if (v.left->idle) t["idle_ms"] = std::max<std::int64_t>(0, v.left->idle->count());
+    }
     return j;
 }
 

@@ -18,6 +18,7 @@
 
 #include "lib/core/process.hpp"
 #include "lib/sandbox/context.hpp"
+#include "lib/sandbox/lifetime.hpp"
 #include "lib/spec/options.hpp"
 #include "lib/store/state.hpp"
 
@@ -75,7 +76,11 @@ void remove_sandbox(Context& ctx, const std::string& id);
 struct SandboxView {
     SandboxRecord record;
     SandboxState live = SandboxState::creating;
+    std::optional<TimeLeft> left;  // with a ttl or idle timeout (lifetime.hpp)
 };
+// A view with its time left; a running sandbox whose lifetime watcher died
+// gets a new one here (lifetime.hpp).
+SandboxView sandbox_view(Context& ctx, SandboxRecord r, SandboxState live);
 std::vector<SandboxView> list_sandboxes(Context& ctx);
 SandboxView inspect_sandbox(Context& ctx, const std::string& id);
 nlohmann::json to_json(const SandboxView& v);

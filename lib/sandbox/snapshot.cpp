@@ -299,6 +299,11 @@ SandboxSpec spec_for_restore(const SnapshotRecord& snap, const FlagOverrides& fl
                   {{"audit_max_bytes", doc["runtime_options"]["audit_max_bytes"]},
                    {"platform", doc["runtime_options"]["platform"]},
                    {"network", doc["runtime_options"]["network"]}}}};
+    // The source's lifetime carries over (from the restore's own start).
+    if (snap.spec.lifetime.ttl)
+        t.doc["ttl"] = std::to_string(snap.spec.lifetime.ttl->count()) + "ms";
+    if (snap.spec.lifetime.idle_timeout)
+        t.doc["idle_timeout"] = std::to_string(snap.spec.lifetime.idle_timeout->count()) + "ms";
     for (const auto& [ptr, origin] : snap.spec.origin)
         t.origin[ptr] = origin.rfind("template ", 0) == 0 ? origin.substr(9) : origin;
     json settings{{"hidepid", snap.spec.runtime.hidepid}, {"audit", snap.spec.runtime.audit}};

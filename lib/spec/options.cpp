@@ -64,6 +64,20 @@ SandboxSpec resolve_spec(const ResolvedTemplate& tmpl, const json* snapshot_sett
     pick<std::string>(s.cwd, "/cwd", s, tmpl, nullptr, snap_label, std::nullopt,
                       [](const json& j) { return j.get<std::string>(); });
 
+    // Unset unless a template or flag sets it: no lifetime by default.
+    auto lifetime = [&](const std::string& ptr,
+                        const std::optional<std::chrono::milliseconds>& flag)
+        -> std::optional<std::chrono::milliseconds> {
+        std::chrono::milliseconds v{0};
+        pick<std::chrono::milliseconds>(
+            v, ptr, s, tmpl, nullptr, snap_label, flag,
+            [](const json& j) { return parse_duration(j.get<std::string>()).value(); });
+        if (s.origin[ptr] == "default") return std::nullopt;
+        return v;
+    };
+    s.lifetime.ttl = lifetime("/ttl", flags.ttl);
+    s.lifetime.idle_timeout = lifetime("/idle_timeout", flags.idle_timeout);
+
     if (tmpl.doc.contains("env")) {
         for (const auto& [k, v] : tmpl.doc["env"].items()) {
             s.env[k] = v.get<std::string>();
@@ -96,7 +110,7 @@ json to_json(const SandboxSpec& s) {
     if (s.resources.cpus) res["cpus"] = *s.resources.cpus;
     if (s.resources.memory) res["memory"] = *s.resources.memory;
     if (s.resources.pids) res["pids"] = *s.resources.pids;
-    return json{
+    json j{
         {"template", s.template_name},
         {"image", s.image},
         {"user", s.user.str()},
@@ -112,6 +126,10 @@ json to_json(const SandboxSpec& s) {
         {"labels", s.labels},
         {"origin", s.origin},
     };
+    if (s.lifetime.ttl) j["lifetime"]["ttl_ms"] = s.lifetime.ttl->count();
+    if (s.lifetime.idle_timeout)
+        j["lifetime"]["idle_timeout_ms"] = s.lifetime.idle_timeout->count();
+    return j;
 }
 
 SandboxSpec spec_from_json(const json& j) {
@@ -133,6 +151,13 @@ SandboxSpec spec_from_json(const json& j) {
     s.runtime.network = rt.value("network", std::string("none"));
     s.labels = j.value("labels", std::map<std::string, std::string>{});
     s.origin = j.value("origin", std::map<std::string, std::string>{});
+    if (const json& lt = j.value("lifetime", json::object()); lt.is_object()) {
+        if (lt.contains("ttl_ms"))
+            s.lifetime.ttl = std::chrono::milliseconds(lt["ttl_ms"].get<std::int64_t>());
+        if (lt.contains("idle_timeout_ms"))
+            s.lifetime.idle_timeout =
+                std::chrono::milliseconds(lt["idle_timeout_ms"].get<std::int64_t>());
+    }
     return s;
 }
 

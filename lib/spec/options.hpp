@@ -4,6 +4,7 @@
 // An explicit `--hidepid 0` or `--no-audit` always wins. Every resolved value
 // remembers where it came from so `inspect` and `template show` can explain it.
 
+#include <chrono>
 #include <cstdint>
 #include <map>
 #include <optional>
@@ -33,6 +34,14 @@ struct Resources {
     std::optional<std::int64_t> pids;
 };
 
+// How long a sandbox may live (lib/sandbox/lifetime.hpp): `ttl` from when it
+// was created (a pool member: acquired), `idle_timeout` from its last activity.
+struct Lifetime {
+    std::optional<std::chrono::milliseconds> ttl;
+    std::optional<std::chrono::milliseconds> idle_timeout;
+    bool any() const { return ttl || idle_timeout; }
+};
+
 // Everything needed to launch a sandbox, fully resolved.
 struct SandboxSpec {
     std::string template_name;
@@ -42,6 +51,7 @@ struct SandboxSpec {
     std::string cwd = "/";
     Resources resources;
     RuntimeOptions runtime;
+    Lifetime lifetime;
     std::map<std::string, std::string> labels;
     // "/runtime_options/hidepid" -> "flag" | "snapshot S" | "template T" | "default"
     std::map<std::string, std::string> origin;
@@ -53,6 +63,8 @@ struct FlagOverrides {
     std::optional<bool> audit;
     std::optional<UserSpec> user;
     std::map<std::string, std::string> labels;
+    std::optional<std::chrono::milliseconds> ttl;
+    std::optional<std::chrono::milliseconds> idle_timeout;
 };
 
 // `snapshot_settings` is a filesystem snapshot's saved runtime_options object

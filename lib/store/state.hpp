@@ -129,6 +129,10 @@ struct SandboxRecord {
     std::string pool_state;
     std::optional<std::string> acquired_at;
     std::optional<std::uint64_t> acquired_audit_seq;
+    // Lifetime (lib/sandbox/lifetime.hpp): the ttl's deadline once its clock
+    // started (Unix ms), and what ended the sandbox ("ttl", "idle_timeout").
+    std::optional<std::int64_t> expires_at_ms;
+    std::optional<std::string> ended_by;
 };
 
 nlohmann::json to_json(const SandboxRecord& r);
