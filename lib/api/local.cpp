@@ -174,7 +174,9 @@ Removed LocalApi::rm(const IdParams& p) {
 }
 
 RemovedList LocalApi::prune() {
-    return RemovedList{prune_sandboxes(ctx_)};
+    RemovedList out{prune_pools(ctx_)};  // their idle members go with them
+    for (auto& id : prune_sandboxes(ctx_)) out.removed.push_back(std::move(id));
+    return out;
 }
 
 audit::Status LocalApi::audit_export(const AuditExportParams& p) {

@@ -7,6 +7,7 @@
 #include <algorithm>
 
 #include "lib/core/error.hpp"
+#include "lib/core/fault.hpp"
 #include "lib/core/fsutil.hpp"
 #include "lib/core/log.hpp"
 #include "lib/runtime/bundle.hpp"
@@ -72,7 +73,35 @@ SandboxState live_state(const SandboxRecord& r,
 
 }  // namespace
 
+namespace {
+
+// A create whose process died (its lock is free, the record still says
+// creating) is settled by whoever sees it first: what it started (runtime,
+// writer, mount) is stopped and the record says failed and why, so nothing
+// runs on behind a `failed` until prune. Its files stay for rm/prune.
+void settle_abandoned_create(Context& ctx, SandboxRecord& r) {
+    auto lock = FileLock::try_lock(ctx.store.sandbox_dir(r.id) / "lock");
+    if (!lock.locked()) return;
+    auto fresh = ctx.store.try_load(r.id);
+    if (!fresh || fresh->state != SandboxState::creating) return;
+    try {
+        stop_runtime(ctx, *fresh);
+        if (fresh->spec.runtime.audit && fs::exists(audit_dir(ctx.store, r.id)))
+            audit::finish(audit_dir(ctx.store, r.id), std::nullopt);
+    } catch (const std::exception& e) {
+        log().warn("stopping what an interrupted create of " + r.id + " left: " + e.what());
+    }
+    fresh->state = SandboxState::failed;
+    fresh->error = "its create was interrupted (the creating process died)";
+    ctx.store.save(*fresh);
+    r = *fresh;
+}
+
+}  // namespace
+
 SandboxView sandbox_view(Context& ctx, SandboxRecord r, SandboxState live) {
+    if (r.state == SandboxState::creating && live == SandboxState::failed)
+        settle_abandoned_create(ctx, r);
     SandboxView v{std::move(r), live, std::nullopt};
     if (v.live != SandboxState::running) return v;
     v.left = time_left(ctx.store, v.record, std::chrono::system_clock::now());
@@ -149,6 +178,7 @@ SandboxRecord create_sandbox(Context& ctx, const CreateRequest& req) {
     try {
         return with_context("creating sandbox " + r.id, [&] {
             ctx.store.save(r);
+            SANDWEAVE_FAULT_POINT("create.reserved");
             fs::path lower = images.ensure(spec.image);
             for (const char* sub : {"rootfs", "upper", "work", "bundle", "logs", "tmp"})
                 make_dirs(dir / sub, 0700);
@@ -159,6 +189,7 @@ SandboxRecord create_sandbox(Context& ctx, const CreateRequest& req) {
                 });
             }
             ctx.host.mount_overlay({lower, dir / "upper", dir / "work", dir / "rootfs"});
+            SANDWEAVE_FAULT_POINT("create.mounted");
 
             if (spec.runtime.audit) {
                 // The writer listens before runsc exists: no guest event predates
@@ -167,6 +198,7 @@ SandboxRecord create_sandbox(Context& ctx, const CreateRequest& req) {
                 r.runsc_flags = Runsc::flags_for(ctx.store.runsc_root(), spec.runtime.platform,
                                                  spec.runtime.network, pod_init);
                 ctx.store.save(r);
+                SANDWEAVE_FAULT_POINT("create.writer-started");
             }
             BundleInput in{spec, dir / "rootfs", init, "sandweave"};
             write_file_atomic(dir / "bundle/config.json", build_oci_config(in).dump(2), 0600);
@@ -178,6 +210,7 @@ SandboxRecord create_sandbox(Context& ctx, const CreateRequest& req) {
                                        dir / "logs/console.log");
             else
                 runsc.run_detached(r.id, dir / "bundle", dir / "logs/console.log");
+            SANDWEAVE_FAULT_POINT("create.launched");
             r.state = SandboxState::running;
             start_lifetime_clock(ctx.store, r);
             ctx.store.save(r);
@@ -207,6 +240,7 @@ RunOutcome run_in_sandbox(Context& ctx, const RunRequest& req, const AttachOptio
                     "sandbox " + id + " is not running (" + to_string(r.state) + ")");
     if (req.argv.empty() || req.argv[0].empty()) throw Error(ErrorCode::usage, "no command to run");
     ExecRequest ex;
+    SANDWEAVE_FAULT_POINT("run.started");
     ex.argv = req.argv;
     ex.user = req.user.value_or(r.spec.user);
     ex.cwd = req.cwd.value_or(r.spec.cwd);
@@ -261,8 +295,10 @@ SandboxRecord terminate_sandbox(Context& ctx, const std::string& ref) {
             if (!status.complete)
                 log().warn("audit log of " + id +
                            " is incomplete at terminate: " + nlohmann::json(status.reasons).dump());
+            SANDWEAVE_FAULT_POINT("terminate.barrier-done");
         }
         stop_runtime(ctx, r);
+        SANDWEAVE_FAULT_POINT("terminate.stopped");
     });
     r.state = SandboxState::stopped;
     r.stopped_at = now_rfc3339();
@@ -276,16 +312,21 @@ void remove_sandbox(Context& ctx, const std::string& ref) {
     SandboxRecord r = ctx.store.load(id);
     with_context("removing sandbox " + id, [&] {
         stop_runtime(ctx, r);
+        SANDWEAVE_FAULT_POINT("rm.stopped");
         // Stop the writer (a no-op after terminate) before its directory goes.
         if (r.spec.runtime.audit && fs::exists(audit_dir(ctx.store, id)))
             audit::finish(audit_dir(ctx.store, id), std::nullopt);
         // The store's removal rule: once renamed, the sandbox no longer exists
         // for other sandweave processes, even if removing the files is interrupted.
-        ctx.store.objects(sandbox_kind).remove(id, [&] { ctx.store.release_name(r.name, id); });
+        ctx.store.objects(sandbox_kind).remove(id, [&] {
+            SANDWEAVE_FAULT_POINT("rm.renamed");
+            ctx.store.release_name(r.name, id);
+        });
     });
 }
 
 std::vector<SandboxView> list_sandboxes(Context& ctx) {
+    recover_interrupted_snapshots(ctx);  // so a source a killed snapshot stopped is running again
     auto records = ctx.store.list();
     std::map<std::string, ContainerState> runtime;
     bool need_runtime = std::any_of(records.begin(), records.end(),
@@ -345,6 +386,8 @@ std::vector<std::string> prune_sandboxes(Context& ctx) {
     });
     if (swept)
         log().info("removed " + std::to_string(swept) + " half-removed sandbox director(ies)");
+    if (int names = ctx.store.sweep_stale_names())
+        log().info("freed " + std::to_string(names) + " name(s) of removed sandboxes");
     std::vector<std::string> removed;
     for (const auto& v : list_sandboxes(ctx)) {
         if (v.live != SandboxState::stopped && v.live != SandboxState::failed) continue;

@@ -159,6 +159,10 @@ class StateStore {
     std::string reserve(const std::string& name);
     // Frees a name reserved for `id` (no-op if it points elsewhere).
     void release_name(const std::string& name, const std::string& id);
+    // Removes names whose sandbox is gone (an rm killed between renaming the
+    // directory and freeing its name); reserve does the same for the one
+    // name it wants. Returns how many went.
+    int sweep_stale_names() const;
 
     // By exact id, exact name, or unique id prefix (at least 4 characters).
     // Throws not_found (exit 4) otherwise.
