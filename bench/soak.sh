@@ -108,6 +108,7 @@ if [[ "$CRASH_ROUNDS" -gt 0 ]]; then
   t0=$(now)
   out=$(cd "$top/build" && CRASH_RANDOM_ROUNDS="$CRASH_ROUNDS" SANDWEAVE="$sw" SANDWEAVE_SOURCE_DIR="$top" \
         SANDWEAVE_BUILD_DIR="$top/build" SANDWEAVE_FAULTS="$top/build/sandweave-faults" \
-        bash "$top/tests/integration/crash.sh" 2>&1 | tail -1)
-  echo "4. crash test with $CRASH_ROUNDS random kills: $(secs "$t0" "$(now)") s: $out"
+        bash "$top/tests/integration/crash.sh" 2>&1 | grep -A3 -e '^FAIL' -e 'passed,')
+  echo "4. crash test with $CRASH_ROUNDS random kills: $(secs "$t0" "$(now)") s:"
+  printf '   %s\n' "${out//$'\n'/$'\n'   }"
 fi
