@@ -121,7 +121,9 @@ void add_global_options(CLI::App& app, GlobalOptions& g) {
 }
 
 void add_create_flags(CLI::App& sub, CreateFlags& f, bool with_user) {
-    sub.add_option("-t,--template", f.template_ref, "Template name, file, or inline JSON/YAML")
+    // run keeps -t for --tty, as docker exec -it does; its template is --template.
+    sub.add_option(with_user ? "-t,--template" : "--template", f.template_ref,
+                   "Template name, file, or inline JSON/YAML")
         ->capture_default_str();
     sub.add_option("--hidepid", f.hidepid,
                    "Guest /proc policy: 0, 1 or 2 (see sandweave-create(1))");

@@ -77,6 +77,7 @@ void register_audit(CLI::App& app, GlobalOptions& g, Outcome& out);
 void register_snapshot(CLI::App& app, GlobalOptions& g, Outcome& out);
 void register_pool(CLI::App& app, GlobalOptions& g, Outcome& out);
 void register_serve(CLI::App& app, GlobalOptions& g, Outcome& out);
+void register_process_verbs(CLI::App& app, GlobalOptions& g, Outcome& out);  // ps logs kill wait
 
 // Shared by create, run and pool create: the create flags.
 struct CreateFlags {

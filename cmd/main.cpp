@@ -143,6 +143,53 @@ std::string explain_extras(CLI::App& app, const std::vector<std::string>& args,
     return fallback;
 }
 
+// For a group of short options such as -it or -e: whether its last letter
+// takes a value (the next word).
+bool takes_value_short(CLI::App* sub, const std::string& group) {
+    std::string last = std::string("-") + group.back();
+    for (const auto* opt : sub->get_options())
+        if (opt->check_name(last)) return opt->get_expected_min() > 0;
+    return false;
+}
+
+// `run ID COMMAND ARGS...` without `--`, as docker exec takes it: the first
+// bare word after the sandbox id starts the command (options before it are
+// sandweave's, found by the same option tree that parses them).
+void split_run_command(CLI::App& app, std::vector<std::string>& args,
+                       std::vector<std::string>& command) {
+    auto verb = std::find(args.begin(), args.end(), "run");
+    if (verb == args.end()) return;
+    CLI::App* run = app.get_subcommand("run");
+    auto takes_value = [&](const std::string& a) {
+        if (a.find('=') != std::string::npos) return false;
+        for (CLI::App* scope : {run, &app})
+            for (const auto* opt : scope->get_options())
+                if (opt->check_name(a)) return opt->get_expected_min() > 0;
+        if (a.size() > 2 && a[1] != '-') return takes_value_short(run, a);  // -it, -e X
+        return false;
+    };
+    bool have_id = false;
+    for (auto it = verb + 1; it != args.end(); ++it) {
+        const std::string& a = *it;
+        if (a.size() > 1 && a[0] == '-') {
+            if (takes_value(a) && it + 1 != args.end()) ++it;
+            continue;
+        }
+        // One-shot runs (--template) have no id: their first word is the command.
+        bool one_shot = std::any_of(verb + 1, it, [](const std::string& w) {
+            return w == "--template" || w.rfind("--template=", 0) == 0 || w == "--from-snapshot" ||
+                   w.rfind("--from-snapshot=", 0) == 0;
+        });
+        if (!have_id && !one_shot) {
+            have_id = true;
+            continue;
+        }
+        command.assign(it, args.end());
+        args.erase(it, args.end());
+        return;
+    }
+}
+
 }  // namespace
 
 int main_impl(int argc, char** argv) {
@@ -177,6 +224,7 @@ int main_impl(int argc, char** argv) {
     register_create(app, g, out);
     register_run(app, g, out, command);
     register_sandbox_verbs(app, g, out);
+    register_process_verbs(app, g, out);
     register_template(app, g, out);
     register_image(app, g, out);
     register_doctor(app, g, out);
@@ -187,6 +235,7 @@ int main_impl(int argc, char** argv) {
 
     // An unknown verb gets a suggestion before CLI11's generic message.
     if (std::string bad = check_verbs(app, args); !bad.empty()) return report_error(g, bad, 2);
+    if (!has_separator) split_run_command(app, args, command);
     if (has_separator && (args.empty() || std::find(args.begin(), args.end(), "run") == args.end()))
         return report_error(g, "`--` is only used by `sandweave run ... -- COMMAND`", 2);
 

@@ -1,4 +1,8 @@
 #include <signal.h>
+#include <termios.h>
+#include <unistd.h>
+
+#include <optional>
 
 #include "cmd/common.hpp"
 #include "lib/core/error.hpp"
@@ -13,6 +17,29 @@ struct RunFlags {
     CreateFlags create;
     std::string user, cwd, timeout, shell, audit_log;
     std::vector<std::string> env;
+    bool tty = false, interactive = false, detach = false;
+};
+
+// The local terminal in raw mode while a -t command runs (keys, Ctrl-C
+// included, go to the guest's pty as bytes), restored on every way out.
+class RawTerminal {
+  public:
+    explicit RawTerminal(int fd) : fd_(fd) {
+        if (!::isatty(fd) || ::tcgetattr(fd, &saved_) != 0) return;
+        termios raw = saved_;
+        ::cfmakeraw(&raw);
+        active_ = ::tcsetattr(fd, TCSANOW, &raw) == 0;
+    }
+    ~RawTerminal() {
+        if (active_) ::tcsetattr(fd_, TCSANOW, &saved_);
+    }
+    RawTerminal(const RawTerminal&) = delete;
+    RawTerminal& operator=(const RawTerminal&) = delete;
+
+  private:
+    int fd_;
+    termios saved_{};
+    bool active_ = false;
 };
 
 api::RunParams to_run_params(const RunFlags& f, std::vector<std::string> command) {
@@ -48,7 +75,11 @@ api::RunParams to_run_params(const RunFlags& f, std::vector<std::string> command
                                               "': expected a duration such as 30s, 500ms or 2m");
         p.timeout_ms = d->count();
     }
-    p.stdin = true;
+    p.stdin = !f.detach;
+    p.tty = f.tty;
+    p.detach = f.detach;
+    if (f.detach && f.tty)
+        throw Error(ErrorCode::usage, "run: --detach and -t cannot be combined");
     return p;
 }
 
@@ -121,6 +152,12 @@ void register_run(CLI::App& app, GlobalOptions& g, Outcome& out,
     sub->add_option("--timeout", f->timeout,
                     "Kill the command after this long (exit 124), e.g. 30s");
     sub->add_option("-c", f->shell, "Run this string with /bin/sh -c");
+    sub->add_flag("-t,--tty", f->tty,
+                  "Give the command a terminal (a pty in the guest; raw mode here when stdin is one)");
+    sub->add_flag("-i,--interactive", f->interactive,
+                  "Keep stdin open (always on; accepted as in docker exec -it)");
+    sub->add_flag("-d,--detach", f->detach,
+                  "Start the command and print its handle (see ps, logs, kill, wait)");
     sub->add_option(
         "--audit-log", f->audit_log,
         "One-shot with audit: export the log here (and PATH.status.json) before removal");
@@ -132,6 +169,9 @@ void register_run(CLI::App& app, GlobalOptions& g, Outcome& out,
             throw Error(
                 ErrorCode::usage,
                 "run: give a sandbox ID or --template/--from-snapshot (one-shot), not both");
+        if (one_shot_mode && f->detach)
+            throw Error(ErrorCode::usage,
+                        "run: --detach needs a sandbox ID (a one-shot sandbox ends with its command)");
         if (f->id.empty() && !one_shot_mode)
             throw Error(ErrorCode::usage,
                         "run: missing sandbox ID (or --template T for a one-shot sandbox)");
@@ -148,9 +188,26 @@ void register_run(CLI::App& app, GlobalOptions& g, Outcome& out,
         Session s(g);
         if (one_shot_mode) {
             out.exit_code = one_shot(s, *f, *sub, std::move(params));
+        } else if (f->detach) {
+            params.id = f->id;
+            auto r = s.api().run(params, api::RunIo{});
+            if (g.json)
+                print_json(api::encode_value(r));
+            else
+                print_line(std::to_string(r.handle.value_or(0)));
+            out.exit_code = 0;
         } else {
             params.id = f->id;
-            out.exit_code = finish(s.api().run(params, our_stdio()));
+            api::RunIo io = our_stdio();
+            if (f->tty) {
+                // One stream from a pty: no relay needed, and none of stderr.
+                io.out = OutputSink{1, {}};
+            }
+            std::optional<RawTerminal> raw;
+            if (f->tty) raw.emplace(0);
+            auto r = s.api().run(params, io);
+            raw.reset();
+            out.exit_code = finish(r);
         }
     });
 }

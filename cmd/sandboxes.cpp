@@ -30,17 +30,28 @@ std::string left_text(const SandboxView& v) {
     return buf;
 }
 
+// What the sandbox's limits did: "oom-kills=1,alloc-failures=3", or "-".
+std::string limit_events_text(const std::optional<LimitUsage>& u) {
+    std::string s;
+    if (u && u->oom_kills) s += "oom-kills=" + std::to_string(u->oom_kills);
+    if (u && u->memory_failcnt)
+        s += (s.empty() ? "" : ",") + std::string("alloc-failures=") +
+             std::to_string(u->memory_failcnt);
+    return s.empty() ? "-" : s;
+}
+
 void print_table(const std::vector<SandboxView>& views) {
-    std::printf("%-16s %-16s %-10s %-9s %-21s %-8s %s\n", "ID", "NAME", "TEMPLATE", "STATE",
-                "CREATED", "LEFT", "LABELS");
+    std::printf("%-16s %-16s %-10s %-9s %-21s %-8s %-16s %s\n", "ID", "NAME", "TEMPLATE", "STATE",
+                "CREATED", "LEFT", "LABELS", "LIMIT-EVENTS");
     for (const auto& v : views) {
         const auto& r = v.record;
         std::string tmpl = r.spec.template_name.size() > 10
                                ? r.spec.template_name.substr(0, 9) + "~"
                                : r.spec.template_name;
-        std::printf("%-16s %-16s %-10s %-9s %-21s %-8s %s\n", r.id.c_str(),
+        std::printf("%-16s %-16s %-10s %-9s %-21s %-8s %-16s %s\n", r.id.c_str(),
                     r.name.empty() ? "-" : r.name.c_str(), tmpl.c_str(), to_string(v.live).c_str(),
-                    r.created_at.c_str(), left_text(v).c_str(), labels_text(r.spec.labels).c_str());
+                    r.created_at.c_str(), left_text(v).c_str(), labels_text(r.spec.labels).c_str(),
+                    limit_events_text(v.limits).c_str());
     }
 }
 

@@ -2,6 +2,7 @@
 
 #include "cmd/common.hpp"
 #include "lib/core/error.hpp"
+#include "lib/spec/template.hpp"
 
 namespace sandweave::cli {
 namespace {
@@ -10,7 +11,7 @@ namespace {
 void print_with_origins(const nlohmann::json& j, const std::string& ptr,
                         const api::TemplateShowResult& t, int indent) {
     for (const auto& [k, v] : j.items()) {
-        std::string p = ptr + "/" + k;
+        std::string p = ptr + "/" + pointer_token(k);
         std::string pad(static_cast<std::size_t>(indent) * 2, ' ');
         if (v.is_object() && !v.empty()) {
             std::printf("%s%s:\n", pad.c_str(), k.c_str());

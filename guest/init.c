@@ -3,9 +3,11 @@
  *
  * It keeps the sandbox alive and reaps every orphan re-parented to it, so
  * commands that leave background children behind never accumulate zombies.
- * It waits for signals synchronously (sigwaitinfo), so no handler runs
+ * When its fd 0 is a socket (the channel the supervisor donated at create),
+ * it is also the guest agent that starts the host's commands (agent.c).
+ * It takes signals synchronously (signalfd or sigwaitinfo), so no handler runs
  * asynchronously; SIGTERM/SIGINT end it, which stops the sandbox.
- * Static, no allocation, no output unless something is wrong.
+ * Static, no output unless something is wrong.
  */
 #define _GNU_SOURCE
 #include <dirent.h>
@@ -17,6 +19,8 @@
 #include <sys/stat.h>
 #include <sys/wait.h>
 #include <unistd.h>
+
+#include "agent.h"
 
 /*
  * `init --probe-hidepid`: sandweave's check that a runtime really enforces
@@ -81,6 +85,12 @@ int main(int argc, char** argv) {
     if (sigprocmask(SIG_BLOCK, &set, NULL) != 0) {
         perror("sandweave-init: sigprocmask");
         return 1;
+    }
+    struct stat channel;
+    if (fstat(0, &channel) == 0 && S_ISSOCK(channel.st_mode)) {
+        int rc = agent_serve(&set);
+        if (rc == 0) return 0;
+        perror("sandweave-init: agent");
     }
     for (;;) {
         reap_all();

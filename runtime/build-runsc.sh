@@ -20,6 +20,8 @@ readonly PATCHES=(
   "$SCRIPT_DIR/hidepid.patch"
   "$SCRIPT_DIR/audit.patch"
   "$SCRIPT_DIR/compat.patch"
+  "$SCRIPT_DIR/pty.patch"
+  "$SCRIPT_DIR/limits.patch"
 )
 readonly CACHE_ROOT="${SANDWEAVE_RUNTIME_CACHE:-/var/cache/sandweave/runtime}"
 readonly INSTALL_DIR="${SANDWEAVE_RUNTIME_DIR:-/usr/local/lib/sandweave}"
@@ -32,6 +34,9 @@ readonly PATCHED_PKGS=(
   gvisor.dev/gvisor/pkg/sentry/kernel
   gvisor.dev/gvisor/pkg/sentry/seccheck/sinks/remote
   gvisor.dev/gvisor/runsc/boot
+  gvisor.dev/gvisor/pkg/sentry/fsimpl/devpts
+  gvisor.dev/gvisor/pkg/sentry/pgalloc
+  gvisor.dev/gvisor/pkg/sentry/fsimpl/cgroupfs
 )
 
 log() { printf 'build-runsc: %s\n' "$*" >&2; }

@@ -185,15 +185,25 @@ struct RunParams {
     std::vector<std::string> env;
     std::optional<std::int64_t> timeout_ms;
     bool stdin = false;  // the client streams stdin; else the command reads /dev/null
+    bool tty = false;     // a pty in the guest (needs the guest agent)
+    bool detach = false;  // start it and answer with its handle at once
+    // Instead of starting a command: the kept output of detached command
+    // `attach` (argv empty), then with `follow` its live output until it ends.
+    std::optional<std::int64_t> attach;
+    bool follow = false;
     template <class V>
     void fields(V& v) {
         v.required("id", id);
-        v.required("argv", argv);
+        v.optional("argv", argv);
         v.optional("user", user);
         v.optional("cwd", cwd);
         v.optional("env", env);
         v.optional("timeout_ms", timeout_ms);
         v.optional("stdin", stdin);
+        v.optional("tty", tty);
+        v.optional("detach", detach);
+        v.optional("attach", attach);
+        v.optional("follow", follow);
     }
 };
 
@@ -201,11 +211,78 @@ struct RunResult {
     int exit_code = 125;
     bool timed_out = false;
     std::optional<std::string> message;
+    std::optional<std::int64_t> handle;  // detach: the command's handle
+    std::optional<std::int64_t> pid;     // detach: its pid in the guest
+    bool running = false;                // attach without follow: it still runs
     template <class V>
     void fields(V& v) {
         v.required("exit_code", exit_code);
         v.required("timed_out", timed_out);
         v.optional("message", message);
+        v.optional("handle", handle);
+        v.optional("pid", pid);
+        v.optional("running", running);
+    }
+};
+
+// sandbox.ps: what sandweave started in a sandbox through its agent.
+struct ProcessInfo {
+    std::int64_t handle = 0;
+    std::int64_t pid = 0;
+    std::string user;
+    std::string command;
+    std::string state;  // running | exited
+    bool detached = false;
+    std::string started_at;
+    std::optional<std::int64_t> exit_code;
+    template <class V>
+    void fields(V& v) {
+        v.required("handle", handle);
+        v.required("pid", pid);
+        v.required("user", user);
+        v.required("command", command);
+        v.required("state", state);
+        v.required("detached", detached);
+        v.required("started_at", started_at);
+        v.optional("exit_code", exit_code);
+    }
+};
+
+struct ProcessList {
+    std::vector<ProcessInfo> processes;
+    template <class V>
+    void fields(V& v) {
+        v.required("processes", processes);
+    }
+};
+
+struct HandleParams {
+    std::string id;
+    std::int64_t handle = 0;
+    template <class V>
+    void fields(V& v) {
+        v.required("id", id);
+        v.required("handle", handle);
+    }
+};
+
+struct KillParams {
+    std::string id;
+    std::int64_t handle = 0;
+    std::string signal = "TERM";
+    template <class V>
+    void fields(V& v) {
+        v.required("id", id);
+        v.required("handle", handle);
+        v.optional("signal", signal);
+    }
+};
+
+struct KillResult {
+    bool running = false;  // it had not ended when the signal went out
+    template <class V>
+    void fields(V& v) {
+        v.required("running", running);
     }
 };
 
@@ -450,6 +527,9 @@ class Api {
     virtual SandboxView create(const CreateParams& p) = 0;
     // Output streams through `io` while the command runs.
     virtual RunResult run(const RunParams& p, const RunIo& io) = 0;
+    virtual ProcessList ps(const IdParams& p) = 0;
+    virtual KillResult kill(const KillParams& p) = 0;
+    virtual RunResult wait(const HandleParams& p) = 0;
     virtual SandboxList ls(const LsParams& p) = 0;
     virtual SandboxView inspect(const IdParams& p) = 0;
     virtual SandboxView terminate(const IdParams& p) = 0;
@@ -501,6 +581,9 @@ class LocalApi final : public Api {
     VersionResult version() override;
     SandboxView create(const CreateParams& p) override;
     RunResult run(const RunParams& p, const RunIo& io) override;
+    ProcessList ps(const IdParams& p) override;
+    KillResult kill(const KillParams& p) override;
+    RunResult wait(const HandleParams& p) override;
     SandboxList ls(const LsParams& p) override;
     SandboxView inspect(const IdParams& p) override;
     SandboxView terminate(const IdParams& p) override;

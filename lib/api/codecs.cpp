@@ -39,6 +39,7 @@ SandboxView Codec<SandboxView>::decode(const json& j, const std::string& where) 
                 left.idle = std::chrono::milliseconds(t->at("idle_ms").get<std::int64_t>());
             v.left = left;
         }
+        if (j.contains("limits")) v.limits = limit_usage_from_json(j.at("limits"));
         return v;
     });
 }

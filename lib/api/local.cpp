@@ -8,6 +8,7 @@
 #include <cerrno>
 
 #include "lib/api/api.hpp"
+#include "lib/api/methods.hpp"
 #include "lib/core/error.hpp"
 #include "lib/core/fd.hpp"
 #include "lib/core/fsutil.hpp"
@@ -96,6 +97,19 @@ CreateRequest to_create_request(const CreateParams& p) {
 RunRequest to_run_request(const RunParams& p) {
     RunRequest req;
     req.id = p.id;
+    req.tty = p.tty;
+    req.detach = p.detach;
+    req.follow = p.follow;
+    if (p.attach) {
+        if (!p.argv.empty() || p.detach || p.tty)
+            throw Error(ErrorCode::usage, "attach: takes no argv, detach or tty");
+        if (*p.attach <= 0 || *p.attach > UINT32_MAX)
+            throw Error(ErrorCode::usage, "attach: not a process handle");
+        req.attach = static_cast<std::uint32_t>(*p.attach);
+        return req;
+    }
+    if (p.follow) throw Error(ErrorCode::usage, "follow: only with attach");
+    if (p.detach && p.stdin) throw Error(ErrorCode::usage, "detach: a detached command has no stdin");
     if (p.argv.empty()) throw Error(ErrorCode::usage, "argv: no command given");
     if (p.argv[0].empty()) throw Error(ErrorCode::usage, "argv[0]: empty program name");
     req.argv = p.argv;
@@ -137,6 +151,18 @@ SandboxView LocalApi::create(const CreateParams& p) {
     return sandbox_view(ctx_, r, r.state);
 }
 
+namespace {
+
+RunResult to_result(const RunOutcome& o) {
+    RunResult r;
+    r.exit_code = o.status;
+    r.timed_out = o.timed_out;
+    r.message = o.message;
+    return r;
+}
+
+}  // namespace
+
 RunResult LocalApi::run(const RunParams& p, const RunIo& io) {
     RunRequest req = to_run_request(p);
     AttachOptions attach;
@@ -146,7 +172,51 @@ RunResult LocalApi::run(const RunParams& p, const RunIo& io) {
     attach.forward_own_signals = io.forward_own_signals;
     attach.control = io.control;
     RunOutcome o = run_in_sandbox(ctx_, req, attach);
-    return RunResult{o.status, o.timed_out, o.message};
+    RunResult r = to_result(o);
+    if (o.handle) r.handle = *o.handle;
+    if (o.pid) r.pid = *o.pid;
+    r.running = o.running;
+    return r;
+}
+
+namespace {
+
+std::uint32_t handle_of(std::int64_t h) {
+    if (h <= 0 || h > UINT32_MAX) throw Error(ErrorCode::usage, "handle: not a process handle");
+    return static_cast<std::uint32_t>(h);
+}
+
+}  // namespace
+
+ProcessList LocalApi::ps(const IdParams& p) {
+    SandboxRecord r = ctx_.store.load(ctx_.store.resolve_id(p.id));
+    nlohmann::json j = connect_agent(ctx_, r, "list its processes").list();
+    ProcessList out;
+    for (const auto& e : j.value("processes", nlohmann::json::array())) {
+        ProcessInfo i;
+        i.handle = e.value("handle", 0);
+        i.pid = e.value("pid", 0);
+        i.user = e.value("user", "");
+        i.command = e.value("command", "");
+        i.state = e.value("state", "");
+        i.detached = e.value("detached", false);
+        i.started_at = e.value("started_at", "");
+        if (e.contains("exit_code") && e["exit_code"].is_number_integer())
+            i.exit_code = e["exit_code"].get<std::int64_t>();
+        out.processes.push_back(std::move(i));
+    }
+    return out;
+}
+
+KillResult LocalApi::kill(const KillParams& p) {
+    int sig = parse_signal(nlohmann::json(p.signal));
+    SandboxRecord r = ctx_.store.load(ctx_.store.resolve_id(p.id));
+    return KillResult{connect_agent(ctx_, r, "signal a command").kill(handle_of(p.handle), sig)};
+}
+
+RunResult LocalApi::wait(const HandleParams& p) {
+    SandboxRecord r = ctx_.store.load(ctx_.store.resolve_id(p.id));
+    return to_result(connect_agent(ctx_, r, "wait for a command").wait(handle_of(p.handle)));
 }
 
 SandboxList LocalApi::ls(const LsParams& p) {

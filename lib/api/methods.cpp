@@ -50,6 +50,9 @@ void validate_run(const json& params) {
 void validate_signal(const json& params) {
     (void)parse_signal(from_json<SignalParams>(params).signal);
 }
+void validate_kill(const json& params) {
+    (void)parse_signal(from_json<KillParams>(params).signal);
+}
 
 std::vector<Method> build_table() {
     std::vector<Method> t = {
@@ -60,6 +63,10 @@ std::vector<Method> build_table() {
         row<LsParams>(
             "sandbox.ls", [](Api& a, const LsParams& p) { return a.ls(p); }, &validate_ls),
         row<IdParams>("sandbox.inspect", [](Api& a, const IdParams& p) { return a.inspect(p); }),
+        row<IdParams>("sandbox.ps", [](Api& a, const IdParams& p) { return a.ps(p); }),
+        row<KillParams>(
+            "sandbox.kill", [](Api& a, const KillParams& p) { return a.kill(p); }, &validate_kill),
+        row<HandleParams>("sandbox.wait", [](Api& a, const HandleParams& p) { return a.wait(p); }),
         row<IdParams>("sandbox.terminate",
                       [](Api& a, const IdParams& p) { return a.terminate(p); }),
         row<IdParams>("sandbox.rm", [](Api& a, const IdParams& p) { return a.rm(p); }),

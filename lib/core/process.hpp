@@ -40,6 +40,10 @@ struct Command {
     bool own_process_group = false;
     // Descriptors handed to the child: {our fd, the child's fd number}.
     std::vector<std::pair<int, int>> pass_fds;
+    // launch_detached only: the supervisor donates one end of a socket pair
+    // as the command's stdin (the sandbox init's channel, docs/agent.md) and
+    // relays the guest agent to clients on this Unix socket.
+    std::filesystem::path agent_socket;
 };
 
 struct CommandResult {

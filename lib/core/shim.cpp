@@ -3,15 +3,18 @@
 #include <signal.h>
 #include <sys/mman.h>
 #include <sys/prctl.h>
+#include <sys/socket.h>
 #include <sys/wait.h>
 #include <unistd.h>
 
 #include <cerrno>
+#include <cstring>
 
 #include "lib/core/error.hpp"
 #include "lib/core/fd.hpp"
 #include "lib/core/helper.hpp"
 #include "lib/core/process.hpp"
+#include "lib/core/relay.hpp"
 
 namespace sandweave {
 
@@ -33,9 +36,15 @@ std::string read_all(int fd, std::size_t limit) {
 
 LaunchResult launch_under_shim(const std::vector<std::string>& runsc_argv,
                                const std::filesystem::path& console_log,
-                               std::chrono::milliseconds timeout) {
+                               std::chrono::milliseconds timeout,
+                               const std::filesystem::path& agent_socket) {
     HelperSpec spec;
-    spec.argv = {self_exe().string(), shim_verb, console_log.string()};
+    spec.argv = {self_exe().string(), shim_verb};
+    if (!agent_socket.empty()) {
+        spec.argv.push_back("--agent");
+        spec.argv.push_back(agent_socket.string());
+    }
+    spec.argv.push_back(console_log.string());
     spec.argv.insert(spec.argv.end(), runsc_argv.begin(), runsc_argv.end());
     spec.log = console_log;
     spec.timeout = timeout;
@@ -71,7 +80,13 @@ LaunchResult launch_under_shim(const std::vector<std::string>& runsc_argv,
     return r;
 }
 
-int shim_main(const std::vector<std::string>& args) {
+int shim_main(const std::vector<std::string>& all_args) {
+    std::vector<std::string> args = all_args;
+    std::filesystem::path agent_socket;
+    if (args.size() >= 2 && args[0] == "--agent") {
+        agent_socket = args[1];
+        args.erase(args.begin(), args.begin() + 2);
+    }
     if (args.size() < 2) return 2;
     ReadinessReporter report = ReadinessReporter::inherited();
     ::prctl(PR_SET_CHILD_SUBREAPER, 1);
@@ -85,6 +100,23 @@ int shim_main(const std::vector<std::string>& args) {
     Command c;
     c.argv.assign(args.begin() + 1, args.end());
     c.in = Command::Stdio::null;
+    // The agent's channel: the sandbox's init gets one end as its fd 0.
+    Fd agent_end;
+    if (!agent_socket.empty()) {
+        int sv[2];
+        if (::socketpair(AF_UNIX, SOCK_STREAM | SOCK_CLOEXEC, 0, sv) != 0) {
+            report.error("-1\ncannot create the guest agent's channel: " +
+                         std::string(std::strerror(errno)));
+            return 1;
+        }
+        agent_end.reset(sv[0]);
+        Fd guest_end(sv[1]);
+        if (::dup2(guest_end.get(), 0) < 0) {
+            report.error("-1\ncannot hand over the guest agent's channel");
+            return 1;
+        }
+        c.in = Command::Stdio::inherit;
+    }
     c.out = Command::Stdio::inherit;
     c.err = Command::Stdio::inherit;
     if (errors_fd) c.pass_fds = {{errors_fd.get(), 3}};
@@ -106,6 +138,24 @@ int shim_main(const std::vector<std::string>& args) {
         return 1;
     }
     errors_fd.reset();
+    if (agent_end) {
+        // The sandbox holds its own copy of the guest end now.
+        Fd null(::open("/dev/null", O_RDONLY | O_CLOEXEC));
+        if (null) ::dup2(null.get(), 0);
+        Fd listener;
+        try {
+            listener = listen_unix(agent_socket);
+        } catch (const std::exception& e) {
+            report.error("-1\n" + std::string(e.what()));
+            return 1;
+        }
+        report.ready();
+        // Relays the agent and reaps the sandbox's processes until none are left.
+        run_relay(std::move(agent_end), std::move(listener));
+        std::error_code ec;
+        std::filesystem::remove(agent_socket, ec);
+        return 0;
+    }
     report.ready();
 
     // Adopt and reap the sandbox's processes until none are left.
@@ -118,7 +168,7 @@ int shim_main(const std::vector<std::string>& args) {
 LaunchResult LocalRunner::launch_detached(const Command& cmd,
                                           const std::filesystem::path& console_log) {
     return launch_under_shim(cmd.argv, console_log,
-                             cmd.timeout.value_or(std::chrono::seconds(120)));
+                             cmd.timeout.value_or(std::chrono::seconds(120)), cmd.agent_socket);
 }
 
 }  // namespace sandweave

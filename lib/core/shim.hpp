@@ -25,11 +25,15 @@ inline constexpr const char* shim_verb = "__shim";
 // Runs `argv` (a detaching runsc call such as `run --detach`) under a new shim;
 // stdout/stderr of runsc and the sandbox go to console_log. Gives up (and kills
 // the shim's session) after `timeout`.
+// With `agent_socket`, the shim also serves the guest agent there
+// (lib/core/relay.hpp).
 LaunchResult launch_under_shim(const std::vector<std::string>& argv,
                                const std::filesystem::path& console_log,
-                               std::chrono::milliseconds timeout);
+                               std::chrono::milliseconds timeout,
+                               const std::filesystem::path& agent_socket = {});
 
-// Entry point of `sandweave __shim CONSOLE_LOG RUNSC ARGS...` (fd 3: the report).
+// Entry point of `sandweave __shim [--agent SOCKET] CONSOLE_LOG RUNSC ARGS...`
+// (fd 3: the report).
 int shim_main(const std::vector<std::string>& args);
 
 }  // namespace sandweave

@@ -460,6 +460,16 @@ SandboxView RpcClient::create(const api::CreateParams& p) {
 api::SandboxList RpcClient::ls(const api::LsParams& p) {
     return decoded<api::SandboxList>(call("sandbox.ls", api::to_json(p)), "sandbox.ls");
 }
+api::ProcessList RpcClient::ps(const api::IdParams& p) {
+    return decoded<api::ProcessList>(call("sandbox.ps", api::to_json(p)), "sandbox.ps");
+}
+api::KillResult RpcClient::kill(const api::KillParams& p) {
+    return decoded<api::KillResult>(call("sandbox.kill", api::to_json(p)), "sandbox.kill");
+}
+api::RunResult RpcClient::wait(const api::HandleParams& p) {
+    return decoded<api::RunResult>(call("sandbox.wait", api::to_json(p)), "sandbox.wait");
+}
+
 SandboxView RpcClient::inspect(const api::IdParams& p) {
     return decoded<SandboxView>(call("sandbox.inspect", api::to_json(p)), "sandbox.inspect");
 }

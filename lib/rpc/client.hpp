@@ -41,6 +41,9 @@ class RpcClient final : public api::Api {
     api::VersionResult version() override;
     SandboxView create(const api::CreateParams& p) override;
     api::RunResult run(const api::RunParams& p, const api::RunIo& io) override;
+    api::ProcessList ps(const api::IdParams& p) override;
+    api::KillResult kill(const api::KillParams& p) override;
+    api::RunResult wait(const api::HandleParams& p) override;
     api::SandboxList ls(const api::LsParams& p) override;
     SandboxView inspect(const api::IdParams& p) override;
     SandboxView terminate(const api::IdParams& p) override;

@@ -1,7 +1,8 @@
 #include "lib/runtime/bundle.hpp"
 
-#include <cmath>
 #include <map>
+
+#include "lib/runtime/limits.hpp"
 
 namespace sandweave {
 
@@ -18,6 +19,21 @@ std::vector<std::string> guest_env(const SandboxSpec& spec, const std::vector<st
     std::vector<std::string> out;
     for (const auto& [k, v] : env) out.push_back(k + "=" + v);
     return out;
+}
+
+json capabilities_for(const UserSpec& user) {
+    std::vector<std::string> caps;
+    if (user.uid == 0) {
+        caps = {"CAP_CHOWN",   "CAP_DAC_OVERRIDE", "CAP_FSETID",           "CAP_FOWNER",
+                "CAP_MKNOD",   "CAP_NET_RAW",      "CAP_SETGID",           "CAP_SETUID",
+                "CAP_SETFCAP", "CAP_SETPCAP",      "CAP_NET_BIND_SERVICE", "CAP_SYS_CHROOT",
+                "CAP_KILL",    "CAP_AUDIT_WRITE",  "CAP_SYS_PTRACE"};
+    }
+    return json{{"bounding", caps},
+                {"effective", caps},
+                {"inheritable", json::array()},
+                {"permitted", caps},
+                {"ambient", json::array()}};
 }
 
 json build_oci_config(const BundleInput& in) {
@@ -49,19 +65,14 @@ json build_oci_config(const BundleInput& in) {
          {"options", {"rbind", "ro"}}},
     });
 
-    json resources = json::object();
-    if (in.spec.resources.memory) resources["memory"] = {{"limit", *in.spec.resources.memory}};
-    if (in.spec.resources.cpus) {
-        const long period = 100000;
-        resources["cpu"] = {
-            {"quota", static_cast<long>(std::lround(*in.spec.resources.cpus * period))},
-            {"period", period}};
-    }
-    if (in.spec.resources.pids) resources["pids"] = {{"limit", *in.spec.resources.pids}};
+    // The guest's limits go to the sentry, the host cgroup gets room for the
+    // runtime too (lib/runtime/limits.hpp).
+    json resources = host_resources(in.spec.resources);
+    json annotations = json::object();
+    for (const auto& [k, v] : guest_limit_annotations(in.spec.resources)) annotations[k] = v;
 
     SandboxSpec root_spec = in.spec;
     root_spec.user = UserSpec{0, 0};
-    std::vector<std::string> init_caps{"CAP_KILL"};
     return json{
         {"ociVersion", "1.0.0"},
         {"process",
@@ -70,11 +81,11 @@ json build_oci_config(const BundleInput& in) {
           {"args", {guest_init_path}},
           {"env", guest_env(root_spec, {})},
           {"cwd", "/"},
-          {"capabilities",
-           {{"bounding", init_caps}, {"effective", init_caps}, {"permitted", init_caps}}},
-          {"noNewPrivileges", true}}},
+          {"capabilities", capabilities_for(root_spec.user)},
+          {"noNewPrivileges", false}}},
         {"root", {{"path", in.rootfs.string()}, {"readonly", false}}},
         {"hostname", in.hostname},
+        {"annotations", annotations},
         {"mounts", mounts},
         {"linux",
          {{"namespaces", json::array({{{"type", "pid"}},

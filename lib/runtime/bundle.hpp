@@ -26,6 +26,11 @@ struct BundleInput {
 
 nlohmann::json build_oci_config(const BundleInput& in);
 
+// The OCI capability sets of a process run as `user`: Docker's default set for
+// root, none for anyone else. The guest init gets root's, which its agent's
+// commands keep (root) or drop with their uid (anyone else).
+nlohmann::json capabilities_for(const UserSpec& user);
+
 // The environment a guest command gets: PATH, HOME, the template's env, then the
 // caller's extra K=V entries (later wins).
 std::vector<std::string> guest_env(const SandboxSpec& spec, const std::vector<std::string>& extra);

@@ -11,6 +11,7 @@
 
 #include "lib/core/error.hpp"
 #include "lib/core/fd.hpp"
+#include "lib/runtime/bundle.hpp"
 #include "lib/core/fsutil.hpp"
 
 namespace sandweave {
@@ -42,20 +43,6 @@ std::optional<fs::path> on_path(const std::string& name) {
 // The capabilities a guest process gets: Docker's default set for root (plus
 // SYS_PTRACE, so guest root can inspect every process, as documented); none for
 // any other uid, like a non-root process on Linux.
-json capabilities_for(const UserSpec& user) {
-    std::vector<std::string> caps;
-    if (user.uid == 0) {
-        caps = {"CAP_CHOWN",   "CAP_DAC_OVERRIDE", "CAP_FSETID",           "CAP_FOWNER",
-                "CAP_MKNOD",   "CAP_NET_RAW",      "CAP_SETGID",           "CAP_SETUID",
-                "CAP_SETFCAP", "CAP_SETPCAP",      "CAP_NET_BIND_SERVICE", "CAP_SYS_CHROOT",
-                "CAP_KILL",    "CAP_AUDIT_WRITE",  "CAP_SYS_PTRACE"};
-    }
-    return json{{"bounding", caps},
-                {"effective", caps},
-                {"inheritable", json::array()},
-                {"permitted", caps},
-                {"ambient", json::array()}};
-}
 
 std::string read_fd_all(int fd) {
     std::string out;
@@ -160,15 +147,17 @@ void launch_or_throw(CommandRunner& runner, Command c, const fs::path& console_l
 }  // namespace
 
 void Runsc::run_detached(const std::string& id, const fs::path& bundle,
-                         const fs::path& console_log) {
+                         const fs::path& console_log, const fs::path& agent_socket) {
     Command c;
+    c.agent_socket = agent_socket;
     c.argv = argv({"run", "--detach", "--bundle", bundle.string(), id});
     launch_or_throw(runner_, std::move(c), console_log, "runsc run");
 }
 
 void Runsc::restore_detached(const std::string& id, const fs::path& bundle, const fs::path& image,
-                             const fs::path& console_log) {
+                             const fs::path& console_log, const fs::path& agent_socket) {
     Command c;
+    c.agent_socket = agent_socket;
     c.argv = argv(
         {"restore", "--detach", "--image-path", image.string(), "--bundle", bundle.string(), id});
     launch_or_throw(runner_, std::move(c), console_log, "runsc restore");
@@ -277,6 +266,15 @@ std::optional<ContainerState> Runsc::state(const std::string& id) {
     } catch (const json::exception& e) {
         throw Error(ErrorCode::runtime, "runsc state " + id + ": unreadable output: " + e.what());
     }
+}
+
+std::optional<nlohmann::json> Runsc::stats(const std::string& id) {
+    auto r = raw({"events", "--stats", id});
+    if (!r.ok()) return std::nullopt;
+    json j = json::parse(r.out, nullptr, /*allow_exceptions=*/false);
+    if (j.is_discarded())
+        throw Error(ErrorCode::runtime, "runsc events --stats " + id + ": unreadable output");
+    return j;
 }
 
 std::map<std::string, ContainerState> Runsc::list() {

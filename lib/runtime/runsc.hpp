@@ -13,6 +13,8 @@
 #include <string>
 #include <vector>
 
+#include <nlohmann/json.hpp>
+
 #include "lib/core/process.hpp"
 #include "lib/core/units.hpp"
 
@@ -51,13 +53,17 @@ class Runsc {
 
     // `runsc run --detach`: creates and starts. The sandbox inherits stdio, so it
     // goes to `console_log`, never to a pipe we would wait on.
+    // With `agent_socket`, init's stdin is the guest agent's channel and the
+    // supervisor serves it there (docs/agent.md).
     void run_detached(const std::string& id, const std::filesystem::path& bundle,
-                      const std::filesystem::path& console_log);
+                      const std::filesystem::path& console_log,
+                      const std::filesystem::path& agent_socket = {});
 
     // `runsc restore --detach` of a checkpoint image into a new sandbox.
     void restore_detached(const std::string& id, const std::filesystem::path& bundle,
                           const std::filesystem::path& image,
-                          const std::filesystem::path& console_log);
+                          const std::filesystem::path& console_log,
+                          const std::filesystem::path& agent_socket = {});
 
     // Runs a process in the sandbox attached to the streams in `attach`;
     // returns its status.
@@ -74,6 +80,9 @@ class Runsc {
 
     std::optional<ContainerState> state(const std::string& id);
     std::map<std::string, ContainerState> list();
+    // `runsc events --stats`: the sandbox's usage event (parsed JSON), or
+    // nullopt when runsc has no such running sandbox.
+    std::optional<nlohmann::json> stats(const std::string& id);
     void kill(const std::string& id, int signal, std::optional<pid_t> guest_pid = std::nullopt);
     void remove(const std::string& id, bool force);  // runsc delete
     // `runsc run` in the foreground (no shim: the sandbox's processes exit with

@@ -3,6 +3,9 @@
 #include <sys/stat.h>
 #include <unistd.h>
 
+#include <functional>
+#include <thread>
+
 #include <openssl/sha.h>
 #include <nlohmann/json.hpp>
 
@@ -10,6 +13,7 @@
 #include "lib/core/fsutil.hpp"
 #include "lib/core/log.hpp"
 #include "lib/runtime/bundle.hpp"
+#include "lib/runtime/limits.hpp"
 #include "lib/runtime/runsc.hpp"
 #include "lib/sandbox/image.hpp"
 #include "lib/sandbox/sandbox.hpp"
@@ -40,31 +44,34 @@ std::string runtime_key(const fs::path& runsc) {
     return out;
 }
 
-// Boots a throwaway sandbox whose /proc is mounted hidepid=2 and runs the guest
-// init's probe: an unprivileged child must not see root's PID 1.
-HidepidVerdict probe_hidepid(Context& ctx, const fs::path& runsc_path) {
+// What a probe sandbox did: how runsc ended, what the guest printed.
+struct ProbeRun {
+    CommandResult result;
+    std::string output;
+};
+
+// Boots a throwaway sandbox of `spec` on the base image, its bundle adjusted
+// by `adjust`, read-only root; runs it to exit (60 s at most) and removes
+// everything of it.
+ProbeRun run_probe(Context& ctx, const fs::path& runsc_path, const SandboxSpec& spec,
+                   const std::function<void(json&)>& adjust) {
     ImageStore images(ctx.store.images_dir(), ctx.runner);
     fs::path rootfs = images.ensure("base");
     fs::path dir = ctx.store.root() / "runtime" / ("probe-" + random_hex(8));
     make_dirs(dir / "bundle", 0700);
     std::string id = "swprobe-" + random_hex(8);
-    SandboxSpec spec;
-    spec.runtime.hidepid = 2;
     BundleInput in{spec, rootfs, find_guest_init(), "probe"};
     json config = build_oci_config(in);
-    config["process"]["args"] = {guest_init_path, "--probe-hidepid"};
     config["root"]["readonly"] = true;
-    config["process"]["capabilities"] = {{"bounding", {"CAP_SETUID", "CAP_SETGID"}},
-                                         {"effective", {"CAP_SETUID", "CAP_SETGID"}},
-                                         {"permitted", {"CAP_SETUID", "CAP_SETGID"}}};
+    adjust(config);
     write_file_atomic(dir / "bundle/config.json", config.dump(), 0600);
 
     Runsc runsc(ctx.runner, runsc_path,
                 Runsc::flags_for(dir / "runsc", "ptrace", "none", std::nullopt));
-    auto r = runsc.run_to_exit(id, dir / "bundle", dir / "probe.log", std::chrono::seconds(60));
-    std::string output;
+    ProbeRun out;
+    out.result = runsc.run_to_exit(id, dir / "bundle", dir / "probe.log", std::chrono::seconds(60));
     try {
-        output = read_file(dir / "probe.log", 1 << 16);
+        out.output = read_file(dir / "probe.log", 1 << 16);
     } catch (const Error&) {
     }
     try {
@@ -72,6 +79,20 @@ HidepidVerdict probe_hidepid(Context& ctx, const fs::path& runsc_path) {
     } catch (const Error&) {
     }
     remove_tree(dir);
+    return out;
+}
+
+// Boots a throwaway sandbox whose /proc is mounted hidepid=2 and runs the guest
+// init's probe: an unprivileged child must not see root's PID 1.
+HidepidVerdict probe_hidepid(Context& ctx, const fs::path& runsc_path) {
+    SandboxSpec spec;
+    spec.runtime.hidepid = 2;
+    auto [r, output] = run_probe(ctx, runsc_path, spec, [](json& config) {
+        config["process"]["args"] = {guest_init_path, "--probe-hidepid"};
+        config["process"]["capabilities"] = {{"bounding", {"CAP_SETUID", "CAP_SETGID"}},
+                                             {"effective", {"CAP_SETUID", "CAP_SETGID"}},
+                                             {"permitted", {"CAP_SETUID", "CAP_SETGID"}}};
+    });
 
     HidepidVerdict v;
     v.supported = r.ok();
@@ -84,6 +105,42 @@ HidepidVerdict probe_hidepid(Context& ctx, const fs::path& runsc_path) {
     v.conclusive = !r.timed_out && r.term_signal == 0 &&
                    (r.exit_status == 0 || r.exit_status == 1) &&
                    output.find("probe: as uid 1001") != std::string::npos;
+    return v;
+}
+
+// ---- guest limits (lib/runtime/limits.hpp) -----------------------------------
+// Boots a throwaway sandbox limited to one task and 64 MiB, whose PID 1 is a
+// shell using builtins only: the runtime enforces the limits in the guest when
+// the shell's fork fails and /proc/meminfo reports the memory limit. Debian's
+// stock runsc ignores the annotations: the fork works.
+struct LimitsVerdict {
+    bool supported = false;
+    bool conclusive = true;
+    std::string detail;
+};
+
+LimitsVerdict probe_limits(Context& ctx, const fs::path& runsc_path) {
+    SandboxSpec spec;
+    spec.resources.pids = 1;
+    spec.resources.memory = 64ull << 20;
+    auto [r, output] = run_probe(ctx, runsc_path, spec, [](json& config) {
+        // stderr: busybox sh loses buffered stdout when a failed fork ends it.
+        config["process"]["args"] = {
+            "/bin/sh", "-c",
+            "while read -r k v u; do [ \"$k\" = MemTotal: ] && echo \"probe: memtotal $v\" >&2; "
+            "done </proc/meminfo; if /bin/true; then echo 'probe: fork allowed' >&2; fi"};
+    });
+
+    LimitsVerdict v;
+    bool refused = output.find("can't fork: Resource temporarily unavailable") != std::string::npos;
+    bool allowed = output.find("probe: fork allowed") != std::string::npos;
+    bool memtotal = output.find("probe: memtotal 65536") != std::string::npos;
+    v.conclusive = !r.timed_out && (refused || allowed);
+    v.supported = refused && memtotal;
+    v.detail = v.supported ? "enforced"
+               : allowed   ? "a fork past pids 1 succeeded in the probe sandbox"
+               : !memtotal ? "the guest does not see its memory limit"
+                           : r.describe();
     return v;
 }
 
@@ -173,6 +230,38 @@ audit::TraceMetadata trace_metadata(Context& ctx, const fs::path& runsc) {
     }
 }
 
+void require_limit_support(Context& ctx, const SandboxSpec& spec, const fs::path& runsc) {
+    check_limits_enforceable(spec.resources, std::thread::hardware_concurrency());
+    if (!has_guest_limits(spec.resources)) return;
+    fs::path file = cache_file(ctx, runsc);
+    json j = load_cache(file);
+    LimitsVerdict v;
+    if (j.contains("guest_limits") && j["guest_limits"].is_object()) {
+        v.supported = j["guest_limits"].value("supported", false);
+        v.detail = j["guest_limits"].value("detail", std::string());
+    } else {
+        log().info("checking that " + runsc.string() +
+                   " enforces pids and memory limits in the guest (once per runtime)");
+        v = probe_limits(ctx, runsc);
+        if (!v.conclusive)
+            throw Error(ErrorCode::runtime, "could not check whether " + runsc.string() +
+                                                " enforces resource limits: the probe sandbox "
+                                                "failed (" +
+                                                v.detail + "); nothing was cached, try again");
+        update_cache(
+            ctx, file, runsc,
+            {{"guest_limits",
+              {{"supported", v.supported}, {"detail", v.detail}, {"checked_at", now_rfc3339()}}}});
+    }
+    if (!v.supported)
+        throw Error(ErrorCode::runtime,
+                    std::string("resources.") + (spec.resources.pids ? "pids" : "memory") +
+                        " refused: runtime " + runsc.string() +
+                        " cannot enforce it inside the guest (" + v.detail +
+                        "), and a limit on the sandbox's host cgroup would kill the whole "
+                        "sandbox; use sandweave's patched runsc (runtime/build-runsc.sh)");
+}
+
 void require_runtime_features(Context& ctx, const SandboxSpec& spec, const fs::path& runsc) {
     if (spec.runtime.platform == "kvm" && ::access("/dev/kvm", R_OK | W_OK) != 0)
         throw Error(ErrorCode::runtime,
@@ -186,6 +275,7 @@ void require_runtime_features(Context& ctx, const SandboxSpec& spec, const fs::p
                             v.detail + "); use sandweave's patched runsc (runtime/build-runsc.sh)");
     }
     if (spec.runtime.audit) trace_metadata(ctx, runsc);
+    require_limit_support(ctx, spec, runsc);
 }
 
 }  // namespace sandweave

@@ -32,6 +32,12 @@ std::string runtime_version(Context& ctx, const std::filesystem::path& runsc);
 // ErrorCode::runtime when the runtime has no runtime monitoring.
 audit::TraceMetadata trace_metadata(Context& ctx, const std::filesystem::path& runsc);
 
+// Resource limits: refused (ErrorCode::runtime) when they cannot be enforced
+// inside the guest (lib/runtime/limits.hpp); pids and memory need a runtime
+// seen enforcing them, probed once per binary and cached like hidepid.
+void require_limit_support(Context& ctx, const SandboxSpec& spec,
+                           const std::filesystem::path& runsc);
+
 void require_runtime_features(Context& ctx, const SandboxSpec& spec,
                               const std::filesystem::path& runsc);
 

@@ -13,9 +13,11 @@
 #include "lib/runtime/bundle.hpp"
 #include "lib/runtime/runsc.hpp"
 #include "lib/sandbox/activity.hpp"
+#include "lib/sandbox/agent_client.hpp"
 #include "lib/sandbox/audit_glue.hpp"
 #include "lib/sandbox/features.hpp"
 #include "lib/sandbox/image.hpp"
+#include "lib/sandbox/limit_usage.hpp"
 #include "lib/sandbox/snapshot.hpp"
 
 namespace sandweave {
@@ -99,10 +101,11 @@ void settle_abandoned_create(Context& ctx, SandboxRecord& r) {
 
 }  // namespace
 
-SandboxView sandbox_view(Context& ctx, SandboxRecord r, SandboxState live) {
+SandboxView sandbox_view(Context& ctx, SandboxRecord r, SandboxState live,
+                         std::optional<LimitUsage> limits) {
     if (r.state == SandboxState::creating && live == SandboxState::failed)
         settle_abandoned_create(ctx, r);
-    SandboxView v{std::move(r), live, std::nullopt};
+    SandboxView v{std::move(r), live, std::nullopt, std::move(limits)};
     if (v.live != SandboxState::running) return v;
     v.left = time_left(ctx.store, v.record, std::chrono::system_clock::now());
     if (v.left) {
@@ -164,6 +167,8 @@ SandboxRecord create_sandbox(Context& ctx, const CreateRequest& req) {
     r.spec = spec;
     r.runsc = runsc_path.string();
     r.runtime_version = version;
+    // A memory image restores the init it saved: with a channel only if it had one.
+    r.agent = memory_restore ? snap->agent : true;
     if (snap) r.from_snapshot = snap->id;
     if (!req.pool.empty()) {
         r.pool = req.pool;
@@ -204,12 +209,13 @@ SandboxRecord create_sandbox(Context& ctx, const CreateRequest& req) {
             write_file_atomic(dir / "bundle/config.json", build_oci_config(in).dump(2), 0600);
 
             Runsc runsc(ctx.runner, runsc_path, r.runsc_flags);
+            fs::path agent_socket = r.agent ? agent_socket_path(ctx, r.id) : fs::path();
             if (memory_restore)
                 runsc.restore_detached(r.id, dir / "bundle",
                                        snapshot_dir(ctx, snap->id) / "checkpoint",
-                                       dir / "logs/console.log");
+                                       dir / "logs/console.log", agent_socket);
             else
-                runsc.run_detached(r.id, dir / "bundle", dir / "logs/console.log");
+                runsc.run_detached(r.id, dir / "bundle", dir / "logs/console.log", agent_socket);
             SANDWEAVE_FAULT_POINT("create.launched");
             r.state = SandboxState::running;
             start_lifetime_clock(ctx.store, r);
@@ -231,6 +237,37 @@ SandboxRecord create_sandbox(Context& ctx, const CreateRequest& req) {
     }
 }
 
+namespace {
+
+// The sandbox's runtime is gone: say so in its terms.
+[[noreturn]] void not_running(Runsc& runsc, const std::string& id) {
+    auto st = runsc.state(id);
+    throw Error(ErrorCode::general, "sandbox " + id + " is not running (failed: its runtime is " +
+                                        (st ? st->status : std::string("gone")) + ")");
+}
+
+}  // namespace
+
+fs::path agent_socket_path(Context& ctx, const std::string& id) {
+    return ctx.store.sandbox_dir(id) / "agent.sock";
+}
+
+AgentClient connect_agent(Context& ctx, const SandboxRecord& r, const std::string& what) {
+    if (r.state != SandboxState::running)
+        throw Error(ErrorCode::general,
+                    "sandbox " + r.id + " is not running (" + to_string(r.state) + ")");
+    if (!r.agent)
+        throw Error(ErrorCode::usage, "cannot " + what + ": sandbox " + r.id +
+                                          " has no guest agent (created by an older sandweave)");
+    if (auto c = AgentClient::try_connect(agent_socket_path(ctx, r.id), r.id)) return std::move(*c);
+    Runsc runsc = runsc_for(ctx, r);
+    auto st = runsc.state(r.id);
+    if (!st || st->status != "running") not_running(runsc, r.id);
+    throw Error(ErrorCode::general, "cannot " + what + ": the guest agent of sandbox " + r.id +
+                                        " is unreachable (its supervisor is gone)");
+}
+
+
 RunOutcome run_in_sandbox(Context& ctx, const RunRequest& req, const AttachOptions& io) {
     std::string id = ctx.store.resolve_id(req.id);
     CommandActivity busy(ctx.store.sandbox_dir(id));  // before the state check (activity.hpp)
@@ -238,6 +275,15 @@ RunOutcome run_in_sandbox(Context& ctx, const RunRequest& req, const AttachOptio
     if (r.state != SandboxState::running)
         throw Error(ErrorCode::general,
                     "sandbox " + id + " is not running (" + to_string(r.state) + ")");
+    if (req.attach) {
+        RunOutcome out = connect_agent(ctx, r, "attach to a command")
+                             .logs(*req.attach, req.follow, io);
+        if (out.status == -1) {
+            out.status = 0;
+            out.running = true;
+        }
+        return out;
+    }
     if (req.argv.empty() || req.argv[0].empty()) throw Error(ErrorCode::usage, "no command to run");
     ExecRequest ex;
     SANDWEAVE_FAULT_POINT("run.started");
@@ -250,6 +296,41 @@ RunOutcome run_in_sandbox(Context& ctx, const RunRequest& req, const AttachOptio
     AttachOptions attach = io;
     attach.timeout = req.timeout;
     Runsc runsc = runsc_for(ctx, r);
+
+    if (r.agent) {
+        if (auto agent = AgentClient::try_connect(agent_socket_path(ctx, id), id)) {
+            agent::ExecSpec spec;
+            spec.uid = ex.user.uid;
+            spec.gid = ex.user.gid;
+            spec.cwd = ex.cwd;
+            spec.argv = ex.argv;
+            spec.env = ex.env;
+            if (req.tty) spec.flags |= SW_EXEC_PTY;
+            if (req.detach) {
+                if (req.timeout) spec.timeout_ms = static_cast<std::uint32_t>(req.timeout->count());
+                auto started = agent->start_detached(spec);
+                RunOutcome out;
+                out.status = 0;
+                out.handle = started.handle;
+                out.pid = started.pid;
+                return out;
+            }
+            return agent->run(spec, attach);
+        }
+        // No supervisor: the sandbox died with it, or the supervisor alone did.
+        auto st = runsc.state(id);
+        if (!st || st->status != "running") not_running(runsc, id);
+        log().warn("the guest agent of sandbox " + id +
+                   " is unreachable (its supervisor is gone); running through runsc exec");
+    } else {
+        log().warn("sandbox " + id +
+                   " has no guest agent (created by an older sandweave); running through runsc "
+                   "exec");
+    }
+    if (req.tty || req.detach)
+        throw Error(ErrorCode::usage, std::string(req.tty ? "a terminal (-t)" : "--detach") +
+                                          " needs the guest agent, which sandbox " + id +
+                                          " does not have");
     auto res = runsc.exec_attached(id, ex, ctx.store.sandbox_dir(id) / "tmp", attach);
     RunOutcome out;
     out.status = res.status;
@@ -265,10 +346,7 @@ RunOutcome run_in_sandbox(Context& ctx, const RunRequest& req, const AttachOptio
         // runsc could not exec at all: say why in the sandbox's terms when its
         // runtime is gone (checked only now, off the fast path).
         auto st = runsc.state(id);
-        if (!st || st->status != "running")
-            throw Error(ErrorCode::general, "sandbox " + id +
-                                                " is not running (failed: its runtime is " +
-                                                (st ? st->status : std::string("gone")) + ")");
+        if (!st || st->status != "running") not_running(runsc, id);
     }
     if (res.runtime_error) {
         if (res.status == 127)
@@ -340,7 +418,8 @@ std::vector<SandboxView> list_sandboxes(Context& ctx) {
     for (auto& r : records) {
         try {
             SandboxState s = live_state(r, runtime, ctx.store);
-            out.push_back(sandbox_view(ctx, std::move(r), s));
+            auto limits = s == SandboxState::running ? live_limit_usage(ctx, r) : std::nullopt;
+            out.push_back(sandbox_view(ctx, std::move(r), s, std::move(limits)));
         } catch (const Error&) {
             // Removed by another sandweave process while we looked: not listed.
             std::error_code ec;
@@ -358,7 +437,8 @@ SandboxView inspect_sandbox(Context& ctx, const std::string& ref) {
         if (auto st = Runsc(ctx.runner, r.runsc, r.runsc_flags).state(id)) runtime[id] = *st;
     }
     SandboxState s = live_state(r, runtime, ctx.store);
-    return sandbox_view(ctx, std::move(r), s);
+    auto limits = s == SandboxState::running ? live_limit_usage(ctx, r) : std::nullopt;
+    return sandbox_view(ctx, std::move(r), s, std::move(limits));
 }
 
 json to_json(const SandboxView& v) {
@@ -369,6 +449,7 @@ json to_json(const SandboxView& v) {
         if (v.left->ttl) t["ttl_ms"] = std::max<std::int64_t>(0, v.left->ttl->count());
         if (v.left->idle) t["idle_ms"] = std::max<std::int64_t>(0, v.left->idle->count());
     }
+    if (v.limits) j["limits"] = to_json(*v.limits);
     return j;
 }
 

@@ -17,6 +17,8 @@
 #include <nlohmann/json.hpp>
 
 #include "lib/core/process.hpp"
+#include "lib/runtime/limits.hpp"
+#include "lib/sandbox/agent_client.hpp"
 #include "lib/sandbox/context.hpp"
 #include "lib/sandbox/lifetime.hpp"
 #include "lib/spec/options.hpp"
@@ -46,6 +48,11 @@ struct RunRequest {
     std::optional<std::string> cwd;
     std::vector<std::string> env;  // K=V
     std::optional<std::chrono::milliseconds> timeout;
+    bool tty = false;  // a pty in the guest for stdin, stdout and stderr
+    bool detach = false;  // start it, keep its output in the supervisor, return
+    // Instead of argv: replay detached command `attach`'s output (and follow it).
+    std::optional<std::uint32_t> attach;
+    bool follow = false;
 };
 
 // How a run ended. `status` is Docker-style: the command's exit code, 128+N
@@ -57,6 +64,8 @@ struct RunOutcome {
     bool timed_out = false;
     bool cancelled = false;
     std::optional<std::string> message;
+    std::optional<std::uint32_t> handle, pid;  // detach
+    bool running = false;                      // attach without follow: not ended yet
 };
 
 // Runs argv in the sandbox with its stdio bound as `io` says (io.timeout is
@@ -77,10 +86,13 @@ struct SandboxView {
     SandboxRecord record;
     SandboxState live = SandboxState::creating;
     std::optional<TimeLeft> left;  // with a ttl or idle timeout (lifetime.hpp)
+    // What its pids/memory limits counted, when it runs with them (ls, inspect).
+    std::optional<LimitUsage> limits;
 };
 // A view with its time left; a running sandbox whose lifetime watcher died
 // gets a new one here (lifetime.hpp).
-SandboxView sandbox_view(Context& ctx, SandboxRecord r, SandboxState live);
+SandboxView sandbox_view(Context& ctx, SandboxRecord r, SandboxState live,
+                         std::optional<LimitUsage> limits = std::nullopt);
 std::vector<SandboxView> list_sandboxes(Context& ctx);
 SandboxView inspect_sandbox(Context& ctx, const std::string& id);
 nlohmann::json to_json(const SandboxView& v);
@@ -94,5 +106,11 @@ std::vector<std::string> prune_sandboxes(Context& ctx);
 
 // Host path of the guest init binary.
 std::filesystem::path find_guest_init();
+
+// Where the sandbox's supervisor serves its guest agent (docs/agent.md).
+std::filesystem::path agent_socket_path(Context& ctx, const std::string& id);
+// A connection to it; throws with the reason (not running, no agent, gone),
+// `what` saying what the caller wanted ("list its processes").
+AgentClient connect_agent(Context& ctx, const SandboxRecord& r, const std::string& what);
 
 }  // namespace sandweave

@@ -146,6 +146,7 @@ SnapshotRecord snapshot_from_json(const json& j) {
     s.spec = spec_from_json(j.at("spec"));
     s.runsc = j.value("runsc", std::string());
     s.runtime_version = j.value("runtime_version", std::string());
+    s.agent = j.value("agent", false);
     return s;
 }
 
@@ -162,7 +163,8 @@ json to_json(const SnapshotRecord& s) {
                   {"audit", s.spec.runtime.audit}}},
                 {"spec", to_json(s.spec)},
                 {"runsc", s.runsc},
-                {"runtime_version", s.runtime_version}};
+                {"runtime_version", s.runtime_version},
+                {"agent", s.agent}};
 }
 
 fs::path snapshot_dir(Context& ctx, const std::string& id) {
@@ -232,6 +234,7 @@ SnapshotRecord create_snapshot(Context& ctx, const SnapshotRequest& req) {
     s.spec = r.spec;
     s.runsc = r.runsc;
     s.runtime_version = r.runtime_version;
+    s.agent = r.agent;
     fs::path tmp = root / (".tmp-" + s.id);
     FileLock build_lock(root / (".tmp-" + s.id + ".lock"));
     fs::path sdir = ctx.store.sandbox_dir(id);
@@ -274,7 +277,8 @@ SnapshotRecord create_snapshot(Context& ctx, const SnapshotRequest& req) {
             SANDWEAVE_FAULT_POINT("snapshot.deleted");
             try {
                 runsc.restore_detached(id, sdir / "bundle", tmp / "checkpoint",
-                                       sdir / "logs/console.log");
+                                       sdir / "logs/console.log",
+                                       r.agent ? sdir / "agent.sock" : fs::path());
             } catch (const Error& e) {
                 r.state = SandboxState::failed;
                 r.error = std::string("restore after memory snapshot failed: ") + e.what();

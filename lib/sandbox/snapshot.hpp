@@ -44,6 +44,7 @@ struct SnapshotRecord {
     SandboxSpec spec;  // the source's resolved settings
     std::string runsc;
     std::string runtime_version;
+    bool agent = false;  // the source had the guest agent (a memory image keeps it)
 };
 
 nlohmann::json to_json(const SnapshotRecord& s);

@@ -81,18 +81,19 @@ SandboxSpec resolve_spec(const ResolvedTemplate& tmpl, const json* snapshot_sett
     if (tmpl.doc.contains("env")) {
         for (const auto& [k, v] : tmpl.doc["env"].items()) {
             s.env[k] = v.get<std::string>();
-            s.origin["/env/" + k] = tmpl_origin(tmpl, "/env/" + k);
+            s.origin["/env/" + pointer_token(k)] = tmpl_origin(tmpl, "/env/" + pointer_token(k));
         }
     }
     if (tmpl.doc.contains("labels")) {
         for (const auto& [k, v] : tmpl.doc["labels"].items()) {
             s.labels[k] = v.get<std::string>();
-            s.origin["/labels/" + k] = tmpl_origin(tmpl, "/labels/" + k);
+            s.origin["/labels/" + pointer_token(k)] =
+                tmpl_origin(tmpl, "/labels/" + pointer_token(k));
         }
     }
     for (const auto& [k, v] : flags.labels) {
         s.labels[k] = v;
-        s.origin["/labels/" + k] = "flag";
+        s.origin["/labels/" + pointer_token(k)] = "flag";
     }
     if (tmpl.doc.contains("resources")) {
         const json& r = tmpl.doc["resources"];

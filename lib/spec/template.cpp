@@ -21,6 +21,25 @@ namespace {
 constexpr std::size_t max_template_bytes = 1u << 20;
 constexpr std::size_t max_extends_depth = 32;
 
+// User text inside an error message, kept on one line: control characters
+// (a key "a\nb" from inline JSON) are shown escaped.
+std::string printable(std::string_view text) {
+    static const char hex[] = "0123456789abcdef";
+    std::string out;
+    for (unsigned char c : text) {
+        if (c == '\n') {
+            out += "\\n";
+        } else if (c < 0x20 || c == 0x7f) {
+            out += "\\x";
+            out.push_back(hex[c >> 4]);
+            out.push_back(hex[c & 0xf]);
+        } else {
+            out.push_back(static_cast<char>(c));
+        }
+    }
+    return out;
+}
+
 // Where a document came from, for error messages.
 struct Where {
     std::string label;  // "template 'coding' (/usr/share/.../coding.yaml)"
@@ -32,7 +51,7 @@ struct Where {
     std::string line;
     if (node.IsDefined() && node.Mark().line >= 0)
         line = " line " + std::to_string(node.Mark().line + 1);
-    throw Error(ErrorCode::usage, w.label + line + ": " + key + ": " + msg + w.chain);
+    throw Error(ErrorCode::usage, printable(w.label + line + ": " + key + ": " + msg + w.chain));
 }
 
 std::string scalar_text(const YAML::Node& n) {
@@ -198,7 +217,8 @@ const Table& top_level_table() {
 void collect_leaves(const json& j, const std::string& ptr, const std::string& src,
                     std::map<std::string, std::string>& origin) {
     if (j.is_object() && !j.empty()) {
-        for (const auto& [k, v] : j.items()) collect_leaves(v, ptr + "/" + k, src, origin);
+        for (const auto& [k, v] : j.items())
+            collect_leaves(v, ptr + "/" + pointer_token(k), src, origin);
     } else {
         origin[ptr] = src;
     }
@@ -214,7 +234,7 @@ void erase_under(std::map<std::string, std::string>& origin, const std::string& 
 void merge_into(json& base, const json& child, const std::string& ptr, const std::string& src,
                 std::map<std::string, std::string>& origin) {
     for (const auto& [k, v] : child.items()) {
-        std::string p = ptr + "/" + k;
+        std::string p = ptr + "/" + pointer_token(k);
         if (v.is_object() && base.contains(k) && base[k].is_object()) {
             merge_into(base[k], v, p, src, origin);
         } else {
@@ -238,6 +258,19 @@ bool looks_like_path(const std::string& ref) {
 }
 
 }  // namespace
+
+std::string pointer_token(const std::string& key) {
+    std::string out;
+    for (char c : key) {
+        if (c == '~')
+            out += "~0";
+        else if (c == '/')
+            out += "~1";
+        else
+            out.push_back(c);
+    }
+    return out;
+}
 
 bool is_template_file(const std::string& ref) {
     return !is_inline_template(ref) && looks_like_path(ref);
@@ -319,14 +352,15 @@ TemplateResolver::Loaded TemplateResolver::load_ref(const std::string& ref,
             if (file.is_relative() && base_dir) file = *base_dir / file;
             std::error_code ec;
             if (!fs::is_regular_file(file, ec))
-                throw Error(ErrorCode::not_found, "template file " + file.string() + ": not found");
+                throw Error(ErrorCode::not_found,
+                            "template file " + printable(file.string()) + ": not found");
             l.name = file.string();
         } else {
             auto found = find_named(ref, nullptr);
             if (!found) {
                 std::vector<std::string> names;
                 for (const auto& t : list()) names.push_back(t.name);
-                throw Error(ErrorCode::not_found, "unknown template '" + ref + "'" +
+                throw Error(ErrorCode::not_found, "unknown template '" + printable(ref) + "'" +
                                                       did_you_mean(ref, names) +
                                                       "; `sandweave template ls` lists them");
             }
@@ -340,8 +374,9 @@ TemplateResolver::Loaded TemplateResolver::load_ref(const std::string& ref,
     try {
         l.root = YAML::Load(text);
     } catch (const YAML::Exception& e) {
-        throw Error(ErrorCode::usage, l.label + " line " + std::to_string(e.mark.line + 1) +
-                                          ": malformed YAML: " + e.msg);
+        throw Error(ErrorCode::usage,
+                    printable(l.label + " line " + std::to_string(e.mark.line + 1) +
+                              ": malformed YAML: " + e.msg));
     }
     return l;
 }
@@ -351,10 +386,10 @@ ResolvedTemplate TemplateResolver::resolve_loaded(Loaded loaded,
     chain.push_back(loaded.name);
     Where where{loaded.label, chain_text(chain)};
     if (chain.size() > max_extends_depth)
-        throw Error(ErrorCode::usage, "template extends chain deeper than " +
-                                          std::to_string(max_extends_depth) + where.chain);
+        throw Error(ErrorCode::usage, printable("template extends chain deeper than " +
+                                                std::to_string(max_extends_depth) + where.chain));
     if (!loaded.root.IsDefined() || loaded.root.IsNull())
-        throw Error(ErrorCode::usage, loaded.label + ": empty template" + where.chain);
+        throw Error(ErrorCode::usage, printable(loaded.label + ": empty template" + where.chain));
     json doc = validate_map(loaded.root, where, "", top_level_table());
 
     ResolvedTemplate out;
@@ -363,7 +398,7 @@ ResolvedTemplate TemplateResolver::resolve_loaded(Loaded loaded,
         doc.erase("extends");
         std::optional<fs::path> base_dir;
         if (loaded.file) base_dir = loaded.file->parent_path();
-        Loaded p = with_context(loaded.label + ": extends '" + parent + "'", [&] {
+        Loaded p = with_context(printable(loaded.label + ": extends '" + parent + "'"), [&] {
             try {
                 return load_ref(parent, base_dir);
             } catch (const Error& e) {
@@ -379,7 +414,7 @@ ResolvedTemplate TemplateResolver::resolve_loaded(Loaded loaded,
             cyc.push_back(p.name);
             std::string s;
             for (std::size_t i = 0; i < cyc.size(); ++i) s += (i ? " -> " : "") + cyc[i];
-            throw Error(ErrorCode::usage, "template cycle: " + s);
+            throw Error(ErrorCode::usage, "template cycle: " + printable(s));
         }
         out = resolve_loaded(std::move(p), chain);
     } else {
@@ -395,9 +430,9 @@ ResolvedTemplate TemplateResolver::resolve(const std::string& ref) const {
     ResolvedTemplate r = resolve_loaded(load_ref(ref, std::nullopt), {});
     if (!r.doc.contains("image"))
         throw Error(ErrorCode::usage,
-                    "template '" + r.name +
-                        "': no image (set `image:` or extend a template that has one)" +
-                        chain_text(r.chain));
+                    printable("template '" + r.name +
+                              "': no image (set `image:` or extend a template that has one)" +
+                              chain_text(r.chain)));
     return r;
 }
 

@@ -64,6 +64,10 @@ class TemplateResolver {
     std::vector<std::filesystem::path> builtin_dirs_;
 };
 
+// One key as a JSON pointer token (RFC 6901: "~" is "~0", "/" is "~1"), so
+// the origin of label "app.example/tier" is "/labels/app.example~1tier".
+std::string pointer_token(const std::string& key);
+
 // True when `ref` is inline template text rather than a name or path.
 bool is_inline_template(const std::string& ref);
 // True when `ref` names a template file (a path) rather than a template name.

@@ -133,6 +133,9 @@ struct SandboxRecord {
     // started (Unix ms), and what ended the sandbox ("ttl", "idle_timeout").
     std::optional<std::int64_t> expires_at_ms;
     std::optional<std::string> ended_by;
+    // Created with the guest agent's channel (docs/agent.md); records from
+    // older versions have none and run commands through runsc exec.
+    bool agent = false;
 };
 
 nlohmann::json to_json(const SandboxRecord& r);

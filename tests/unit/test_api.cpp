@@ -72,8 +72,27 @@ TEST_SUITE("api") {
         round_trips(c);
         CHECK(encode_value(c).at("audit") == false);
         round_trips(c);
-        RunParams r{"sw-1", {"/bin/sh", "-c", "echo hi"}, "0:0", "/tmp", {"A=1"}, 1500, true};
+        RunParams r;
+        r.id = "sw-1";
+        r.argv = {"/bin/sh", "-c", "echo hi"};
+        r.user = "0:0";
+        r.cwd = "/tmp";
+        r.env = {"A=1"};
+        r.timeout_ms = 1500;
+        r.stdin = true;
         round_trips(r);
+        RunParams detached;
+        detached.id = "sw-1";
+        detached.argv = {"sleep", "9"};
+        detached.detach = true;
+        round_trips(detached);
+        RunParams attach;
+        attach.id = "sw-1";
+        attach.attach = 3;
+        attach.follow = true;
+        round_trips(attach);
+        round_trips(KillParams{"sw-1", 3, "INT"});
+        round_trips(HandleParams{"sw-1", 3});
         round_trips(AuditExportParams{"sw-1", "/tmp/x.jsonl"});
         round_trips(SnapshotCreateParams{"sw-1", "fs", "snap"});
         round_trips(PoolCreateParams{"warm", 3, c});
@@ -96,7 +115,18 @@ TEST_SUITE("api") {
     TEST_CASE("result types round-trip") {
         round_trips(HelloResult{1, "sandweave 0.1.0", {"log"}, {"version"}});
         round_trips(VersionResult{"0.1.0", 1, RuntimeInfo{"/r", "runsc version x"}});
-        round_trips(RunResult{127, false, std::string("command not found")});
+        RunResult missing;
+        missing.exit_code = 127;
+        missing.message = "command not found";
+        round_trips(missing);
+        RunResult started;
+        started.exit_code = 0;
+        started.handle = 4;
+        started.pid = 17;
+        round_trips(started);
+        round_trips(ProcessList{{ProcessInfo{4, 17, "1001:1001", "sleep 9", "exited", true,
+                                             "2026-12-01T12:00:00Z", 143}}});
+        round_trips(KillResult{true});
         round_trips(SandboxList{{sample_view()}});
         round_trips(sample_view());
         round_trips(Removed{"sw-1"});

@@ -7,6 +7,7 @@
 #include <algorithm>
 
 #include "lib/runtime/bundle.hpp"
+#include "lib/runtime/limits.hpp"
 
 using namespace sandweave;
 using nlohmann::json;
@@ -88,7 +89,9 @@ TEST_SUITE("bundle") {
         CHECK(mount_at(c, "/sys") != nullptr);
     }
 
-    TEST_CASE("resources become OCI limits only when set") {
+    // The host cgroup holds the runtime too: it gets the guest's limits plus
+    // room for it; the guest's own limits are annotations (test_limits.cpp).
+    TEST_CASE("resources become host cgroup limits only when set") {
         json plain = build_oci_config(input(0));
         CHECK(plain.at("linux").at("resources").empty());
 
@@ -98,8 +101,10 @@ TEST_SUITE("bundle") {
         in.spec.resources.pids = 64;
         json c = build_oci_config(in);
         const json& r = c.at("linux").at("resources");
-        CHECK(r.at("memory").at("limit") == 512ull << 20);
-        CHECK(r.at("pids").at("limit") == 64);
+        CHECK(r.at("memory").at("limit") == (512ull << 20) + host_memory_headroom);
+        CHECK(r.at("pids").at("limit") == host_pids_base + 64 * host_pids_per_guest_task);
+        CHECK(c.at("annotations").at(guest_memory_annotation) == std::to_string(512ull << 20));
+        CHECK(c.at("annotations").at(guest_pids_annotation) == "64");
         CHECK(r.at("cpu").at("quota") == 150000);
         CHECK(r.at("cpu").at("period") == 100000);
     }

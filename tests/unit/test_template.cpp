@@ -362,3 +362,27 @@ TEST_SUITE("template") {
     }
 
 }  // TEST_SUITE
+
+TEST_SUITE("template bad input") {
+    // Found by fuzz_template: a key with a newline made a two-line error.
+    TEST_CASE("errors quoting user text stay on one line") {
+        TemplateResolver r({}, {fs::path(SANDWEAVE_SOURCE_DIR) / "templates"});
+        try {
+            r.resolve(R"({"ext\nds": "base"})");
+            FAIL("resolved");
+        } catch (const Error& e) {
+            std::string what = e.what();
+            CHECK(what.find('\n') == std::string::npos);
+            CHECK(what.find("ext\\nds") != std::string::npos);
+        }
+    }
+
+    TEST_CASE("origins are JSON pointers: '/' and '~' in keys are escaped") {
+        TemplateResolver r({}, {fs::path(SANDWEAVE_SOURCE_DIR) / "templates"});
+        auto t =
+            r.resolve(R"({"extends": "base", "labels": {"app.example/tier": "web", "a~b": "c"}})");
+        CHECK(t.origin.at("/labels/app.example~1tier") == "inline");
+        CHECK(t.origin.at("/labels/a~0b") == "inline");
+        CHECK(t.doc.contains(nlohmann::json::json_pointer("/labels/app.example~1tier")));
+    }
+}
