@@ -109,7 +109,8 @@ RunRequest to_run_request(const RunParams& p) {
         return req;
     }
     if (p.follow) throw Error(ErrorCode::usage, "follow: only with attach");
-    if (p.detach && p.stdin) throw Error(ErrorCode::usage, "detach: a detached command has no stdin");
+    if (p.detach && p.stdin)
+        throw Error(ErrorCode::usage, "detach: a detached command has no stdin");
     if (p.argv.empty()) throw Error(ErrorCode::usage, "argv: no command given");
     if (p.argv[0].empty()) throw Error(ErrorCode::usage, "argv[0]: empty program name");
     req.argv = p.argv;

@@ -267,7 +267,6 @@ AgentClient connect_agent(Context& ctx, const SandboxRecord& r, const std::strin
                                         " is unreachable (its supervisor is gone)");
 }
 
-
 RunOutcome run_in_sandbox(Context& ctx, const RunRequest& req, const AttachOptions& io) {
     std::string id = ctx.store.resolve_id(req.id);
     CommandActivity busy(ctx.store.sandbox_dir(id));  // before the state check (activity.hpp)
@@ -276,8 +275,8 @@ RunOutcome run_in_sandbox(Context& ctx, const RunRequest& req, const AttachOptio
         throw Error(ErrorCode::general,
                     "sandbox " + id + " is not running (" + to_string(r.state) + ")");
     if (req.attach) {
-        RunOutcome out = connect_agent(ctx, r, "attach to a command")
-                             .logs(*req.attach, req.follow, io);
+        RunOutcome out =
+            connect_agent(ctx, r, "attach to a command").logs(*req.attach, req.follow, io);
         if (out.status == -1) {
             out.status = 0;
             out.running = true;

@@ -48,7 +48,7 @@ struct RunRequest {
     std::optional<std::string> cwd;
     std::vector<std::string> env;  // K=V
     std::optional<std::chrono::milliseconds> timeout;
-    bool tty = false;  // a pty in the guest for stdin, stdout and stderr
+    bool tty = false;     // a pty in the guest for stdin, stdout and stderr
     bool detach = false;  // start it, keep its output in the supervisor, return
     // Instead of argv: replay detached command `attach`'s output (and follow it).
     std::optional<std::uint32_t> attach;

@@ -64,7 +64,8 @@ bool recover_checkpointed_source(Context& ctx, const fs::path& tmp, const std::s
         std::error_code ec;
         if (fs::file_size(tmp / "checkpoint/checkpoint.img", ec) == 0 || ec)
             throw Error(ErrorCode::general, "the checkpoint image is incomplete");
-        runsc.restore_detached(id, sdir / "bundle", tmp / "checkpoint", sdir / "logs/console.log");
+        runsc.restore_detached(id, sdir / "bundle", tmp / "checkpoint", sdir / "logs/console.log",
+                               r->agent ? sdir / "agent.sock" : fs::path());
         log().warn("restored sandbox " + id +
                    ", stopped by an interrupted memory snapshot, from its checkpoint");
     } catch (const Error& e) {
