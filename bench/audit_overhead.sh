@@ -5,17 +5,20 @@
 # when the audited runs lost nothing: the dropped count of the export (and the
 # sentry's own count per rep, from `runsc trace list`) must be 0.
 #
-# Workloads:
+# Workloads (each at least 100,000 events with the defaults):
 #   dd    /bin/dd if=/dev/zero of=/dev/null bs=1 count=$DD_COUNT   (2 syscalls per byte)
-#   walk  /usr/bin/find / -xdev, $WALK_LOOPS times in one shell      (file-tree walk)
+#   walk  ls -lR of a tree of 5,000 files, $WALK_LOOPS times in one shell
+#         (getdents64, a stat and an xattr lookup per file: ~13k events a pass)
 #
 # Usage: bench/audit_overhead.sh [REPS]   (default 5; needs root and a built tree)
-# Env:   SANDWEAVE (binary), DD_COUNT (default 100000), WALK_LOOPS (default 10)
+# Env:   SANDWEAVE (binary), SANDWEAVE_RUNSC (the runtime, e.g. one built with
+#        runtime/audit-batch.patch into SANDWEAVE_RUNTIME_DIR), DD_COUNT
+#        (default 100000), WALK_LOOPS (default 8)
 set -uo pipefail
 
 reps=${1:-5}
 dd_count=${DD_COUNT:-100000}
-walk_loops=${WALK_LOOPS:-10}
+walk_loops=${WALK_LOOPS:-8}
 top=$(cd "$(dirname "${BASH_SOURCE[0]}")/.." && pwd)
 sw=${SANDWEAVE:-$(cd "$(dirname "${BASH_SOURCE[0]}")/.." && pwd)/build/sandweave}
 [ -x "$sw" ] || sw=$top/build/sandweave
@@ -23,6 +26,17 @@ if [ "$(id -u)" != 0 ] || [ ! -x "$sw" ] || ! command -v jq >/dev/null; then
     echo "audit_overhead: needs root, jq and a built sandweave (SANDWEAVE=$sw)" >&2
     exit 1
 fi
+
+# CPU figures: wall time on a shared machine moves with other people's load,
+# CPU time much less. Per run: the sandbox's cgroup (sentry, gofer, the
+# guest's stub processes: cpuacct.usage) plus, audited, the writer's own
+# utime+stime until it has written everything (settle).
+cg_ns() { cat "/sys/fs/cgroup/cpuacct/$1/cpuacct.usage" 2>/dev/null || echo 0; }
+writer_ns() { # id
+    local pid
+    pid=$(jq -r .pid "$state/sandboxes/$1/audit/writer-state.json" 2>/dev/null)
+    awk -v t="$(getconf CLK_TCK)" '{printf "%d", ($14 + $15) * 1e9 / t}' "/proc/$pid/stat" 2>/dev/null || echo 0
+}
 
 # Short: the writer's sink socket path must stay under 100 bytes.
 state=$(mktemp -d /tmp/swb.XXXXXX)
@@ -53,7 +67,7 @@ sentry_dropped() { # id -> the sentry's cumulative dropped count for the sink
 settle() { # id
     local prev=-1 cur i
     for i in $(seq 1 200); do
-        cur=$("$sw" audit status "$1" 2>/dev/null | jq -r '.counters.written_sequence // 0')
+        cur=$("$sw" --json audit status "$1" 2>/dev/null | jq -r '.counters.written_sequence // 0')
         [ "$cur" = "$prev" ] && return
         prev=$cur
         sleep 0.2
@@ -62,7 +76,7 @@ settle() { # id
 workload() { # name -> argv
     case $1 in
         dd) echo /bin/dd if=/dev/zero of=/dev/null bs=1 "count=$dd_count" ;;
-        walk) echo /bin/sh -c "i=0; while [ \$i -lt $walk_loops ]; do /usr/bin/find / -xdev >/dev/null; i=\$((i+1)); done" ;;
+        walk) echo /bin/sh -c "i=0; while [ \$i -lt $walk_loops ]; do ls -lR /tmp/tree >/dev/null; i=\$((i+1)); done" ;;
     esac
 }
 run_timed() { # id workload -> ns on stdout
@@ -70,7 +84,7 @@ run_timed() { # id workload -> ns on stdout
     t0=$(now_ns)
     case $2 in
         dd) "$sw" run "$1" -- /bin/dd if=/dev/zero of=/dev/null bs=1 "count=$dd_count" >/dev/null 2>&1 ;;
-        walk) "$sw" run "$1" -c "i=0; while [ \$i -lt $walk_loops ]; do /usr/bin/find / -xdev >/dev/null; i=\$((i+1)); done" >/dev/null 2>&1 ;;
+        walk) "$sw" run "$1" -c "i=0; while [ \$i -lt $walk_loops ]; do ls -lR /tmp/tree >/dev/null; i=\$((i+1)); done" >/dev/null 2>&1 ;;
     esac
     rc=$?
     t1=$(now_ns)
@@ -81,23 +95,26 @@ run_timed() { # id workload -> ns on stdout
     echo $((t1 - t0))
 }
 
-echo "audit_overhead: $reps reps; dd count=$dd_count, walk = find / -xdev x $walk_loops; $(nproc) CPUs, load $(cut -d' ' -f1-3 /proc/loadavg)" >&2
+echo "audit_overhead: $reps reps; dd count=$dd_count, walk = ls -lR of 5000 files x $walk_loops; runsc ${SANDWEAVE_RUNSC:-default}; $(nproc) CPUs, load $(cut -d' ' -f1-3 /proc/loadavg)" >&2
 "$sw" image build base >/dev/null 2>&1
 plain=$("$sw" create --template base --no-audit) || exit 1
 declare -A aud
 for w in dd walk; do
     aud[$w]=$("$sw" create --template base --audit) || exit 1
 done
-# Warm-up (page cache, first exec) in every sandbox, not timed.
-for id in "$plain" "${aud[dd]}" "${aud[walk]}"; do "$sw" run "$id" -- /usr/bin/find / -xdev >/dev/null 2>&1; done
+# The walk's tree and a warm-up (page cache, first exec) in every sandbox, not timed.
+for id in "$plain" "${aud[dd]}" "${aud[walk]}"; do
+    "$sw" run "$id" -c 'mkdir -p /tmp/tree && cd /tmp/tree && for d in 1 2 3 4 5 6 7 8 9 10; do mkdir -p $d && (cd $d && seq 1 500 | xargs touch); done; ls -lR /tmp/tree >/dev/null' >/dev/null 2>&1
+done
 for w in dd walk; do settle "${aud[$w]}"; done
 
-declare -A t_off t_on drops_rep
-for w in dd walk; do t_off[$w]=""; t_on[$w]=""; drops_rep[$w]=0; done
+declare -A t_off t_on c_off c_on drops_rep
+for w in dd walk; do t_off[$w]=""; t_on[$w]=""; c_off[$w]=""; c_on[$w]=""; drops_rep[$w]=0; done
 for i in $(seq 1 "$reps"); do
     for w in dd walk; do
         a=${aud[$w]}
         d0=$(sentry_dropped "$a")
+        p0=$(cg_ns "$plain"); a0=$(( $(cg_ns "$a") + $(writer_ns "$a") ))
         # Alternate the order so drift (load, caches) does not favour one side.
         if [ $((i % 2)) = 1 ]; then
             off=$(run_timed "$plain" $w) || exit 1
@@ -108,32 +125,38 @@ for i in $(seq 1 "$reps"); do
         fi
         d1=$(sentry_dropped "$a")
         settle "$a"
+        p1=$(cg_ns "$plain"); a1=$(( $(cg_ns "$a") + $(writer_ns "$a") ))
+        c_off[$w]+="$((p1 - p0)) "
+        c_on[$w]+="$((a1 - a0)) "
         t_off[$w]+="$off "
         t_on[$w]+="$on "
         lost=$(( ${d1:-0} - ${d0:-0} ))
         drops_rep[$w]=$(( ${drops_rep[$w]} + lost ))
-        echo "rep $i $w: no-audit $(ms "$off") ms, audit $(ms "$on") ms, sentry drops $lost" >&2
+        echo "rep $i $w: no-audit $(ms "$off") ms, audit $(ms "$on") ms; CPU no-audit $(ms $((p1 - p0))) ms, audit (with writer) $(ms $((a1 - a0))) ms; sentry drops $lost" >&2
     done
 done
 
-printf '\n%-6s %4s %14s %12s %7s %12s %10s %8s %9s  %s\n' \
-    workload reps "no-audit(ms)" "audit(ms)" ratio "events/rep" "MiB/rep" dropped complete valid
+printf '\n%-6s %4s %14s %12s %7s %9s %12s %10s %8s %9s  %s\n' \
+    workload reps "no-audit(ms)" "audit(ms)" ratio cpu_ratio "events/rep" "MiB/rep" dropped complete valid
 for w in dd walk; do
     a=${aud[$w]}
     st=$out/$w.status
-    "$sw" audit export "$a" "$out/$w.jsonl" >"$st" 2>/dev/null
+    "$sw" --json audit export "$a" "$out/$w.jsonl" >"$st" 2>/dev/null
     rm -f "$out/$w.jsonl"
     m_off=$(echo "${t_off[$w]}" | tr ' ' '\n' | grep . | median)
     m_on=$(echo "${t_on[$w]}" | tr ' ' '\n' | grep . | median)
+    mc_off=$(echo "${c_off[$w]}" | tr ' ' '\n' | grep . | median)
+    mc_on=$(echo "${c_on[$w]}" | tr ' ' '\n' | grep . | median)
     events=$(jq -r .events "$st")
     bytes=$(jq -r .bytes "$st")
     dropped=$(jq -r .dropped "$st")
     complete=$(jq -r .complete "$st")
     valid=yes
     [ "$dropped" = 0 ] && [ "${drops_rep[$w]}" = 0 ] || valid="NO (dropped $dropped)"
-    printf '%-6s %4s %14s %12s %7s %12s %10s %8s %9s  %s\n' "$w" "$reps" "$(ms "$m_off")" "$(ms "$m_on")" \
-        "$(ratio "$m_on" "$m_off")" "$((events / (reps + 1)))" \
+    printf '%-6s %4s %14s %12s %7s %9s %12s %10s %8s %9s  %s\n' "$w" "$reps" "$(ms "$m_off")" "$(ms "$m_on")" \
+        "$(ratio "$m_on" "$m_off")" "$(ratio "$mc_on" "$mc_off")" "$((events / (reps + 1)))" \
         "$(awk -v b="$bytes" -v r="$((reps + 1))" 'BEGIN {printf "%.1f", b/r/1048576}')" \
         "$dropped" "$complete" "$valid"
 done
-echo "(events and MiB per rep include the warm-up run; ratio = median audit / median no-audit)"
+echo "(events and MiB per rep include the warm-up run; ratio = median audit / median no-audit wall time;"
+echo " cpu_ratio = median CPU of the audited sandbox and its writer / median CPU of the plain sandbox)"

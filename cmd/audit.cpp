@@ -2,13 +2,20 @@
 #include <iostream>
 
 #include "cmd/common.hpp"
+#include "lib/audit/audit.hpp"
+#include "lib/core/error.hpp"
 
 namespace sandweave::cli {
 
 namespace {
 
-void print_audit_status(const audit::Status& st) {
-    print_json(api::encode_value(st));
+// One line by default (complete=… events=… dropped=… bytes=… sha256=…), the
+// whole status with --json.
+void print_audit_status(const GlobalOptions& g, const audit::Status& st) {
+    if (g.json)
+        print_json(api::encode_value(st));
+    else
+        print_line(audit::summary_line(st));
 }
 
 }  // namespace
@@ -29,7 +36,7 @@ void register_audit(CLI::App& app, GlobalOptions& g, Outcome& out) {
         Session s(g);
         auto st = s.remote() ? api::export_to_client(s.api(), *id, *path, s.remote_url())
                              : s.api().audit_export({*id, *path});
-        print_audit_status(st);
+        print_audit_status(g, st);
         out.exit_code = st.complete ? 0 : 3;
     });
 
@@ -39,7 +46,39 @@ void register_audit(CLI::App& app, GlobalOptions& g, Outcome& out) {
     status->add_option("id", *sid, "Sandbox id or name")->required();
     status->callback([&g, &out, sid] {
         Session s(g);
-        print_audit_status(s.api().audit_status({*sid}));
+        print_audit_status(g, s.api().audit_status({*sid}));
+        out.exit_code = 0;
+    });
+
+    // ---- audit verify (offline: no sandbox, no connection) ----
+    auto* verify = audit->add_subcommand(
+        "verify",
+        "Check a copy of an exported log against its sidecar and its record chain; exit 3 at "
+        "the first discrepancy");
+    auto vpath = std::make_shared<std::string>();
+    auto vside = std::make_shared<std::string>();
+    verify->add_option("path", *vpath, "The exported JSONL log")->required();
+    verify->add_option("--status", *vside, "The sidecar (default PATH.status.json)");
+    verify->callback([&g, &out, vpath, vside] {
+        auto r = audit::verify_log(
+            *vpath, vside->empty() ? std::nullopt : std::optional<std::filesystem::path>(*vside));
+        if (!r.ok)
+            throw Error(ErrorCode::audit_incomplete,
+                        "audit verify " + *vpath + ": " + r.discrepancy);
+        if (g.json)
+            print_json({{"ok", true},
+                        {"lines", r.lines},
+                        {"events", r.events},
+                        {"bytes", r.bytes},
+                        {"dropped", r.sidecar.dropped},
+                        {"complete", r.sidecar.complete},
+                        {"sha256", r.sidecar.sha256},
+                        {"chain", r.sidecar.chain}});
+        else
+            print_line("ok lines=" + std::to_string(r.lines) + " events=" +
+                       std::to_string(r.events) + " dropped=" + std::to_string(r.sidecar.dropped) +
+                       " bytes=" + std::to_string(r.bytes) + " complete=" +
+                       (r.sidecar.complete ? "true" : "false") + " sha256=" + r.sidecar.sha256);
         out.exit_code = 0;
     });
 }

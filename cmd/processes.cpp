@@ -75,7 +75,8 @@ void register_process_verbs(CLI::App& app, GlobalOptions& g, Outcome& out) {
         if (*follow && r.message) log().error(*r.message);
     });
 
-    auto* kill = app.add_subcommand("kill", "Send a signal to a detached command (all its processes)");
+    auto* kill =
+        app.add_subcommand("kill", "Send a signal to a detached command (all its processes)");
     auto kill_id = std::make_shared<std::string>();
     auto kill_handle = std::make_shared<std::string>();
     auto signal = std::make_shared<std::string>("TERM");
@@ -92,8 +93,8 @@ void register_process_verbs(CLI::App& app, GlobalOptions& g, Outcome& out) {
         out.exit_code = 0;
     });
 
-    auto* wait = app.add_subcommand(
-        "wait", "Wait for a detached command to end; exit with its status");
+    auto* wait =
+        app.add_subcommand("wait", "Wait for a detached command to end; exit with its status");
     auto wait_id = std::make_shared<std::string>();
     auto wait_handle = std::make_shared<std::string>();
     wait->add_option("id", *wait_id, "Sandbox id or name")->required();

@@ -78,8 +78,7 @@ api::RunParams to_run_params(const RunFlags& f, std::vector<std::string> command
     p.stdin = !f.detach;
     p.tty = f.tty;
     p.detach = f.detach;
-    if (f.detach && f.tty)
-        throw Error(ErrorCode::usage, "run: --detach and -t cannot be combined");
+    if (f.detach && f.tty) throw Error(ErrorCode::usage, "run: --detach and -t cannot be combined");
     return p;
 }
 
@@ -152,8 +151,9 @@ void register_run(CLI::App& app, GlobalOptions& g, Outcome& out,
     sub->add_option("--timeout", f->timeout,
                     "Kill the command after this long (exit 124), e.g. 30s");
     sub->add_option("-c", f->shell, "Run this string with /bin/sh -c");
-    sub->add_flag("-t,--tty", f->tty,
-                  "Give the command a terminal (a pty in the guest; raw mode here when stdin is one)");
+    sub->add_flag(
+        "-t,--tty", f->tty,
+        "Give the command a terminal (a pty in the guest; raw mode here when stdin is one)");
     sub->add_flag("-i,--interactive", f->interactive,
                   "Keep stdin open (always on; accepted as in docker exec -it)");
     sub->add_flag("-d,--detach", f->detach,
@@ -170,8 +170,9 @@ void register_run(CLI::App& app, GlobalOptions& g, Outcome& out,
                 ErrorCode::usage,
                 "run: give a sandbox ID or --template/--from-snapshot (one-shot), not both");
         if (one_shot_mode && f->detach)
-            throw Error(ErrorCode::usage,
-                        "run: --detach needs a sandbox ID (a one-shot sandbox ends with its command)");
+            throw Error(
+                ErrorCode::usage,
+                "run: --detach needs a sandbox ID (a one-shot sandbox ends with its command)");
         if (f->id.empty() && !one_shot_mode)
             throw Error(ErrorCode::usage,
                         "run: missing sandbox ID (or --template T for a one-shot sandbox)");

@@ -35,25 +35,25 @@
 
 #define CHANNEL 0
 #define READ_CHUNK (64u << 10)
-#define OUT_CAP (4u << 20)              /* queued frames to the host */
-#define OUT_HIGH (2u << 20)             /* stop reading commands above this */
+#define OUT_CAP (4u << 20)  /* queued frames to the host */
+#define OUT_HIGH (2u << 20) /* stop reading commands above this */
 #define IN_CAP (SW_AGENT_HEADER + SW_AGENT_MAX_PAYLOAD + READ_CHUNK)
 #define MAX_ARGS 4096
 
 struct session {
-    uint32_t id;           /* 0: slot free */
-    pid_t pid;             /* 0 once reaped */
-    int status;            /* wait status, valid when reaped */
+    uint32_t id; /* 0: slot free */
+    pid_t pid;   /* 0 once reaped */
+    int status;  /* wait status, valid when reaped */
     int reaped;
-    int in_fd;             /* command's stdin (pipe or pty master); -1 */
-    int out_fd, err_fd;    /* its output; -1 once drained */
-    int err_pipe;          /* exec failure report; -1 */
+    int in_fd;          /* command's stdin (pipe or pty master); -1 */
+    int out_fd, err_fd; /* its output; -1 once drained */
+    int err_pipe;       /* exec failure report; -1 */
     int pty;
-    int stdin_eof;         /* host sent EOF: close in_fd once pending is written */
+    int stdin_eof; /* host sent EOF: close in_fd once pending is written */
     int timed_out;
-    uint64_t deadline_ms;  /* 0: none */
-    uint32_t credit;       /* output bytes we may still send */
-    char* pending;         /* stdin not yet written */
+    uint64_t deadline_ms; /* 0: none */
+    uint32_t credit;      /* output bytes we may still send */
+    char* pending;        /* stdin not yet written */
     size_t pending_len;
     uint32_t stdin_written; /* not yet acknowledged */
 };
@@ -63,7 +63,7 @@ static unsigned char inbuf[IN_CAP];
 static size_t in_len;
 static unsigned char outbuf[OUT_CAP];
 static size_t out_len;
-static int connected = 1;  /* 0 after EOF: probe fd 0 now and then */
+static int connected = 1; /* 0 after EOF: probe fd 0 now and then */
 
 /* ---- little-endian helpers ------------------------------------------------ */
 
@@ -76,7 +76,9 @@ static void put32(unsigned char* p, uint32_t v) {
 static uint32_t get32(const unsigned char* p) {
     return (uint32_t)p[0] | (uint32_t)p[1] << 8 | (uint32_t)p[2] << 16 | (uint32_t)p[3] << 24;
 }
-static uint16_t get16(const unsigned char* p) { return (uint16_t)(p[0] | p[1] << 8); }
+static uint16_t get16(const unsigned char* p) {
+    return (uint16_t)(p[0] | p[1] << 8);
+}
 
 static uint64_t now_ms(void) {
     struct timespec ts;
@@ -212,7 +214,8 @@ static void maybe_finish(struct session* s) {
     }
     if (failed_errno) {
         char msg[256];
-        snprintf(msg, sizeof msg, "%s: %s", stage == 'c' ? "chdir" : "exec", strerror(failed_errno));
+        snprintf(msg, sizeof msg, "%s: %s", stage == 'c' ? "chdir" : "exec",
+                 strerror(failed_errno));
         send_exit(s, SW_NOT_STARTED, failed_errno, msg);
     } else if (s->timed_out) {
         send_exit(s, SW_TIMED_OUT, WIFSIGNALED(s->status) ? WTERMSIG(s->status) : SIGKILL, NULL);
@@ -296,8 +299,10 @@ static size_t terminal_signals(struct session* s, unsigned char* data, size_t le
     size_t kept = 0;
     for (size_t i = 0; i < len; i++) {
         unsigned char c = data[i];
-        int sig = c == t.c_cc[VINTR] ? SIGINT : c == t.c_cc[VQUIT] ? SIGQUIT
-                                              : c == t.c_cc[VSUSP] ? SIGTSTP : 0;
+        int sig = c == t.c_cc[VINTR]   ? SIGINT
+                  : c == t.c_cc[VQUIT] ? SIGQUIT
+                  : c == t.c_cc[VSUSP] ? SIGTSTP
+                                       : 0;
         if (sig && c != _POSIX_VDISABLE) {
             pid_t fg = 0;
             if (ioctl(s->in_fd, TIOCGPGRP, &fg) != 0 || fg <= 0) fg = s->pid;
@@ -321,7 +326,8 @@ struct exec_req {
 
 /* Parses a string at *p into a fresh NUL-terminated copy inside `arena`
  * (strings may not hold NUL: argv and env cannot). */
-static int take_string(const unsigned char** p, const unsigned char* end, char** arena, char** out) {
+static int take_string(const unsigned char** p, const unsigned char* end, char** arena,
+                       char** out) {
     if (end - *p < 4) return -1;
     uint32_t n = get32(*p);
     *p += 4;
@@ -371,8 +377,10 @@ static int exec_search(char* const* argv, char* const* env) {
                 snprintf(file + dlen, sizeof file - dlen, "/%s", argv[0]);
             }
             execve(file, argv, env);
-            if (errno == EACCES) saw_eacces = 1;
-            else if (errno != ENOENT && errno != ENOTDIR) return errno;
+            if (errno == EACCES)
+                saw_eacces = 1;
+            else if (errno != ENOENT && errno != ENOTDIR)
+                return errno;
         }
         path = *colon ? colon + 1 : colon;
     }
@@ -454,13 +462,15 @@ static void start_command(uint32_t id, const unsigned char* p, const unsigned ch
             i2 = err[1];
         }
         if (dup2(i0, 0) < 0 || dup2(i1, 1) < 0 || dup2(i2, 2) < 0) child_fail(rep[1], 'e', errno);
+        /* The directory is entered with init's rights, as runsc exec does:
+         * a template may give uid 1001 a cwd only root can open. */
+        if (r.cwd[0] && chdir(r.cwd) != 0) child_fail(rep[1], 'c', errno);
         if (setgroups(0, NULL) != 0 || setresgid(r.gid, r.gid, r.gid) != 0 ||
             setresuid(r.uid, r.uid, r.uid) != 0)
             child_fail(rep[1], 'e', errno);
         /* A non-root user gets no capabilities (setresuid dropped them) and
          * cannot regain any through setuid files, as with runsc exec. */
         if (r.uid != 0) prctl(PR_SET_NO_NEW_PRIVS, 1, 0, 0, 0);
-        if (r.cwd[0] && chdir(r.cwd) != 0) child_fail(rep[1], 'c', errno);
         child_fail(rep[1], 'e', exec_search(r.argv, r.env));
     }
 
@@ -492,7 +502,7 @@ static void start_command(uint32_t id, const unsigned char* p, const unsigned ch
     send_u32(SW_STARTED, id, (uint32_t)pid);
     return;
 
-sys: {
+sys : {
     int e = errno;
     int fds[] = {in[0], in[1], out[0], out[1], err[0], err[1], rep[0], rep[1], master};
     for (unsigned i = 0; i < sizeof fds / sizeof fds[0]; i++)
@@ -503,7 +513,7 @@ sys: {
     send_exit(&tmp, SW_NOT_STARTED, e, msg);
     return;
 }
-bad: {
+bad : {
     send_text(SW_ERROR, id, "malformed EXEC request");
     struct session tmp = {.id = id};
     send_exit(&tmp, SW_NOT_STARTED, EINVAL, "malformed EXEC request");
@@ -578,10 +588,13 @@ static void handle(uint8_t type, uint32_t id, const unsigned char* p, uint32_t l
             if (!s || len != 8) return;
             uint32_t sig = get32(p), scope = get32(p + 4);
             if (sig == 0 || sig >= 65 || !s->pid || s->reaped) return;
-            if (scope == SW_TO_TREE) kill_tree(s->pid, (int)sig);
+            if (scope == SW_TO_TREE)
+                kill_tree(s->pid, (int)sig);
             else if (scope == SW_TO_GROUP && kill(-s->pid, (int)sig) == 0) {
-            } else if (scope == SW_TO_GROUP) kill(s->pid, (int)sig); /* before its setsid() */
-            else kill(s->pid, (int)sig);
+            } else if (scope == SW_TO_GROUP)
+                kill(s->pid, (int)sig); /* before its setsid() */
+            else
+                kill(s->pid, (int)sig);
             return;
         }
         case SW_RESIZE: {
@@ -657,6 +670,9 @@ int agent_serve(const sigset_t* signals) {
         struct session* s = &sessions[i];
         s->in_fd = s->out_fd = s->err_fd = s->err_pipe = -1; /* not 0: that is the channel */
     }
+    /* A command that stops reading its stdin, or a host that goes away,
+     * must be an EPIPE here, never the end of PID 1. */
+    signal(SIGPIPE, SIG_IGN);
     fcntl(CHANNEL, F_SETFL, O_NONBLOCK);
     int sfd = signalfd(-1, signals, SFD_CLOEXEC | SFD_NONBLOCK);
     if (sfd < 0) return -1;
@@ -699,7 +715,8 @@ int agent_serve(const sigset_t* signals) {
                 pump(s, &s->err_fd, SW_STDERR);
                 maybe_finish(s);
                 if (!s->id) continue;
-                if (s->out_fd >= 0 || s->err_fd >= 0) timeout = timeout < 0 || timeout > 10 ? 10 : timeout;
+                if (s->out_fd >= 0 || s->err_fd >= 0)
+                    timeout = timeout < 0 || timeout > 10 ? 10 : timeout;
                 continue;
             }
             if (room && s->credit) {
@@ -736,9 +753,12 @@ int agent_serve(const sigset_t* signals) {
             } else {
                 struct session* s = owner[i];
                 if (!s->id) continue;
-                if (which[i] == 1) pump(s, &s->out_fd, SW_STDOUT);
-                else if (which[i] == 2) pump(s, &s->err_fd, SW_STDERR);
-                else write_stdin(s);
+                if (which[i] == 1)
+                    pump(s, &s->out_fd, SW_STDOUT);
+                else if (which[i] == 2)
+                    pump(s, &s->err_fd, SW_STDERR);
+                else
+                    write_stdin(s);
             }
         }
         if (out_len && connected) flush_out();

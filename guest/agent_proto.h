@@ -58,26 +58,26 @@ enum sw_agent_type {
 
     /* Between sandweave clients and the supervisor's relay only (never sent
      * to the agent). The payloads are JSON text. */
-    SW_LIST = 32,       /* client -> relay: {}; reply SW_LIST with {"processes":[...]} */
-    SW_ATTACH = 33,     /* client -> relay: {"handle":N,"follow":bool}; output, then
-                           SW_EXIT once the command ended (follow) or SW_LIST-less end */
-    SW_WAIT = 34,       /* client -> relay: {"handle":N}; SW_EXIT when it ends */
-    SW_KILL = 35,       /* client -> relay: {"handle":N,"signal":S}; reply SW_KILL {} */
-    SW_STATUS = 36,     /* client -> relay: {}; reply {"agent": "...", ...} */
-    SW_END_OF_LOG = 37  /* relay -> client: the kept output is replayed (no follow) */
+    SW_LIST = 32,      /* client -> relay: {}; reply SW_LIST with {"processes":[...]} */
+    SW_ATTACH = 33,    /* client -> relay: {"handle":N,"follow":bool}; output, then
+                          SW_EXIT once the command ended (follow) or SW_LIST-less end */
+    SW_WAIT = 34,      /* client -> relay: {"handle":N}; SW_EXIT when it ends */
+    SW_KILL = 35,      /* client -> relay: {"handle":N,"signal":S}; reply SW_KILL {} */
+    SW_STATUS = 36,    /* client -> relay: {}; reply {"agent": "...", ...} */
+    SW_END_OF_LOG = 37 /* relay -> client: the kept output is replayed (no follow) */
 };
 
 /* EXEC flags. */
-#define SW_EXEC_PTY 1u      /* a pty for stdin, stdout and stderr */
-#define SW_EXEC_STDIN 2u    /* stdin comes as SW_STDIN frames (else /dev/null) */
-#define SW_EXEC_DETACH 4u   /* relay: keep the output, survive the client */
+#define SW_EXEC_PTY 1u    /* a pty for stdin, stdout and stderr */
+#define SW_EXEC_STDIN 2u  /* stdin comes as SW_STDIN frames (else /dev/null) */
+#define SW_EXEC_DETACH 4u /* relay: keep the output, survive the client */
 
 enum sw_exit_kind {
-    SW_EXITED = 0,    /* code: the exit status */
-    SW_SIGNALED = 1,  /* code: the signal */
+    SW_EXITED = 0,      /* code: the exit status */
+    SW_SIGNALED = 1,    /* code: the signal */
     SW_NOT_STARTED = 2, /* code: errno of chdir/exec (message says which) */
-    SW_TIMED_OUT = 3, /* code: the signal that ended it after the timeout */
-    SW_LOST = 4       /* relay: the agent went away before the command ended */
+    SW_TIMED_OUT = 3,   /* code: the signal that ended it after the timeout */
+    SW_LOST = 4         /* relay: the agent went away before the command ended */
 };
 
 enum sw_signal_scope {

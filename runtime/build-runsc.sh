@@ -20,6 +20,7 @@ readonly PATCHES=(
   "$SCRIPT_DIR/hidepid.patch"
   "$SCRIPT_DIR/audit.patch"
   "$SCRIPT_DIR/compat.patch"
+  "$SCRIPT_DIR/audit-batch.patch"
   "$SCRIPT_DIR/pty.patch"
   "$SCRIPT_DIR/limits.patch"
 )

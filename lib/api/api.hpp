@@ -184,7 +184,7 @@ struct RunParams {
     std::optional<std::string> cwd;
     std::vector<std::string> env;
     std::optional<std::int64_t> timeout_ms;
-    bool stdin = false;  // the client streams stdin; else the command reads /dev/null
+    bool stdin = false;   // the client streams stdin; else the command reads /dev/null
     bool tty = false;     // a pty in the guest (needs the guest agent)
     bool detach = false;  // start it and answer with its handle at once
     // Instead of starting a command: the kept output of detached command

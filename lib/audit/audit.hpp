@@ -95,6 +95,12 @@ struct Status {
     std::uint64_t events = 0, last_sequence = 0, bytes = 0, dropped = 0;
     std::vector<std::string> reasons;
     std::string sandbox_id, runtime_version, sha256;
+    // The chain of the prefix's last line (lib/audit/chain.hpp): `audit verify`
+    // checks a copy's lines against it.
+    std::string chain;
+    // In JSON: "context_fields" once (the set most points share), "points" as
+    // {name: [optional fields]}, and "point_context_fields" {name: [...]} only
+    // for points whose context fields differ from the shared set.
     std::vector<TracePoint> points;
     std::optional<std::string> error;
 
@@ -112,6 +118,23 @@ struct Status {
 
 nlohmann::json to_json(const Status&);
 Status status_from_json(const nlohmann::json&);
+// The one line `audit export` and `audit status` print without --json:
+// "complete=true events=12 dropped=0 bytes=3456 sha256=..." (see status.cpp).
+std::string summary_line(const Status&);
+
+// `sandweave audit verify`: checks a copy of an exported log against its
+// sidecar (lib/audit/verify.cpp). `ok` false names the first discrepancy.
+struct VerifyResult {
+    bool ok = false;
+    std::string discrepancy;  // one line, e.g. "line 12: seq 14, expected 12"
+    std::uint64_t lines = 0, bytes = 0, events = 0, gap_lost = 0;
+    Status sidecar;
+};
+// Throws Error only when `log` cannot be read at all; everything else about
+// the copy or the sidecar is a discrepancy. `sidecar` defaults to
+// log + ".status.json".
+VerifyResult verify_log(const std::filesystem::path& log,
+                        const std::optional<std::filesystem::path>& sidecar = std::nullopt);
 
 // Flush barrier. `sentry_dropped` is the sentry's dropped count from
 // `runsc trace list` (nullopt when it could not be read: reason

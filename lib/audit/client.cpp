@@ -26,6 +26,7 @@
 #include <thread>
 
 #include "lib/audit/audit.hpp"
+#include "lib/audit/chain.hpp"
 #include "lib/audit/state.hpp"
 #include "lib/core/error.hpp"
 #include "lib/core/fd.hpp"
@@ -164,6 +165,11 @@ void extend_with_tail(const fs::path& dir, WriterState& s) {
     std::uint64_t pos = s.bytes;
     std::string chunk, carry;
     bool stop = false;
+    // Only lines that continue the chain belong to the stream.
+    Chain chain;
+    ChainValue cv{};
+    if (!chain_parse(s.chain, cv)) return;
+    chain.reset(cv);
     while (pos < end && !stop) {
         chunk.resize(std::min<std::uint64_t>(1 << 20, end - pos));
         ssize_t n = ::pread(fd, chunk.data(), chunk.size(), static_cast<off_t>(pos));
@@ -176,6 +182,13 @@ void extend_with_tail(const fs::path& dir, WriterState& s) {
             auto nl = carry.find('\n', start);
             if (nl == std::string::npos) break;
             std::string_view line(carry.data() + start, nl - start);
+            std::string_view body, hex;
+            ChainValue carried;
+            if (!split_chained_line(line, body, hex) || !chain_parse(hex, carried) ||
+                chain.next(body) != carried) {
+                stop = true;
+                break;
+            }
             nlohmann::json j;
             try {
                 j = nlohmann::json::parse(line);
@@ -209,6 +222,8 @@ void extend_with_tail(const fs::path& dir, WriterState& s) {
             }
             s.last_sequence += 1;
             s.bytes += line.size() + 1;
+            chain.reset(carried);
+            s.chain = std::string(hex);
             start = nl + 1;
         }
         carry.erase(0, start);
@@ -287,6 +302,7 @@ Status make_status(const fs::path& dir, const WriterState& s, bool running,
     st.complete = st.reasons.empty() && st.dropped == 0;
     st.sandbox_id = s.sandbox_id;
     st.runtime_version = s.runtime_version;
+    st.chain = s.chain;
     st.points = load_points(dir);
     st.writer_running = running;
     st.connected = s.connected;
@@ -357,16 +373,6 @@ nlohmann::json sentry_json(std::optional<std::uint64_t> v) {
     return v ? nlohmann::json(*v) : nlohmann::json(nullptr);
 }
 
-std::string sha256_hex(const unsigned char* md, unsigned len) {
-    static const char* hex = "0123456789abcdef";
-    std::string out;
-    for (unsigned i = 0; i < len; ++i) {
-        out.push_back(hex[md[i] >> 4]);
-        out.push_back(hex[md[i] & 15]);
-    }
-    return out;
-}
-
 // Copies [0, n) of src into a new file `tmp`, hashing the same bytes on a
 // second thread (the copy itself stays in the kernel: copy_file_range).
 std::string copy_prefix(const fs::path& src, const fs::path& tmp, std::uint64_t n) {
@@ -405,7 +411,7 @@ std::string copy_prefix(const fs::path& src, const fs::path& tmp, std::uint64_t 
         unsigned len = 0;
         EVP_DigestFinal_ex(ctx, md, &len);
         EVP_MD_CTX_free(ctx);
-        digest = sha256_hex(md, len);
+        digest = hex_bytes(md, len);
     });
     std::string copy_error;
     std::uint64_t done = 0;

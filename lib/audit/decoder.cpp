@@ -41,7 +41,8 @@ RecordFormatter::RecordFormatter() {
         if (t < kSyscallRaw) continue;
         // Syscall records: zero values that tell what happened are written.
         int schema = type_schema_[t];
-        mark_always(schema, "sysno");
+        Field& sysno = mark_always(schema, "sysno");
+        sysno.names_sysno = t == kSyscallRaw;
         for (const Field& f : schemas_[static_cast<std::size_t>(schema)].fields) {
             if (f.key != "\"exit\":" || f.kind != Kind::message) continue;
             mark_always(f.message, "result");
@@ -49,12 +50,12 @@ RecordFormatter::RecordFormatter() {
         }
         if (t == kSyscallRaw)
             for (const char* a : {"arg1", "arg2", "arg3", "arg4", "arg5", "arg6"})
-                mark_always(schema, a);
+                mark_always(schema, a).hex = true;
     }
     for (auto& o : occ_) o.reserve(64);
 }
 
-void RecordFormatter::mark_always(int schema, std::string_view field_name) {
+RecordFormatter::Field& RecordFormatter::mark_always(int schema, std::string_view field_name) {
     std::string key = "\"" + std::string(field_name) + "\":";
     for (Field& f : schemas_[static_cast<std::size_t>(schema)].fields) {
         if (f.key != key) continue;
@@ -62,7 +63,7 @@ void RecordFormatter::mark_always(int schema, std::string_view field_name) {
             f.kind == Kind::bytes)
             throw std::logic_error("audit schema: " + key + " is not a singular scalar");
         f.always = true;
-        return;
+        return f;
     }
     throw std::logic_error("audit schema lacks field " + key);
 }
@@ -177,6 +178,14 @@ bool RecordFormatter::parse(const Schema& s, std::string_view data, int depth) {
     return true;
 }
 
+void RecordFormatter::sysno_name(JsonOut& out, std::uint64_t sysno) {
+    auto n = syscall_name(sysno);
+    if (!n) return;
+    out.raw(",\"syscall\":\"");
+    out.raw(*n);  // names from libc's headers: [a-z0-9_], nothing to escape
+    out.ch('"');
+}
+
 bool RecordFormatter::emit(const Schema& s, std::string_view data, int depth, JsonOut& out,
                            bool& lossy, bool top_level) {
     // The top level was parsed by the caller (it needed sysno first).
@@ -193,13 +202,20 @@ bool RecordFormatter::emit(const Schema& s, std::string_view data, int depth, Js
                 out.i64(static_cast<std::int32_t>(o.value));
                 break;
             case Kind::i64:
-                out.i64(static_cast<std::int64_t>(o.value));
+                if (f.hex)
+                    out.hex64(o.value);
+                else
+                    out.exact_i64(static_cast<std::int64_t>(o.value));
                 break;
             case Kind::u32:
                 out.u64(static_cast<std::uint32_t>(o.value));
                 break;
             case Kind::u64:
-                out.u64(o.value);
+                if (f.hex)
+                    out.hex64(o.value);
+                else
+                    out.exact_u64(o.value);
+                if (f.names_sysno) sysno_name(out, o.value);
                 break;
             case Kind::boolean:
                 out.raw(o.value ? "true" : "false");
@@ -251,7 +267,8 @@ bool RecordFormatter::emit(const Schema& s, std::string_view data, int depth, Js
                 if (!f.always) continue;
                 sep();
                 out.raw(f.key);
-                out.raw(f.kind == Kind::boolean ? "false" : "0");
+                out.raw(f.kind == Kind::boolean ? "false" : f.hex ? "\"0x0\"" : "0");
+                if (f.names_sysno) sysno_name(out, 0);
                 continue;
             }
             sep();
@@ -379,6 +396,13 @@ RecordFormatter::Result RecordFormatter::payload(JsonOut& out, std::uint64_t seq
     r.lossy = lossy;
     r.container_start = type == kContainerStart;
     return r;
+}
+
+RecordFormatter::Result RecordFormatter::malformed(JsonOut& out, std::uint64_t seq,
+                                                   std::uint64_t dropped, int type,
+                                                   const char* error, std::string_view raw) {
+    raw_record(out, seq, dropped, "writer/malformed_message", type, error, raw);
+    return {Outcome::malformed, false, false};
 }
 
 std::string RecordFormatter::point_of(std::uint16_t type, std::string_view body) {

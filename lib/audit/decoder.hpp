@@ -11,9 +11,16 @@
 // carry `sysno` (read is 0 on x86-64), `exit` (when present) always carries
 // `result` and `errorno`, and raw `syscall/sysno/N` records always carry
 // `arg1`..`arg6`.
-// 64-bit integers are JSON numbers (exact in Python/Go; JS loses > 2^53).
+// Exactness (docs/design.md, "Audit record format"): a JSON number is used only
+// where every reader holds it exactly. 64-bit integer fields (int64/uint64)
+// are numbers when |v| <= 2^53 and decimal strings otherwise ("18446744073709551615");
+// the raw record's arg1..arg6 (pointers, masks) are always lowercase hex
+// strings ("0x7ffd1c2e0a10", "0x0"). Raw records name their syscall from the
+// host (x86-64) table next to the number: "sysno":262,"syscall":"newfstatat"
+// ("syscall" is absent when the number has no name).
 //
-// Record shapes (one line each, all with seq, point, dropped):
+// Record shapes (one line each, all with seq, point, dropped; the writer
+// appends "chain" to every line, see chain.hpp):
 //   {"seq":1,"point":"syscall/openat/exit","dropped":0,"context_data":{...},...}
 //   {"seq":2,"point":"writer/unknown_message","dropped":0,"type":40,"raw":"<base64>"}
 //   {"seq":3,"point":"writer/malformed_message","dropped":0,"type":7,"error":"...","raw":"..."}
@@ -50,6 +57,11 @@ class RecordFormatter {
     Result payload(JsonOut& out, std::uint64_t seq, std::uint64_t dropped, std::uint16_t type,
                    std::string_view payload);
 
+    // The record for bytes that are not a whole message (e.g. what is left of
+    // a batch after its last whole entry): writer/malformed_message, raw.
+    Result malformed(JsonOut& out, std::uint64_t seq, std::uint64_t dropped, int type,
+                     const char* error, std::string_view raw);
+
     // The point name the record for (type, payload) would carry; "" if unknown.
     std::string point_of(std::uint16_t type, std::string_view payload);
 
@@ -59,9 +71,11 @@ class RecordFormatter {
         std::uint32_t number;
         Kind kind;
         bool repeated;
-        int message;          // index into schemas_ for Kind::message
-        std::string key;      // "\"name\":"
-        bool always = false;  // scalar written as 0/false when absent
+        int message;               // index into schemas_ for Kind::message
+        std::string key;           // "\"name\":"
+        bool always = false;       // scalar written as 0/false when absent
+        bool hex = false;          // written as a "0x..." string (raw syscall args)
+        bool names_sysno = false;  // followed by "syscall":"<name>" (raw records)
     };
     struct Schema {
         std::vector<Field> fields;   // ascending field number
@@ -75,8 +89,9 @@ class RecordFormatter {
     static constexpr int kMaxDepth = 6;
 
     int build(const void* descriptor);  // google::protobuf::Descriptor*
-    void mark_always(int schema, std::string_view field_name);
+    Field& mark_always(int schema, std::string_view field_name);
     bool parse(const Schema&, std::string_view data, int depth);
+    static void sysno_name(JsonOut& out, std::uint64_t sysno);
     bool emit(const Schema&, std::string_view data, int depth, JsonOut& out, bool& lossy,
               bool top_level);
     const std::string& point_name(std::uint16_t type, std::uint64_t sysno, bool is_exit);

@@ -54,6 +54,35 @@ void JsonOut::i64(std::int64_t v) {
     buf_.append(tmp, static_cast<std::size_t>(r.ptr - tmp));
 }
 
+namespace {
+constexpr std::uint64_t kExactLimit = 1ull << 53;
+}
+
+void JsonOut::exact_u64(std::uint64_t v) {
+    if (v <= kExactLimit) return u64(v);
+    buf_.push_back('"');
+    u64(v);
+    buf_.push_back('"');
+}
+
+void JsonOut::exact_i64(std::int64_t v) {
+    if (v <= static_cast<std::int64_t>(kExactLimit) && v >= -static_cast<std::int64_t>(kExactLimit))
+        return i64(v);
+    buf_.push_back('"');
+    i64(v);
+    buf_.push_back('"');
+}
+
+void JsonOut::hex64(std::uint64_t v) {
+    char tmp[24];
+    tmp[0] = '"';
+    tmp[1] = '0';
+    tmp[2] = 'x';
+    auto r = std::to_chars(tmp + 3, tmp + sizeof tmp - 1, v, 16);
+    *r.ptr = '"';
+    buf_.append(tmp, static_cast<std::size_t>(r.ptr + 1 - tmp));
+}
+
 bool JsonOut::str(std::string_view s) {
     bool valid = true;
     buf_.push_back('"');

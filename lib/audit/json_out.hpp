@@ -21,6 +21,12 @@ class JsonOut {
     void ch(char c) { buf_.push_back(c); }
     void u64(std::uint64_t v);
     void i64(std::int64_t v);
+    // Numbers only where a double holds them exactly (|v| <= 2^53), else a
+    // quoted decimal string, so that jq and JavaScript never round a value.
+    void exact_u64(std::uint64_t v);
+    void exact_i64(std::int64_t v);
+    // A quoted lowercase hex string: "0x0", "0xffffffffffffffff".
+    void hex64(std::uint64_t v);
     // Appends a quoted, escaped JSON string. Returns false if the input was
     // not valid UTF-8 (the output then carries U+FFFD in place of bad bytes).
     bool str(std::string_view s);

@@ -20,6 +20,8 @@ namespace sandweave::audit {
 struct WriterState {
     // The durable prefix.
     std::uint64_t bytes = 0, events = 0, last_sequence = 0;
+    // The chain of the prefix's last line (lib/audit/chain.hpp); 32 zeros when empty.
+    std::string chain = std::string(32, '0');
     // What is missing or doubtful in it.
     std::uint64_t runtime_dropped = 0;  // sentry-side drops (headers / runsc trace list), unwrapped
     std::uint64_t queue_overflow = 0;   // dropped because the writer's queue was full

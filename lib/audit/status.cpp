@@ -1,5 +1,6 @@
 #include <sys/time.h>
 #include <ctime>
+#include <map>
 
 #include "lib/audit/audit.hpp"
 #include "lib/audit/state.hpp"
@@ -12,6 +13,7 @@ nlohmann::json state_to_json(const WriterState& s) {
         {"bytes", s.bytes},
         {"events", s.events},
         {"last_sequence", s.last_sequence},
+        {"chain", s.chain},
         {"dropped", s.dropped()},
         {"runtime_dropped", s.runtime_dropped},
         {"queue_overflow", s.queue_overflow},
@@ -61,6 +63,7 @@ WriterState state_from_json(const nlohmann::json& j) {
     u("bytes", s.bytes);
     u("events", s.events);
     u("last_sequence", s.last_sequence);
+    str("chain", s.chain);
     u("runtime_dropped", s.runtime_dropped);
     u("queue_overflow", s.queue_overflow);
     u("truncated", s.truncated);
@@ -147,12 +150,33 @@ std::uint64_t process_start_time(pid_t pid) {
     return std::strtoull(stat.c_str() + pos, nullptr, 10);
 }
 
+namespace {
+
+// The context field set most points share (the first of the most frequent).
+std::vector<std::string> shared_context_fields(const std::vector<TracePoint>& points) {
+    std::map<std::vector<std::string>, std::size_t> count;
+    const std::vector<std::string>* best = nullptr;
+    std::size_t best_n = 0;
+    for (const auto& p : points) {
+        std::size_t n = ++count[p.context_fields];
+        if (n > best_n) {
+            best_n = n;
+            best = &p.context_fields;
+        }
+    }
+    return best ? *best : std::vector<std::string>{};
+}
+
+}  // namespace
+
 nlohmann::json to_json(const Status& s) {
-    nlohmann::json points = nlohmann::json::array();
-    for (const auto& p : s.points)
-        points.push_back({{"name", p.name},
-                          {"optional_fields", p.optional_fields},
-                          {"context_fields", p.context_fields}});
+    const std::vector<std::string> shared = shared_context_fields(s.points);
+    nlohmann::json points = nlohmann::json::object();
+    nlohmann::json differing = nlohmann::json::object();
+    for (const auto& p : s.points) {
+        points[p.name] = p.optional_fields;
+        if (p.context_fields != shared) differing[p.name] = p.context_fields;
+    }
     nlohmann::json j = {
         {"complete", s.complete},
         {"events", s.events},
@@ -171,8 +195,11 @@ nlohmann::json to_json(const Status& s) {
         {"runtime_dropped_reported",
          s.runtime_dropped_reported ? nlohmann::json(*s.runtime_dropped_reported) : nullptr},
         {"counters", s.counters},
+        {"chain", s.chain},
+        {"context_fields", shared},
         {"points", points},
     };
+    if (!differing.empty()) j["point_context_fields"] = differing;
     if (s.error) j["error"] = *s.error;
     if (!s.exported_at.empty()) j["exported_at"] = s.exported_at;
     if (!s.path.empty()) j["path"] = s.path;
@@ -198,16 +225,37 @@ Status status_from_json(const nlohmann::json& j) {
     if (auto it = j.find("runtime_dropped_reported"); it != j.end() && it->is_number_unsigned())
         s.runtime_dropped_reported = it->get<std::uint64_t>();
     if (auto it = j.find("counters"); it != j.end()) s.counters = *it;
-    if (auto it = j.find("points"); it != j.end() && it->is_array())
-        for (const auto& p : *it)
-            s.points.push_back({p.value("name", ""),
-                                p.value("optional_fields", std::vector<std::string>{}),
-                                p.value("context_fields", std::vector<std::string>{})});
+    s.chain = j.value("chain", "");
+    const auto shared = j.value("context_fields", std::vector<std::string>{});
+    const auto differing = j.value("point_context_fields", nlohmann::json::object());
+    if (auto it = j.find("points"); it != j.end() && it->is_object())
+        for (const auto& [name, optional] : it->items()) {
+            TracePoint p{name, optional.get<std::vector<std::string>>(), shared};
+            if (auto d = differing.find(name); d != differing.end())
+                p.context_fields = d->get<std::vector<std::string>>();
+            s.points.push_back(std::move(p));
+        }
     if (auto it = j.find("error"); it != j.end() && it->is_string())
         s.error = it->get<std::string>();
     s.exported_at = j.value("exported_at", "");
     s.path = j.value("path", "");
     return s;
+}
+
+std::string summary_line(const Status& s) {
+    // key=value, no spaces inside values: easy to read and to cut/grep.
+    std::string line = std::string("complete=") + (s.complete ? "true" : "false") +
+                       " events=" + std::to_string(s.events) +
+                       " dropped=" + std::to_string(s.dropped) +
+                       " bytes=" + std::to_string(s.bytes);
+    if (!s.sha256.empty()) line += " sha256=" + s.sha256;
+    if (!s.reasons.empty()) {
+        line += " reasons=";
+        for (std::size_t i = 0; i < s.reasons.size(); ++i) line += (i ? "," : "") + s.reasons[i];
+    }
+    if (!s.barrier) line += std::string(" writer_running=") + (s.writer_running ? "true" : "false");
+    if (!s.path.empty()) line += " path=" + s.path;
+    return line;
 }
 
 }  // namespace sandweave::audit

@@ -1,5 +1,7 @@
 #include <sys/syscall.h>
 
+#include <vector>
+
 #include "lib/audit/wire.hpp"
 
 // Syscall names for the host ABI, from the libc headers (every name guarded so
@@ -1450,8 +1452,19 @@ const SyscallEntry kSyscalls[] = {
 }  // namespace
 
 std::optional<std::string_view> syscall_name(std::uint64_t sysno) {
-    // Linear is fine: called once per distinct (type, sysno) thanks to the
-    // decoder's point-name cache.
+    // Every raw record names its syscall: an array by number, built once.
+    static const std::vector<std::string_view> by_number = [] {
+        std::vector<std::string_view> v;
+        for (const auto& e : kSyscalls) {
+            if (e.number >= 4096) continue;  // none on x86-64; looked up below
+            if (v.size() <= e.number) v.resize(e.number + 1);
+            v[e.number] = e.name;
+        }
+        return v;
+    }();
+    if (sysno < by_number.size())
+        return by_number[sysno].empty() ? std::nullopt
+                                        : std::optional<std::string_view>(by_number[sysno]);
     for (const auto& e : kSyscalls)
         if (e.number == sysno) return e.name;
     return std::nullopt;

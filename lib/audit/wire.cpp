@@ -46,6 +46,45 @@ std::string frame_message(std::uint16_t type, std::string_view payload, std::uin
     return m;
 }
 
+bool next_batch_entry(std::string_view& rest, BatchEntry& entry) {
+    if (rest.size() < kBatchEntryHeader) return false;
+    auto b = [&](std::size_t i) {
+        return static_cast<std::uint32_t>(static_cast<unsigned char>(rest[i]));
+    };
+    const std::uint32_t size = b(0) | b(1) << 8 | b(2) << 16 | b(3) << 24;
+    if (b(6) != 0 || b(7) != 0) return false;
+    if (size > rest.size() - kBatchEntryHeader) return false;
+    entry.type = static_cast<std::uint16_t>(b(4) | b(5) << 8);
+    entry.payload = rest.substr(kBatchEntryHeader, size);
+    rest.remove_prefix(kBatchEntryHeader + size);
+    return true;
+}
+
+std::uint64_t message_event_count(std::string_view message) {
+    WireHeader h;
+    std::string_view rest;
+    if (parse_header(message, h, rest) != HeaderError::none || h.message_type != kBatchMessage)
+        return 1;
+    std::uint64_t n = 0;
+    BatchEntry e;
+    while (next_batch_entry(rest, e)) ++n;
+    return rest.empty() && n > 0 ? n : n + 1;
+}
+
+std::string frame_batch(const std::vector<std::pair<std::uint16_t, std::string>>& entries,
+                        std::uint32_t dropped) {
+    std::string payload;
+    for (const auto& [type, body] : entries) {
+        const auto size = static_cast<std::uint32_t>(body.size());
+        for (int k = 0; k < 4; ++k) payload.push_back(static_cast<char>((size >> (8 * k)) & 0xff));
+        payload.push_back(static_cast<char>(type & 0xff));
+        payload.push_back(static_cast<char>(type >> 8));
+        payload.append(2, '\0');
+        payload.append(body);
+    }
+    return frame_message(kBatchMessage, payload, dropped);
+}
+
 std::string encode_handshake(std::uint32_t version) {
     // Field 1, varint.
     std::string out(1, '\x08');

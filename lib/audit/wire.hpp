@@ -9,6 +9,8 @@
 #include <optional>
 #include <string>
 #include <string_view>
+#include <utility>
+#include <vector>
 
 namespace sandweave::audit {
 
@@ -53,6 +55,29 @@ enum MessageType : std::uint16_t {
     kSyscallFirstSchematized = 7,
     kSyscallLastKnown = 34,
 };
+
+// sandweave's own message type (runtime/audit-batch.patch): several points in
+// one message, each entry framed as uint32 payload size, uint16 message type,
+// uint16 zero (little-endian), then that point's payload. The header's
+// dropped_count applies as for any message; a batch the runtime could not
+// send counted every point in it as dropped.
+inline constexpr std::uint16_t kBatchMessage = 0x7f01;
+inline constexpr std::size_t kBatchEntryHeader = 8;
+struct BatchEntry {
+    std::uint16_t type = 0;
+    std::string_view payload;
+};
+// Takes the next whole entry off the front of `rest`. False at the end, or
+// when `rest` does not start with a whole entry: `rest` is then left as it is
+// (a non-empty `rest` after the loop is a malformed remainder).
+bool next_batch_entry(std::string_view& rest, BatchEntry& entry);
+// How many events a received message stands for: a batch's whole entries plus
+// one for a malformed remainder (at least 1), any other message 1. Used to
+// count what is lost when a message cannot be queued.
+std::uint64_t message_event_count(std::string_view message);
+// Frames entries the way the runtime's patched sink does (replay, tests).
+std::string frame_batch(const std::vector<std::pair<std::uint16_t, std::string>>& entries,
+                        std::uint32_t dropped = 0);
 
 // Descriptor info for a known type: the protobuf message (our schema) and
 // either a fixed point name (lifecycle) or the syscall family used when a

@@ -33,6 +33,7 @@
 #include <thread>
 
 #include "lib/audit/audit.hpp"
+#include "lib/audit/chain.hpp"
 #include "lib/audit/decoder.hpp"
 #include "lib/audit/queue.hpp"
 #include "lib/audit/state.hpp"
@@ -84,6 +85,13 @@ constexpr std::size_t kHoldMaxBatch = 64;
 // (load 9-12, dd bs=1 count=200000): 3 of 6 runs lost points at nice 0, none
 // at -10.
 constexpr int kReaderNice = -10;
+// Room the queue must have before the reader takes another round of messages
+// off the socket (kBatch of them; a batch of points from
+// runtime/audit-batch.patch is ~32 KiB). With less, the messages stay in the
+// socket, which then buffers too: a full socket makes the sentry drop and
+// count, as a full queue would have made us drop and count, but the two
+// buffers add up instead of the queue overflowing while the socket is full.
+constexpr std::size_t kReadRoom = 1u << 20;
 
 struct BarrierRequest {
     std::optional<std::uint64_t> sentry_dropped;
@@ -165,14 +173,19 @@ class Writer {
     void close_stream(const std::string& reason);
     bool drain(int max_rounds);
     std::size_t drained_ = 0;  // messages taken by the last drain()
+    bool queue_full_ = false;  // the last drain() stopped for want of queue room (kReadRoom)
     bool peer_closed();
-    void enqueue_event(std::uint16_t kind, std::uint64_t arg, std::string_view data);
+    // `events`: how many events the entry stands for (a batch: its points).
+    void enqueue_event(std::uint16_t kind, std::uint64_t arg, std::string_view data,
+                       std::uint64_t events = 1);
     void enqueue_meta(std::uint16_t kind, std::uint64_t arg, std::string_view data);
     bool handle_wake();
 
     // writer thread
     void writer_loop();
     void handle_entry(const ByteQueue::Entry& e);
+    void event_record(std::uint16_t type, std::string_view payload);
+    void count_outcome(const RecordFormatter::Result& r);
     bool append_line(std::size_t mark, bool is_event);
     void meta_line(const char* point, const std::string& extra_json_fields);
     void emit_gap(std::uint64_t lost, const char* source);
@@ -220,6 +233,9 @@ class Writer {
     // writer state (writer thread only)
     RecordFormatter fmt_;
     JsonOut out_;
+    // The chain after the last line formatted, flushed (committed) and fsynced.
+    Chain chain_;
+    ChainValue committed_chain_{}, synced_chain_{};
     std::uint64_t seq_ = 0, events_ = 0;
     std::uint64_t committed_bytes_ = 0, committed_seq_ = 0, committed_events_ = 0;
     std::uint64_t synced_bytes_ = 0, synced_seq_ = 0, synced_events_ = 0;
@@ -288,15 +304,16 @@ void Writer::setup() {
 
 // ---------------------------------------------------------------- reader ----
 
-void Writer::enqueue_event(std::uint16_t kind, std::uint64_t arg, std::string_view data) {
+void Writer::enqueue_event(std::uint16_t kind, std::uint64_t arg, std::string_view data,
+                           std::uint64_t events) {
     if (pending_overflow_ > 0) {
         if (!queue_.push(kGap, pending_overflow_, {})) {
-            ++pending_overflow_;
+            pending_overflow_ += events;
             return;
         }
         pending_overflow_ = 0;
     }
-    if (!queue_.push(kind, arg, data)) ++pending_overflow_;
+    if (!queue_.push(kind, arg, data)) pending_overflow_ += events;
 }
 
 void Writer::enqueue_meta(std::uint16_t kind, std::uint64_t arg, std::string_view data) {
@@ -317,8 +334,8 @@ void Writer::accept_connection() {
         if (conn_state_ == Conn::streaming && peer_closed()) {
             // The previous stream ended but we have not read its EOF yet (the
             // reader may be pausing, kCoalesceMs): finish it first.
-            while (conn_state_ == Conn::streaming && !drain(64)) {
-            }
+            while (conn_state_ == Conn::streaming && !drain(64))
+                if (queue_full_) std::this_thread::sleep_for(200us);
             if (conn_state_ == Conn::streaming) close_stream("closed by peer");
         }
         if (conn_state_ != Conn::none) {
@@ -392,7 +409,12 @@ bool Writer::drain(int max_rounds) {
         hdrs[i].msg_hdr.msg_iovlen = 1;
     }
     drained_ = 0;
+    queue_full_ = false;
     for (int round = 0; round < max_rounds; ++round) {
+        if (queue_.capacity() - queue_.used() < kReadRoom) {
+            queue_full_ = true;
+            return false;
+        }
         int n = ::recvmmsg(conn_fd_.get(), hdrs, kBatch, MSG_DONTWAIT | MSG_TRUNC, nullptr);
         if (n < 0) {
             if (errno == EINTR) continue;
@@ -414,7 +436,8 @@ bool Writer::drain(int max_rounds) {
                 enqueue_event(kTruncated, len,
                               std::string_view(data, std::min<std::size_t>(len, 8)));
             } else {
-                enqueue_event(kMsg, 0, std::string_view(data, len));
+                std::string_view m(data, len);
+                enqueue_event(kMsg, 0, m, message_event_count(m));
             }
         }
         if (n < kBatch) return true;
@@ -440,8 +463,10 @@ bool Writer::handle_wake() {
     // take it all (bounded, in case the guest keeps the socket full).
     auto deadline = Clock::now() + 2s;
     bool drained = conn_state_ != Conn::streaming;
-    while (!drained && Clock::now() < deadline)
+    while (!drained && Clock::now() < deadline) {
         drained = drain(64) || conn_state_ != Conn::streaming;
+        if (!drained && queue_full_) std::this_thread::sleep_for(200us);
+    }
     // Not drained in time: this barrier cannot vouch for what was sent before
     // it, and its status says so (barrier_timeout) instead of claiming it.
     std::string_view note = drained ? std::string_view() : std::string_view("drain_timeout");
@@ -476,7 +501,8 @@ void Writer::reader_loop() {
             if (conn_state_ == Conn::handshake)
                 do_handshake();
             else if (conn_state_ == Conn::streaming)
-                hold = drain(64) && conn_state_ == Conn::streaming && drained_ < kHoldMaxBatch;
+                hold = (drain(64) && conn_state_ == Conn::streaming && drained_ < kHoldMaxBatch) ||
+                       queue_full_;
         }
         if (p[1].revents & POLLIN) {
             if (handle_wake()) break;
@@ -494,13 +520,14 @@ void Writer::reader_loop() {
 bool Writer::append_line(std::size_t mark, bool is_event) {
     // The byte limit is checked per line: the log never exceeds max_bytes and
     // always ends on a whole line. Once reached, nothing more is written.
-    if (committed_bytes_ + out_.size() > opts_.max_bytes) {
+    if (committed_bytes_ + out_.size() + kChainTail > opts_.max_bytes) {
         out_.buf().resize(mark);
         byte_limit_ = true;
         stop_reason_ = StopReason::byte_limit;
         if (is_event) ++byte_limit_dropped_;
         return false;
     }
+    chain_.seal(out_.buf(), mark);
     ++seq_;
     if (is_event) ++events_;
     return true;
@@ -531,6 +558,27 @@ void Writer::emit_gap(std::uint64_t lost, const char* source) {
     append_line(mark, false);
 }
 
+void Writer::count_outcome(const RecordFormatter::Result& r) {
+    if (r.outcome == RecordFormatter::Outcome::malformed) ++malformed_;
+    if (r.outcome == RecordFormatter::Outcome::unknown_type) ++unknown_types_;
+    if (r.lossy) ++lossy_;
+    if (r.container_start) container_start_seen_ = true;
+}
+
+// One point of a batch; type kBatchMessage marks the malformed remainder.
+void Writer::event_record(std::uint16_t type, std::string_view payload) {
+    if (stop_reason_ != StopReason::none) {
+        count_unwritten_event();
+        return;
+    }
+    std::size_t mark = out_.size();
+    RecordFormatter::Result r =
+        type == kBatchMessage ? fmt_.malformed(out_, seq_ + 1, dropped_total(), type,
+                                               "batch remainder is not a whole entry", payload)
+                              : fmt_.payload(out_, seq_ + 1, dropped_total(), type, payload);
+    if (append_line(mark, true)) count_outcome(r);
+}
+
 void Writer::handle_entry(const ByteQueue::Entry& e) {
     dirty_ = true;
     switch (e.kind) {
@@ -543,6 +591,14 @@ void Writer::handle_entry(const ByteQueue::Entry& e) {
                 runtime_dropped_ = unwrap_advance(runtime_dropped_, h.dropped_count);
                 if (runtime_dropped_ > before) emit_gap(runtime_dropped_ - before, "runtime");
             }
+            if (he == HeaderError::none && h.message_type == kBatchMessage) {
+                // Several points (runtime/audit-batch.patch): one record each.
+                std::string_view rest = body;
+                BatchEntry be;
+                while (next_batch_entry(rest, be)) event_record(be.type, be.payload);
+                if (!rest.empty()) event_record(kBatchMessage, rest);
+                return;
+            }
             if (stop_reason_ != StopReason::none) {
                 count_unwritten_event();
                 return;
@@ -553,10 +609,7 @@ void Writer::handle_entry(const ByteQueue::Entry& e) {
                     ? fmt_.payload(out_, seq_ + 1, dropped_total(), h.message_type, body)
                     : fmt_.message(out_, seq_ + 1, dropped_total(), e.data);
             if (!append_line(mark, true)) return;
-            if (r.outcome == RecordFormatter::Outcome::malformed) ++malformed_;
-            if (r.outcome == RecordFormatter::Outcome::unknown_type) ++unknown_types_;
-            if (r.lossy) ++lossy_;
-            if (r.container_start) container_start_seen_ = true;
+            count_outcome(r);
             return;
         }
         case kGap:
@@ -653,6 +706,7 @@ void Writer::flush_output() {
         committed_bytes_ += off;
         committed_seq_ = seq_;
         committed_events_ = events_;
+        committed_chain_ = chain_.value();
         out_.clear();
         return;
     }
@@ -687,6 +741,16 @@ void Writer::flush_output() {
     committed_events_ += events_good;
     committed_bytes_ += good;
     disk_dropped_ += events_lost;
+    // The chain ends at the last whole line that made it.
+    if (good > 0) {
+        std::string_view kept = buf.substr(0, good - 1), body, hex;
+        auto nl = kept.rfind('\n');
+        std::string_view last_line = nl == std::string_view::npos ? kept : kept.substr(nl + 1);
+        ChainValue last;
+        if (split_chained_line(last_line, body, hex) && chain_parse(hex, last))
+            committed_chain_ = last;
+    }
+    chain_.reset(committed_chain_);
     if (off > good) (void)!::ftruncate(log_fd_.get(), static_cast<off_t>(committed_bytes_));
     seq_ = committed_seq_;
     events_ = committed_events_;
@@ -711,6 +775,7 @@ void Writer::sync_log() {
     synced_bytes_ = committed_bytes_;
     synced_seq_ = committed_seq_;
     synced_events_ = committed_events_;
+    synced_chain_ = committed_chain_;
 }
 
 WriterState Writer::snapshot() const {
@@ -718,6 +783,7 @@ WriterState Writer::snapshot() const {
     s.bytes = synced_bytes_;
     s.events = synced_events_;
     s.last_sequence = synced_seq_;
+    s.chain = chain_hex(synced_chain_);
     s.runtime_dropped = runtime_dropped_;
     s.queue_overflow = queue_overflow_;
     s.truncated = truncated_;

@@ -137,8 +137,7 @@ bool FrameReader::sync_to_hello(std::string_view nonce) {
     auto at = rest.find(nonce);
     // header(12) + protocol(4) precede the nonce in the agent's HELLO.
     while (at != std::string_view::npos) {
-        if (at >= SW_AGENT_HEADER + 4 &&
-            static_cast<std::uint8_t>(rest[at - 16 + 4]) == SW_HELLO) {
+        if (at >= SW_AGENT_HEADER + 4 && static_cast<std::uint8_t>(rest[at - 16 + 4]) == SW_HELLO) {
             pos_ += at - 16;
             return true;
         }

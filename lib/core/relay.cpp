@@ -8,16 +8,16 @@
 #include <sys/un.h>
 #include <sys/wait.h>
 
+#include <algorithm>
 #include <cerrno>
 #include <chrono>
 #include <cstring>
 #include <ctime>
-#include <algorithm>
 #include <deque>
-#include <optional>
 #include <fstream>
 #include <map>
 #include <nlohmann/json.hpp>
+#include <optional>
 #include <vector>
 
 #include "lib/core/agent_wire.hpp"
@@ -75,11 +75,16 @@ std::optional<int> status_of(const std::string& exit_payload) {
     try {
         auto e = agent::decode_exit(exit_payload);
         switch (e.kind) {
-            case SW_EXITED: return e.code;
-            case SW_SIGNALED: return 128 + e.code;
-            case SW_TIMED_OUT: return 124;
-            case SW_NOT_STARTED: return e.code == ENOENT ? 127 : 126;
-            default: return std::nullopt;
+            case SW_EXITED:
+                return e.code;
+            case SW_SIGNALED:
+                return 128 + e.code;
+            case SW_TIMED_OUT:
+                return 124;
+            case SW_NOT_STARTED:
+                return e.code == ENOENT ? 127 : 126;
+            default:
+                return std::nullopt;
         }
     } catch (const agent::ProtocolError&) {
         return std::nullopt;
@@ -175,7 +180,8 @@ void Relay::agent_down(const std::string& why) {
     agent::Exit lost{SW_LOST, 0, why};
     std::string payload = agent::encode_exit(lost);
     for (auto& p : pending_)
-        if (p.frame.type == SW_EXEC) client_send(p.client, agent::encode(SW_EXIT, p.frame.session, payload));
+        if (p.frame.type == SW_EXEC)
+            client_send(p.client, agent::encode(SW_EXIT, p.frame.session, payload));
     pending_.clear();
     std::vector<std::uint32_t> ids;
     for (auto& [id, s] : sessions_)
@@ -235,7 +241,9 @@ void Relay::on_agent_frame(agent::Frame f) {
             std::uint32_t id = s.id;
             for (int i = 0; i < 4; i++) handle[i] = static_cast<char>(id >> (8 * i));
             if (s.client >= 0) client_send(s.client, agent::encode(SW_STARTED, s.csid, p + handle));
-            if (s.starter) client_send(s.starter->client, agent::encode(SW_STARTED, s.starter->csid, p + handle));
+            if (s.starter)
+                client_send(s.starter->client,
+                            agent::encode(SW_STARTED, s.starter->csid, p + handle));
             s.starter.reset();
             return;
         }
@@ -295,7 +303,8 @@ void Relay::end_session(Session& s, const std::string& exit_payload) {
         client_send(w.client, agent::encode(SW_EXIT, w.csid, exit_payload));
     for (const auto& w : s.waiters)
         client_send(w.client, agent::encode(SW_EXIT, w.csid, exit_payload));
-    if (s.starter) client_send(s.starter->client, agent::encode(SW_EXIT, s.starter->csid, exit_payload));
+    if (s.starter)
+        client_send(s.starter->client, agent::encode(SW_EXIT, s.starter->csid, exit_payload));
     s.starter.reset();
     s.followers.clear();
     s.waiters.clear();
@@ -403,8 +412,8 @@ void Relay::on_client_readable(int fd) {
 void Relay::exec(Client& c, std::uint32_t csid, const std::string& payload) {
     int key = c.fd.get();
     if (agent_state_ == AgentState::down) {
-        client_send(key, agent::encode(SW_EXIT, csid,
-                                       agent::encode_exit({SW_LOST, 0, down_reason_})));
+        client_send(key,
+                    agent::encode(SW_EXIT, csid, agent::encode_exit({SW_LOST, 0, down_reason_})));
         return;
     }
     auto spec = agent::decode_exec(payload);
@@ -455,7 +464,8 @@ void Relay::on_client_frame(Client& c, agent::Frame f) {
     };
     switch (f.type) {
         case SW_EXEC:
-            if (f.session == 0 || c.sessions.count(f.session)) throw agent::ProtocolError("session");
+            if (f.session == 0 || c.sessions.count(f.session))
+                throw agent::ProtocolError("session");
             exec(c, f.session, f.payload);
             return;
         case SW_STDIN:
@@ -467,9 +477,12 @@ void Relay::on_client_frame(Client& c, agent::Frame f) {
         case SW_LIST: {
             json list = json::array();
             for (const auto& [id, s] : sessions_) {
-                json p{{"handle", id},          {"pid", s.pid},
-                       {"user", s.user},        {"command", s.command},
-                       {"detached", s.detached}, {"started_at", s.started_at},
+                json p{{"handle", id},
+                       {"pid", s.pid},
+                       {"user", s.user},
+                       {"command", s.command},
+                       {"detached", s.detached},
+                       {"started_at", s.started_at},
                        {"state", s.ended ? "exited" : "running"}};
                 auto st = s.ended ? status_of(s.exit_payload) : std::nullopt;
                 p["exit_code"] = st ? json(*st) : json(nullptr);
@@ -503,15 +516,14 @@ void Relay::on_client_frame(Client& c, agent::Frame f) {
                     return;
                 }
                 if (!s->ended && agent_state_ == AgentState::ready) {
-                    agent_send(agent::encode_signal(s->id, static_cast<std::uint32_t>(sig),
-                                                    SW_TO_TREE));
+                    agent_send(
+                        agent::encode_signal(s->id, static_cast<std::uint32_t>(sig), SW_TO_TREE));
                 }
                 reply_json(c, SW_KILL, f.session, {{"running", !s->ended}});
                 return;
             }
             if (f.type == SW_ATTACH) {
-                if (s->log_truncated)
-                    reply_json(c, SW_ATTACH, f.session, {{"truncated", true}});
+                if (s->log_truncated) reply_json(c, SW_ATTACH, f.session, {{"truncated", true}});
                 for (const auto& [type, data] : s->log)
                     client_send(key, agent::encode(type, f.session, data));
                 if (!s->ended && req.value("follow", false)) {
@@ -605,7 +617,8 @@ void Relay::run() {
             } else if (key == -3) {
                 if (ev & POLLOUT) {
                     ssize_t w = ::write(agent_.get(), agent_out_.data(), agent_out_.size());
-                    if (w > 0) agent_out_.erase(0, static_cast<std::size_t>(w));
+                    if (w > 0)
+                        agent_out_.erase(0, static_cast<std::size_t>(w));
                     else if (w < 0 && errno != EAGAIN && errno != EINTR)
                         agent_down("the guest agent's connection broke");
                 }
@@ -616,8 +629,10 @@ void Relay::run() {
                 if (ev & POLLOUT) {
                     auto& out = it->second.out;
                     ssize_t w = ::send(key, out.data(), out.size(), MSG_NOSIGNAL);
-                    if (w > 0) out.erase(0, static_cast<std::size_t>(w));
-                    else if (w < 0 && errno != EAGAIN && errno != EINTR) it->second.dead = true;
+                    if (w > 0)
+                        out.erase(0, static_cast<std::size_t>(w));
+                    else if (w < 0 && errno != EAGAIN && errno != EINTR)
+                        it->second.dead = true;
                 }
                 if (ev & (POLLIN | POLLHUP | POLLERR)) on_client_readable(key);
             }

@@ -167,8 +167,8 @@ int shim_main(const std::vector<std::string>& all_args) {
 
 LaunchResult LocalRunner::launch_detached(const Command& cmd,
                                           const std::filesystem::path& console_log) {
-    return launch_under_shim(cmd.argv, console_log,
-                             cmd.timeout.value_or(std::chrono::seconds(120)), cmd.agent_socket);
+    return launch_under_shim(cmd.argv, console_log, cmd.timeout.value_or(std::chrono::seconds(120)),
+                             cmd.agent_socket);
 }
 
 }  // namespace sandweave

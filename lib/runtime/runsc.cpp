@@ -11,8 +11,8 @@
 
 #include "lib/core/error.hpp"
 #include "lib/core/fd.hpp"
-#include "lib/runtime/bundle.hpp"
 #include "lib/core/fsutil.hpp"
+#include "lib/runtime/bundle.hpp"
 
 namespace sandweave {
 
@@ -146,8 +146,8 @@ void launch_or_throw(CommandRunner& runner, Command c, const fs::path& console_l
 
 }  // namespace
 
-void Runsc::run_detached(const std::string& id, const fs::path& bundle,
-                         const fs::path& console_log, const fs::path& agent_socket) {
+void Runsc::run_detached(const std::string& id, const fs::path& bundle, const fs::path& console_log,
+                         const fs::path& agent_socket) {
     Command c;
     c.agent_socket = agent_socket;
     c.argv = argv({"run", "--detach", "--bundle", bundle.string(), id});

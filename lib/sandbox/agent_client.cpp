@@ -72,7 +72,8 @@ void deliver(const OutputSink& sink, std::string_view data) {
 AgentClient::AgentClient(Fd fd, std::string sandbox)
     : fd_(std::move(fd)), sandbox_(std::move(sandbox)) {}
 
-AgentClient::AgentClient(const fs::path& socket, std::string sandbox) : sandbox_(std::move(sandbox)) {
+AgentClient::AgentClient(const fs::path& socket, std::string sandbox)
+    : sandbox_(std::move(sandbox)) {
     fd_ = connect_unix(socket);
     if (!fd_)
         throw Error(ErrorCode::general, "cannot reach the guest agent of sandbox " + sandbox_ +
@@ -102,8 +103,8 @@ agent::Frame AgentClient::receive(std::optional<Clock::time_point> deadline) {
         }
         int timeout = -1;
         if (deadline) {
-            auto left = std::chrono::duration_cast<std::chrono::milliseconds>(*deadline -
-                                                                              Clock::now());
+            auto left =
+                std::chrono::duration_cast<std::chrono::milliseconds>(*deadline - Clock::now());
             if (left.count() <= 0) lost("no answer in time");
             timeout = static_cast<int>(left.count());
         }
@@ -155,8 +156,8 @@ RunOutcome AgentClient::outcome(const agent::Frame& f, const std::string& argv0,
                               ": working directory: " + e.message.substr(7);
             } else {
                 out.status = 125;
-                out.message = "cannot start " + argv0 + " in sandbox " + sandbox_ + ": " +
-                              e.message;
+                out.message =
+                    "cannot start " + argv0 + " in sandbox " + sandbox_ + ": " + e.message;
             }
             break;
         default:
@@ -172,7 +173,8 @@ RunOutcome AgentClient::run(const agent::ExecSpec& spec_in, const AttachOptions&
     if (io.stdin_fd >= 0) spec.flags |= SW_EXEC_STDIN;
     if (tty_in) {
         winsize ws{};
-        if (::ioctl(io.stdin_fd, TIOCGWINSZ, &ws) == 0) spec.rows = ws.ws_row, spec.cols = ws.ws_col;
+        if (::ioctl(io.stdin_fd, TIOCGWINSZ, &ws) == 0)
+            spec.rows = ws.ws_row, spec.cols = ws.ws_col;
     }
     if (io.timeout) spec.timeout_ms = static_cast<std::uint32_t>(io.timeout->count());
     std::uint32_t sid = next_session_++;
@@ -241,8 +243,8 @@ RunOutcome AgentClient::run(const agent::ExecSpec& spec_in, const AttachOptions&
 
         auto now = Clock::now();
         if (!started && now > start_deadline)
-            lost("did not start the command within " +
-                 std::to_string(agent_start_timeout.count()) + " s");
+            lost("did not start the command within " + std::to_string(agent_start_timeout.count()) +
+                 " s");
         if (exit_deadline && now > *exit_deadline) {
             send(agent::encode_signal(sid, SIGKILL, SW_TO_TREE));
             lost("did not report the command's end after its timeout");
@@ -283,7 +285,8 @@ RunOutcome AgentClient::run(const agent::ExecSpec& spec_in, const AttachOptions&
                 send(agent::encode(SW_STDIN, sid));  // EOF
             } else {
                 stdin_window -= static_cast<std::uint32_t>(r);
-                send(agent::encode(SW_STDIN, sid, std::string_view(buf, static_cast<std::size_t>(r))));
+                send(agent::encode(SW_STDIN, sid,
+                                   std::string_view(buf, static_cast<std::size_t>(r))));
             }
         }
         if (own_at >= 0 && p[own_at].revents) {
@@ -335,7 +338,8 @@ json AgentClient::request(std::uint8_t type, const json& req) {
     send(agent::encode(type, sid, req.dump()));
     agent::Frame f = receive(Clock::now() + agent_start_timeout);
     if (f.session != sid) lost("answer for another request");
-    if (f.type == SW_ERROR) throw Error(ErrorCode::not_found, f.payload + " in sandbox " + sandbox_);
+    if (f.type == SW_ERROR)
+        throw Error(ErrorCode::not_found, f.payload + " in sandbox " + sandbox_);
     if (f.type != type) lost("unexpected frame type " + std::to_string(f.type));
     try {
         return json::parse(f.payload);
@@ -344,8 +348,12 @@ json AgentClient::request(std::uint8_t type, const json& req) {
     }
 }
 
-json AgentClient::list() { return request(SW_LIST, json::object()); }
-json AgentClient::status() { return request(SW_STATUS, json::object()); }
+json AgentClient::list() {
+    return request(SW_LIST, json::object());
+}
+json AgentClient::status() {
+    return request(SW_STATUS, json::object());
+}
 
 bool AgentClient::kill(std::uint32_t handle, int sig) {
     return request(SW_KILL, {{"handle", handle}, {"signal", sig}}).value("running", false);
@@ -384,7 +392,8 @@ RunOutcome AgentClient::wait(std::uint32_t handle) {
     send(agent::encode(SW_WAIT, sid, json{{"handle", handle}}.dump()));
     agent::Frame f = receive(std::nullopt);
     if (f.session != sid) lost("answer for another request");
-    if (f.type == SW_ERROR) throw Error(ErrorCode::not_found, f.payload + " in sandbox " + sandbox_);
+    if (f.type == SW_ERROR)
+        throw Error(ErrorCode::not_found, f.payload + " in sandbox " + sandbox_);
     if (f.type != SW_EXIT) lost("unexpected frame type " + std::to_string(f.type));
     return outcome(f, "", std::nullopt);
 }

@@ -4,6 +4,7 @@ from __future__ import annotations
 
 import asyncio
 import io
+import json
 import os
 import stat
 import time
@@ -233,6 +234,11 @@ def test_audit_log_sync_and_async(state_dir: str, tmp_path: Path, monkeypatch: p
         assert log.stat().st_size == report["bytes"]
         assert stat.S_IMODE(log.stat().st_mode) == 0o600 and stat.S_IMODE(sidecar.stat().st_mode) == 0o600
         assert '"process_name":"ls"' in log.read_text()  # the command's own syscalls
+        # The compact coverage: context fields once, each point with its optional fields.
+        assert isinstance(report["context_fields"], list) and report["context_fields"]
+        assert isinstance(report["points"], dict) and "container/start" in report["points"]
+        assert all(isinstance(v, list) for v in report["points"].values())
+        assert len(report["chain"]) == 32 and report["chain"] == json.loads(sidecar.read_text())["chain"]
         live = env.audit_status()
         assert live["complete"] is False
 

@@ -26,10 +26,18 @@ extern "C" int LLVMFuzzerTestOneInput(const std::uint8_t* data, std::size_t size
             if (!f) break;
             try {
                 switch (f->type) {
-                    case SW_HELLO: (void)decode_hello(f->payload); break;
-                    case SW_EXEC: (void)decode_exec(f->payload); break;
-                    case SW_EXIT: (void)decode_exit(f->payload); break;
-                    default: (void)decode_u32(f->payload); break;
+                    case SW_HELLO:
+                        (void)decode_hello(f->payload);
+                        break;
+                    case SW_EXEC:
+                        (void)decode_exec(f->payload);
+                        break;
+                    case SW_EXIT:
+                        (void)decode_exit(f->payload);
+                        break;
+                    default:
+                        (void)decode_u32(f->payload);
+                        break;
                 }
             } catch (const ProtocolError&) {
             }

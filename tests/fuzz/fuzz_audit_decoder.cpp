@@ -1,7 +1,11 @@
 // libFuzzer target: one sentry message (header included) through the record
-// formatter. Properties: never crashes, always exactly one line, always valid
-// JSON with seq/point/dropped. Seeds: tests/data/audit/corpus (recorded from a
-// real runsc session by `sandweave-audit-replay --record`).
+// formatter, the way the writer takes it: a batch (type 0x7f01,
+// runtime/audit-batch.patch) entry by entry plus its malformed remainder, any
+// other message whole. Properties: never crashes, exactly one line per record,
+// always valid JSON with seq/point/dropped, and a batch's records are as many
+// as message_event_count says. Seeds: tests/data/audit/corpus (recorded from a
+// real runsc session by `sandweave-audit-replay --record`; batch-*.bin built
+// from those by frame_batch).
 
 #include <cstddef>
 #include <cstdint>
@@ -16,14 +20,39 @@
 extern "C" int LLVMFuzzerTestOneInput(const std::uint8_t* data, std::size_t size) {
     static sandweave::audit::RecordFormatter fmt;
     static sandweave::audit::JsonOut out;
-    out.clear();
     std::string_view msg(reinterpret_cast<const char*>(data), size);
-    fmt.message(out, 1, 0, msg);
-    const std::string& line = out.buf();
-    if (line.empty() || line.back() != '\n' || line.find('\n') != line.size() - 1) std::abort();
-    auto j = nlohmann::json::parse(line, nullptr, /*allow_exceptions=*/false);
-    if (j.is_discarded() || !j.contains("seq") || !j.contains("point") || !j.contains("dropped"))
-        std::abort();
+    auto one_record = [&] {
+        const std::string& line = out.buf();
+        if (line.empty() || line.back() != '\n' || line.find('\n') != line.size() - 1) std::abort();
+        auto j = nlohmann::json::parse(line, nullptr, /*allow_exceptions=*/false);
+        if (j.is_discarded() || !j.contains("seq") || !j.contains("point") ||
+            !j.contains("dropped"))
+            std::abort();
+        out.clear();
+    };
+    namespace a = sandweave::audit;
+    a::WireHeader h;
+    std::string_view body;
+    out.clear();
+    if (a::parse_header(msg, h, body) == a::HeaderError::none &&
+        h.message_type == a::kBatchMessage) {
+        std::uint64_t records = 0;
+        a::BatchEntry e;
+        while (a::next_batch_entry(body, e)) {
+            fmt.payload(out, 1, 0, e.type, e.payload);
+            one_record();
+            ++records;
+        }
+        if (!body.empty()) {
+            fmt.malformed(out, 1, 0, a::kBatchMessage, "remainder", body);
+            one_record();
+            ++records;
+        }
+        if (records != a::message_event_count(msg) && !(records == 0 && body.empty())) std::abort();
+    } else {
+        fmt.message(out, 1, 0, msg);
+        one_record();
+    }
     // The handshake parser sees raw bytes too.
     (void)sandweave::audit::decode_handshake(msg);
     return 0;

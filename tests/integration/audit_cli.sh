@@ -66,12 +66,16 @@ rc=$?
 assert_true "guest commands ran as 1001 (exit 0)" test $rc = 0
 assert_true "guest output has id and passwd" grep -q 'uid=1001' "$T/run1.out"
 E=$T/out/episode.jsonl
-"$SW" audit export "$ID" "$E" >"$T/export1.json" 2>"$T/export1.err"
+"$SW" audit export "$ID" "$E" >"$T/export1.out" 2>"$T/export1.err"
 rc=$?
 assert_true "audit export exits 0" test $rc = 0
-assert_true "audit export prints the status: complete true, no reasons, dropped 0" \
-    jq -e '.complete == true and .reasons == [] and .dropped == 0' "$T/export1.json"
-assert_true "printed status == the sidecar" test "$(jq -S 'del(.path)' "$T/export1.json")" = "$(jq -S 'del(.path)' "$E.status.json")"
+assert_true "audit export prints one line: complete=true events=N dropped=0 bytes=N sha256=H path=P" \
+    grep -Eqx "complete=true events=[1-9][0-9]* dropped=0 bytes=$(stat -c %s "$E") sha256=$(sha256sum "$E" | cut -d' ' -f1) path=$E" "$T/export1.out"
+assert_true "... and nothing else" test "$(wc -l <"$T/export1.out")" = 1
+assert_true "the line's events == the sidecar's" grep -q " events=$(side "$E" .events) " "$T/export1.out"
+assert_true "exported sidecar: complete true, no reasons, dropped 0" \
+    jq -e '.complete == true and .reasons == [] and .dropped == 0' "$E.status.json"
+assert_true "the export verifies (audit verify exit 0)" "$SW" audit verify "$E"
 assert_true "export and sidecar are 0600" test "$(mode "$E")$(mode "$E.status.json")" = 600600
 assert_true "sidecar: sha256, bytes, last_sequence, events match the file" sidecar_matches_file "$E"
 assert_true "seq strictly increasing from 1, no gaps" seq_contiguous "$E"
@@ -79,11 +83,13 @@ assert_true "every record has seq, point, dropped" jq -se 'all(has("seq") and ha
 assert_true "sidecar: sandbox_id == id" test "$(side "$E" .sandbox_id)" = "$ID"
 assert_true "sidecar: runtime_version == the sandbox's runtime" \
     test "$(side "$E" .runtime_version)" = "$("$SW" inspect "$ID" 2>/dev/null | jq -r '.runtime_version // .record.runtime_version')"
-assert_true "sidecar: lists trace points with optional and context fields" \
-    jq -e '(.points | length) > 10 and all(.points[]; has("name") and has("optional_fields") and has("context_fields"))' "$E.status.json"
+assert_true "sidecar: context fields listed once, then each point with its optional fields" \
+    jq -e '(.context_fields | length) > 3 and (.points | length) > 10 and all(.points[]; type == "array")' "$E.status.json"
 assert_true "sidecar: lifecycle points and openat (with fd_path) listed" \
-    jq -e '[.points[].name] as $n | all("container/start", "sentry/clone", "sentry/execve", "sentry/exit_notify_parent", "sentry/task_exit"; . as $p | $n | index($p) != null) and
-        any(.points[]; .name == "syscall/openat/exit" and (.optional_fields | index("fd_path")) != null)' "$E.status.json"
+    jq -e '.points as $p | all("container/start", "sentry/clone", "sentry/execve", "sentry/exit_notify_parent", "sentry/task_exit"; $p[.] != null) and
+        ($p["syscall/openat/exit"] | index("fd_path")) != null' "$E.status.json"
+assert_true "sidecar: compact (under 40 KiB, under 1000 lines)" \
+    test "$(stat -c %s "$E.status.json")" -lt 40960 -a "$(wc -l <"$E.status.json")" -lt 1000
 assert_true "container/start recorded" jq -se 'any(.point == "container/start" and .id == "'"$ID"'")' "$E"
 assert_true "execve of id with argv and uid 1001" \
     jq -se 'any(.point == "sentry/execve" and .argv[0] == "/usr/bin/id" and .context_data.credentials.effective_uid == 1001)' "$E"
@@ -99,6 +105,10 @@ assert_true "sentry/task_exit and sentry/exit_notify_parent records" \
 assert_true "raw syscall/sysno/N/exit records with sysno == N" \
     jq -se '[.[] | select(.point | test("^syscall/sysno/[0-9]+/exit$"))] | length > 0 and
         all(.point == "syscall/sysno/\(.sysno)/exit")' "$E"
+assert_true "raw records name their syscall next to the number (x86-64 table)" \
+    jq -se 'any(.point | startswith("syscall/sysno/")) and all(.[] | select(.point | startswith("syscall/sysno/")); (.syscall | type) == "string")' "$E"
+assert_true "raw arguments are exact hex strings" \
+    jq -se '[.[] | select(.point | startswith("syscall/sysno/")) | .arg1, .arg2, .arg3, .arg4, .arg5, .arg6] | all(test("^0x[0-9a-f]+$"))' "$E"
 assert_true "raw records carry only arg1..arg6 as arguments, some all six" \
     jq -se '[.[] | select(.point | startswith("syscall/sysno/")) | [keys[] | select(startswith("arg"))]] |
         all(. - ["arg1","arg2","arg3","arg4","arg5","arg6"] == []) and any(length == 6)' "$E"
@@ -178,7 +188,7 @@ assert_true "--audit with --no-audit is a usage error (exit 2)" test $? = 2
 IID=$("$SW" create --template '{"extends": "base", "runtime_options": {"audit": true, "audit_max_bytes": 8589934592}}' 2>"$T/inline.err")
 assert_true "inline JSON template (seed form) creates an audited sandbox" test -n "$IID" -a -d "$S/sandboxes/$IID/audit"
 if [ -n "$IID" ]; then
-    "$SW" audit status "$IID" >"$T/inline-status.json" 2>/dev/null
+    "$SW" --json audit status "$IID" >"$T/inline-status.json" 2>/dev/null
     assert_true "inline template: status max_bytes 8589934592" test "$(jq -r .max_bytes "$T/inline-status.json")" = 8589934592
     "$SW" audit export "$IID" "$T/out/inline.jsonl" >/dev/null 2>&1
     assert_true "inline template: export complete with max_bytes 8589934592" \
@@ -187,7 +197,10 @@ if [ -n "$IID" ]; then
 fi
 
 # ---------------------------------------------------------------- 7. audit status (live)
-"$SW" audit status "$ID" >"$T/status.json" 2>"$T/status.err"
+"$SW" audit status "$ID" >"$T/status.line" 2>"$T/status.err"
+assert_true "audit status prints one line: complete=false events=N dropped=0 bytes=N writer_running=true" \
+    grep -Eqx "complete=false events=[1-9][0-9]* dropped=0 bytes=[0-9]+ writer_running=true" "$T/status.line"
+"$SW" --json audit status "$ID" >"$T/status.json" 2>"$T/status.err"
 rc=$?
 assert_true "audit status exits 0 with live figures (events > 0)" test $rc = 0 -a "$(jq -r '.events > 0' "$T/status.json")" = true
 assert_true "audit status never claims complete" test "$(jq -r .complete "$T/status.json")" = false
@@ -233,7 +246,7 @@ assert_true "export after terminate includes the earlier exports as prefix" cmp 
 assert_true "export after terminate includes the last command and its exit" \
     jq -se '([.[] | select(.point == "syscall/openat/exit" and .pathname == "/etc/group" and .context_data.process_name == "cat") | .context_data.thread_group_id] | last) as $t |
         $t != null and any(.point == "sentry/task_exit" and .context_data.thread_group_id == $t) and any(.point == "sentry/exit_notify_parent" and .context_data.thread_group_id == $t)' "$F"
-"$SW" audit status "$ID" >"$T/status-term.json" 2>/dev/null
+"$SW" --json audit status "$ID" >"$T/status-term.json" 2>/dev/null
 assert_true "audit status after terminate never claims complete" test "$(jq -r .complete "$T/status-term.json")" = false
 assert_true "audit status after terminate: finished, no barrier, no invented reason" \
     jq -e '.finished == true and .barrier == false and (.reasons | index("runtime_unavailable") == null)' "$T/status-term.json"

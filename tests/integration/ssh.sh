@@ -401,9 +401,10 @@ export_check() {  # LABEL DIR FILE (DIR holds what the client wrote)
     assert_eq "$label: sidecar has via: $RHOST" "$RHOST" "$(side "$f" .via)"
     assert_true "$label: PATH is the worker's log, byte for byte (its prefix)" \
         cmp -s "$f" <(head -c "$(stat -c %s "$f")" "$AD/audit.jsonl")
+    assert_true "$label: the client's copy verifies against its sidecar (audit verify)" "$SW" audit verify "$f"
 }
 if ((NS_OK)); then
-    capture in_client_ns "$CDIR" "$T/seen1" "${RSW[@]}" audit export "$AID" e.jsonl
+    capture in_client_ns "$CDIR" "$T/seen1" "${RSW[@]}" --json audit export "$AID" e.jsonl
     assert_eq "audit export over ssh: exit 0" 0 "$LAST_RC"
     export_check "audit export (client in its own mount namespace)" "$T/seen1" e.jsonl
     assert_eq "audit export: the worker wrote nothing where the client looks (host side of DIR is empty)" \

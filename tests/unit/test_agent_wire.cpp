@@ -84,8 +84,7 @@ TEST_SUITE("agent wire") {
 
     TEST_CASE("HELLO: the reply is found after leftovers of an earlier connection") {
         std::string nonce = "0123456789abcdef";
-        std::string hello =
-            encode(SW_HELLO, 0, u32(SW_AGENT_PROTOCOL) + nonce + u32(4) + "init");
+        std::string hello = encode(SW_HELLO, 0, u32(SW_AGENT_PROTOCOL) + nonce + u32(4) + "init");
         FrameReader r;
         r.feed("\x07half a frame of before" + hello + encode_u32(SW_STARTED, 1, 5));
         REQUIRE(r.sync_to_hello(nonce));

@@ -19,6 +19,7 @@
 
 #include "fixtures.hpp"
 #include "lib/audit/audit.hpp"
+#include "lib/audit/chain.hpp"
 #include "lib/audit/state.hpp"
 #include "lib/audit/wire.hpp"
 #include "lib/core/error.hpp"
@@ -53,7 +54,9 @@ struct RunningWriter {
         o.ready_fd = p[1];
         fs::create_directories(dir);
         ::chmod(dir.c_str(), 0700);
-        std::ofstream(dir / "points.json") << "[{\"name\":\"container/start\"}]";
+        std::ofstream(dir / "points.json")
+            << "[{\"name\":\"container/start\",\"context_fields\":[\"time\"]},"
+               "{\"name\":\"syscall/openat/exit\",\"optional_fields\":[\"fd_path\"]}]";
         thread = std::thread([this, o] { rc = writer_main(o); });
         char buf[128] = {};
         ssize_t n = ::read(p[0], buf, sizeof buf - 1);
@@ -193,7 +196,13 @@ TEST_CASE("audit writer: stream, barrier, export, finish") {
           "runtime_version", "sha256", "points", "exported_at", "path"})
         CHECK_MESSAGE(sj.contains(k), k);
     CHECK(sj["complete"] == true);
-    CHECK(sj["points"][0]["name"] == "container/start");
+    CHECK(sj["points"].contains("container/start"));
+    CHECK(sj["points"]["syscall/openat/exit"] == nlohmann::json{"fd_path"});
+    // Context fields are listed once; a point with others lists its own.
+    CHECK(sj["context_fields"] == nlohmann::json{"time"});
+    CHECK(sj["point_context_fields"] ==
+          nlohmann::json{{"syscall/openat/exit", nlohmann::json::array()}});
+    CHECK(status_from_json(sj).points == ex.points);
 
     // Events after the barrier are not in that export, but are in the next.
     send_msg(fd, open_msg("/etc/shadow"));
@@ -260,6 +269,46 @@ TEST_CASE("audit writer: runtime drops become gap records and make it incomplete
     CHECK(gaps == std::vector<std::uint64_t>{5, 2});
     CHECK(recs.back()["point"] == "gap");
     CHECK(recs.back()["dropped"] == 7);
+    ::close(fd);
+}
+
+std::string payload_of(const std::string& framed) {
+    return framed.substr(kHeaderMinSize);
+}
+
+TEST_CASE("audit writer: batched messages become one record per point, losses stay exact") {
+    TempDir t("audit", short_tmp);
+    fs::path dir = t.path / "w";
+    RunningWriter wr(dir);
+    int fd = sentry(dir);
+    send_msg(fd, frame_batch({{1, payload_of(start_msg())},
+                              {7, payload_of(open_msg("/a"))},
+                              {7, payload_of(open_msg("/b"))}}));
+    // A batch of 3 the runtime could not send: the next batch's header says so.
+    send_msg(fd, frame_batch({{7, payload_of(open_msg("/f"))}}, 3));
+    // A batch whose tail is not a whole entry: kept raw, counted as malformed.
+    send_msg(fd, frame_batch({{7, payload_of(open_msg("/g"))}}) + std::string("\x09\0\0\0\x07", 5));
+    Status st = barrier(dir, 3, std::chrono::seconds(10));
+    auto recs = lines(log_path(dir));
+    std::vector<std::string> seen;
+    for (auto& r : recs)
+        if (r["point"] == "syscall/openat/exit") seen.push_back(r["pathname"]);
+    CHECK(seen == std::vector<std::string>{"/a", "/b", "/f", "/g"});
+    CHECK(st.events == 6);  // start, 4 opens, the malformed remainder
+    CHECK(st.dropped == 3);
+    CHECK(st.counters["malformed"] == 1);
+    std::uint64_t lost = 0;
+    for (auto& r : recs)
+        if (r["point"] == "gap") lost += r["lost"].get<std::uint64_t>();
+    CHECK(lost == 3);
+    CHECK(message_event_count(frame_batch({{7, "a"}, {7, "b"}})) == 2);
+    CHECK(message_event_count(frame_batch({{7, "a"}}) + "xx") == 2);
+    CHECK(message_event_count(open_msg("/x")) == 1);
+    // The export of batched records verifies like any other.
+    fs::path dest = t.path / "batched.jsonl";
+    export_log(dir, dest, 3);
+    VerifyResult v = verify_log(dest);
+    CHECK_MESSAGE(v.ok, v.discrepancy);
     ::close(fd);
 }
 
@@ -382,12 +431,23 @@ TEST_CASE("audit offline: a dead writer's log is exported with writer_died") {
     fs::path dir = t.path / "w";
     fs::create_directories(dir);
     // A state persisted at seq 2, then two more whole lines and a torn one.
-    std::string l1 = "{\"seq\":1,\"point\":\"writer/stream_open\",\"dropped\":0}\n";
-    std::string l2 = "{\"seq\":2,\"point\":\"container/start\",\"dropped\":0}\n";
-    std::string l3 = "{\"seq\":3,\"point\":\"syscall/openat/exit\",\"dropped\":0}\n";
-    std::string l4 = "{\"seq\":4,\"point\":\"syscall/read/exit\",\"dropped\":0}\n";
-    std::ofstream(log_path(dir)) << l1 << l2 << l3 << l4 << "{\"seq\":5,\"po";
+    // Lines as the writer writes them: each sealed with its chain.
+    Chain chain;
+    auto sealed = [&](std::string line) {
+        chain.seal(line, 0);
+        return line;
+    };
+    std::string l1 = sealed("{\"seq\":1,\"point\":\"writer/stream_open\",\"dropped\":0}\n");
+    std::string l2 = sealed("{\"seq\":2,\"point\":\"container/start\",\"dropped\":0}\n");
+    const std::string chain_at_2 = chain_hex(chain.value());
+    std::string l3 = sealed("{\"seq\":3,\"point\":\"syscall/openat/exit\",\"dropped\":0}\n");
+    std::string l4 = sealed("{\"seq\":4,\"point\":\"syscall/read/exit\",\"dropped\":0}\n");
+    // A fifth whole line that does not continue the chain is not part of it.
+    std::string l5 = "{\"seq\":5,\"point\":\"syscall/read/exit\",\"dropped\":0,\"chain\":\"" +
+                     std::string(32, '0') + "\"}\n";
+    std::ofstream(log_path(dir)) << l1 << l2 << l3 << l4 << l5 << "{\"seq\":6,\"po";
     WriterState s;
+    s.chain = chain_at_2;
     s.bytes = l1.size() + l2.size();
     s.events = 1;
     s.last_sequence = 2;
@@ -405,6 +465,7 @@ TEST_CASE("audit offline: a dead writer's log is exported with writer_died") {
     CHECK(st.events == 3);
     CHECK(st.last_sequence == 4);
     CHECK(st.bytes == l1.size() + l2.size() + l3.size() + l4.size());
+    CHECK(st.chain == chain_hex(chain.value()));
     CHECK_FALSE(st.writer_running);
 
     fs::path dest = t.path / "dead.jsonl";

@@ -3,7 +3,7 @@
 // fast as the socket takes them, to measure the writer and to build big logs.
 //
 //   sandweave-audit-replay --socket S --corpus DIR [--count N] [--dropped-base K]
-//   sandweave-audit-replay --socket S --trace FILE [--count N]
+//   sandweave-audit-replay --socket S --trace FILE [--count N] [--batch B]
 //   sandweave-audit-replay --record S --trace FILE [--corpus DIR]
 //
 // --record plays the monitor instead: listens at S (point runsc's remote sink
@@ -15,7 +15,10 @@
 // a trace FILE holds records as {u32 little-endian length, message bytes}.
 // Messages are sent round-robin until N were sent (default: each once). Like
 // the sentry it never waits for the writer: with --no-block it counts EAGAIN
-// as drops and puts the cumulative count into later headers.
+// as drops and puts the cumulative count into later headers. --batch B sends B
+// points per message the way runtime/audit-batch.patch does (type 0x7f01);
+// N still counts points. --rate R paces the sending to R points per second
+// (a guest's rate; default: as fast as the socket takes them).
 
 #include <fcntl.h>
 #include <poll.h>
@@ -30,6 +33,7 @@
 #include <filesystem>
 #include <map>
 #include <string>
+#include <thread>
 #include <vector>
 
 #include "lib/audit/wire.hpp"
@@ -101,6 +105,8 @@ int main(int argc, char** argv) {
     std::string socket_path, corpus, trace, record_path;
     std::uint64_t count = 0;
     bool no_block = false;
+    std::size_t batch = 1;
+    double rate = 0;
     for (int i = 1; i < argc; ++i) {
         std::string a = argv[i];
         auto next = [&] { return i + 1 < argc ? std::string(argv[++i]) : std::string(); };
@@ -112,6 +118,10 @@ int main(int argc, char** argv) {
             trace = next();
         else if (a == "--count")
             count = std::stoull(next());
+        else if (a == "--rate")
+            rate = std::stod(next());
+        else if (a == "--batch")
+            batch = std::max<std::size_t>(1, std::stoull(next()));
         else if (a == "--no-block")
             no_block = true;
         else if (a == "--record")
@@ -157,6 +167,27 @@ int main(int argc, char** argv) {
         return 2;
     }
     if (count == 0) count = msgs.size();
+    // Points per message: 1, or the batches built from the messages in order.
+    std::vector<std::uint64_t> points(msgs.size(), 1);
+    if (batch > 1) {
+        std::vector<std::string> batches;
+        points.clear();
+        for (std::size_t i = 0; i < msgs.size(); i += batch) {
+            std::vector<std::pair<std::uint16_t, std::string>> entries;
+            for (std::size_t k = i; k < std::min(msgs.size(), i + batch); ++k) {
+                sandweave::audit::WireHeader h;
+                std::string_view body;
+                if (sandweave::audit::parse_header(msgs[k], h, body) !=
+                    sandweave::audit::HeaderError::none)
+                    continue;
+                entries.emplace_back(h.message_type, std::string(body));
+            }
+            if (entries.empty()) continue;
+            points.push_back(entries.size());
+            batches.push_back(sandweave::audit::frame_batch(entries));
+        }
+        msgs = std::move(batches);
+    }
 
     int fd = ::socket(AF_UNIX, SOCK_SEQPACKET | SOCK_CLOEXEC, 0);
     sockaddr_un addr{};
@@ -179,17 +210,22 @@ int main(int argc, char** argv) {
     std::uint32_t dropped = 0;
     std::uint64_t sent = 0;
     auto start = std::chrono::steady_clock::now();
-    for (std::uint64_t i = 0; i < count; ++i) {
+    for (std::uint64_t i = 0, done = 0; done < count; ++i) {
         std::string& m = msgs[i % msgs.size()];
+        if (rate > 0)
+            std::this_thread::sleep_until(
+                start + std::chrono::duration_cast<std::chrono::steady_clock::duration>(
+                            std::chrono::duration<double>(static_cast<double>(done) / rate)));
+        done += points[i % msgs.size()];
         std::memcpy(m.data() + 4, &dropped, 4);  // the header's cumulative dropped count
         for (;;) {
             ssize_t n = ::send(fd, m.data(), m.size(), no_block ? MSG_DONTWAIT : 0);
             if (n >= 0) {
-                ++sent;
+                sent += points[i % msgs.size()];
                 break;
             }
             if (no_block && (errno == EAGAIN || errno == EWOULDBLOCK)) {
-                ++dropped;
+                dropped += static_cast<std::uint32_t>(points[i % msgs.size()]);
                 break;
             }
             if (errno == EINTR) continue;

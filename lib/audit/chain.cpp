@@ -1,0 +1,94 @@
+#include "lib/audit/chain.hpp"
+
+#include <cstring>
+#include <stdexcept>
+
+namespace sandweave::audit {
+
+namespace {
+constexpr char kHex[] = "0123456789abcdef";
+}
+
+std::string hex_bytes(const unsigned char* p, std::size_t n) {
+    std::string out(2 * n, '0');
+    for (std::size_t i = 0; i < n; ++i) {
+        out[2 * i] = kHex[p[i] >> 4];
+        out[2 * i + 1] = kHex[p[i] & 15];
+    }
+    return out;
+}
+
+std::string chain_hex(const ChainValue& v) {
+    return hex_bytes(v.data(), v.size());
+}
+
+bool chain_parse(std::string_view hex, ChainValue& v) {
+    if (hex.size() != 2 * kChainBytes) return false;
+    auto nibble = [](char c) -> int {
+        if (c >= '0' && c <= '9') return c - '0';
+        if (c >= 'a' && c <= 'f') return c - 'a' + 10;
+        return -1;
+    };
+    for (std::size_t i = 0; i < kChainBytes; ++i) {
+        int hi = nibble(hex[2 * i]), lo = nibble(hex[2 * i + 1]);
+        if (hi < 0 || lo < 0) return false;
+        v[i] = static_cast<unsigned char>(hi << 4 | lo);
+    }
+    return true;
+}
+
+std::string chain_seed_hex() {
+    return chain_hex(ChainValue{});
+}
+
+Chain::Chain() : md_(EVP_MD_fetch(nullptr, "SHA256", nullptr)), ctx_(EVP_MD_CTX_new()) {
+    if (md_ == nullptr || ctx_ == nullptr) throw std::runtime_error("OpenSSL has no SHA-256");
+}
+
+Chain::~Chain() {
+    EVP_MD_CTX_free(ctx_);
+    EVP_MD_free(md_);
+}
+
+ChainValue Chain::next(std::string_view body) const {
+    unsigned char md[EVP_MAX_MD_SIZE];
+    unsigned len = 0;
+    if (EVP_DigestInit_ex(ctx_, md_, nullptr) != 1 ||
+        EVP_DigestUpdate(ctx_, value_.data(), value_.size()) != 1 ||
+        EVP_DigestUpdate(ctx_, body.data(), body.size()) != 1 ||
+        EVP_DigestFinal_ex(ctx_, md, &len) != 1 || len < kChainBytes)
+        throw std::runtime_error("SHA-256 failed");
+    ChainValue v;
+    std::memcpy(v.data(), md, kChainBytes);
+    return v;
+}
+
+void Chain::seal(std::string& buf, std::size_t mark) {
+    // buf[mark..] is "{...}\n": the body is everything before the final "}\n".
+    buf.resize(buf.size() - 2);
+    value_ = next(std::string_view(buf).substr(mark));
+    const std::size_t at = buf.size();
+    buf.resize(at + kChainTail + 1);
+    char* p = buf.data() + at;
+    std::memcpy(p, kChainKey.data(), kChainKey.size());
+    p += kChainKey.size();
+    for (unsigned char c : value_) {
+        *p++ = kHex[c >> 4];
+        *p++ = kHex[c & 15];
+    }
+    *p++ = '"';
+    *p++ = '}';
+    *p = '\n';
+}
+
+bool split_chained_line(std::string_view line, std::string_view& body, std::string_view& hex) {
+    if (line.size() < kChainTail + 1) return false;
+    const std::size_t at = line.size() - kChainTail;
+    if (line.substr(at, kChainKey.size()) != kChainKey) return false;
+    if (line.substr(line.size() - 2) != "\"}") return false;
+    body = line.substr(0, at);
+    hex = line.substr(at + kChainKey.size(), 2 * kChainBytes);
+    return true;
+}
+
+}  // namespace sandweave::audit

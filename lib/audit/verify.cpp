@@ -1,0 +1,219 @@
+// `sandweave audit verify`: a copy of an exported log against its sidecar,
+// offline (docs/design.md, "Checking a copy"). One pass over the lines checks,
+// in this order for each line: it is whole, it carries a chain that follows
+// from the previous line's and its own bytes, it starts the way the writer
+// writes records ({"seq":N,"point":"P","dropped":D), seq is the next one, D is
+// the loss recorded so far, and an event's point is listed in the sidecar.
+// Then the totals: last_sequence, chain, bytes, sha256, events, dropped. The
+// sha256 of the whole file is computed on a second thread meanwhile.
+
+#include <fcntl.h>
+#include <sys/mman.h>
+#include <sys/stat.h>
+#include <unistd.h>
+
+#include <openssl/evp.h>
+
+#include <algorithm>
+#include <charconv>
+#include <thread>
+#include <unordered_set>
+
+#include "lib/audit/audit.hpp"
+#include "lib/audit/chain.hpp"
+#include "lib/core/error.hpp"
+#include "lib/core/fd.hpp"
+#include "lib/core/fsutil.hpp"
+
+namespace sandweave::audit {
+
+namespace {
+
+// Reads an unsigned decimal at s[pos..], advancing pos; false if none.
+bool take_u64(std::string_view s, std::size_t& pos, std::uint64_t& v) {
+    auto r = std::from_chars(s.data() + pos, s.data() + s.size(), v);
+    if (r.ec != std::errc() || r.ptr == s.data() + pos) return false;
+    pos = static_cast<std::size_t>(r.ptr - s.data());
+    return true;
+}
+
+bool take(std::string_view s, std::size_t& pos, std::string_view lit) {
+    if (s.substr(pos, lit.size()) != lit) return false;
+    pos += lit.size();
+    return true;
+}
+
+struct Head {
+    std::uint64_t seq = 0, dropped = 0, lost = 0;
+    std::string_view point;
+};
+
+// {"seq":N,"point":"P","dropped":D[,"lost":L for gap records]
+bool parse_head(std::string_view line, Head& h) {
+    std::size_t pos = 0;
+    if (!take(line, pos, "{\"seq\":") || !take_u64(line, pos, h.seq) ||
+        !take(line, pos, ",\"point\":\""))
+        return false;
+    auto q = line.find('"', pos);
+    if (q == std::string_view::npos) return false;
+    h.point = line.substr(pos, q - pos);
+    pos = q + 1;
+    if (!take(line, pos, ",\"dropped\":") || !take_u64(line, pos, h.dropped)) return false;
+    if (h.point == "gap" && (!take(line, pos, ",\"lost\":") || !take_u64(line, pos, h.lost)))
+        return false;
+    return true;
+}
+
+// Reasons under which the log stopped before every loss could get a gap
+// record: then the gaps may add up to less than `dropped`, never more.
+bool losses_after_log_end(const Status& s) {
+    for (const char* r : {"byte_limit", "disk_failure", "writer_died", "writer_unresponsive"})
+        if (std::find(s.reasons.begin(), s.reasons.end(), r) != s.reasons.end()) return true;
+    return false;
+}
+
+std::string u(std::uint64_t v) {
+    return std::to_string(v);
+}
+
+}  // namespace
+
+VerifyResult verify_log(const fs::path& log, const std::optional<fs::path>& sidecar_path) {
+    VerifyResult r;
+    const fs::path side = sidecar_path ? *sidecar_path : fs::path(log.string() + ".status.json");
+    auto fail = [&](std::string what) {
+        r.ok = false;
+        r.discrepancy = std::move(what);
+        return r;
+    };
+
+    // The copy first: one that cannot be read at all is an error, not a verdict.
+    Fd fd(::open(log.c_str(), O_RDONLY | O_CLOEXEC));
+    if (!fd) throw_errno("open " + log.string());
+    struct stat sb;
+    if (::fstat(fd.get(), &sb) != 0) throw_errno("stat " + log.string());
+    if (!S_ISREG(sb.st_mode)) throw Error(ErrorCode::usage, log.string() + " is not a file");
+    // The sidecar: present, JSON, describing a successful export.
+    std::string side_text;
+    try {
+        side_text = read_file(side, 64u << 20);
+    } catch (const Error& e) {
+        return fail("no usable sidecar: " + std::string(e.what()));
+    }
+    try {
+        r.sidecar = status_from_json(nlohmann::json::parse(side_text));
+    } catch (const std::exception& e) {
+        return fail("sidecar " + side.string() + " is not a status document: " + e.what());
+    }
+    const Status& st = r.sidecar;
+    if (st.error) return fail("the sidecar records a failed export: " + *st.error);
+    if (st.sha256.size() != 64) return fail("the sidecar carries no sha256");
+    ChainValue want_chain;
+    if (!chain_parse(st.chain, want_chain))
+        return fail("the sidecar carries no chain (exported by a writer without chained records)");
+    std::unordered_set<std::string> points;
+    for (const auto& p : st.points) points.insert(p.name);
+
+    const std::size_t size = static_cast<std::size_t>(sb.st_size);
+    r.bytes = size;
+    const char* data = nullptr;
+    if (size > 0) {
+        void* m = ::mmap(nullptr, size, PROT_READ, MAP_PRIVATE, fd.get(), 0);
+        if (m == MAP_FAILED) throw_errno("mmap " + log.string());
+        data = static_cast<const char*>(m);
+        ::madvise(m, size, MADV_SEQUENTIAL);
+    }
+    struct Unmap {
+        const char* p;
+        std::size_t n;
+        ~Unmap() {
+            if (p) ::munmap(const_cast<char*>(p), n);
+        }
+    } unmap{data, size};
+    const std::string_view all(data ? data : "", size);
+
+    std::string sha;
+    std::thread hasher([&] {
+        EVP_MD_CTX* ctx = EVP_MD_CTX_new();
+        unsigned char md[EVP_MAX_MD_SIZE];
+        unsigned len = 0;
+        if (ctx && EVP_DigestInit_ex(ctx, EVP_sha256(), nullptr) == 1 &&
+            EVP_DigestUpdate(ctx, all.data(), all.size()) == 1 &&
+            EVP_DigestFinal_ex(ctx, md, &len) == 1)
+            sha = hex_bytes(md, len);
+        EVP_MD_CTX_free(ctx);
+    });
+    struct Join {
+        std::thread& t;
+        ~Join() {
+            if (t.joinable()) t.join();
+        }
+    } join{hasher};
+
+    Chain chain;
+    std::uint64_t recorded_loss = 0, truncated = 0;
+    std::size_t pos = 0;
+    std::string_view last_point;
+    while (pos < all.size()) {
+        const std::uint64_t n = r.lines + 1;
+        auto at = [n] { return "line " + u(n) + ": "; };
+        auto nl = all.find('\n', pos);
+        if (nl == std::string_view::npos)
+            return fail(at() + "not terminated by a newline (the copy is cut off)");
+        std::string_view line = all.substr(pos, nl - pos), body, hex;
+        ChainValue carried;
+        if (!split_chained_line(line, body, hex) || !chain_parse(hex, carried))
+            return fail(at() + "carries no chain field (not a record of the writer, or edited)");
+        if (chain.next(body) != carried)
+            return fail(at() +
+                        "its chain does not follow from the previous line and its bytes "
+                        "(a line was edited, removed or reordered here)");
+        chain.reset(carried);
+        Head h;
+        if (!parse_head(line, h)) return fail(at() + "does not start like an audit record");
+        if (h.seq != n)
+            return fail(at() + "seq " + u(h.seq) + ", expected " + u(n) +
+                        " (a line is missing or out of order)");
+        if (n > st.last_sequence)
+            return fail(at() + "beyond the sidecar's last_sequence " + u(st.last_sequence));
+        if (h.point == "gap") {
+            recorded_loss += h.lost;
+        } else if (h.point == "writer/truncated_message") {
+            ++truncated;
+            ++recorded_loss;
+        } else if (h.point.substr(0, 7) != "writer/") {
+            if (h.point != last_point && !points.contains(std::string(h.point)))
+                return fail(at() + "point " + std::string(h.point) +
+                            " is not among the sidecar's points");
+            last_point = h.point;
+            ++r.events;
+        } else if (h.point == "writer/unknown_message" || h.point == "writer/malformed_message") {
+            ++r.events;
+        }
+        if (h.dropped != recorded_loss)
+            return fail(at() + "dropped " + u(h.dropped) +
+                        ", but the gap records so far add up to " + u(recorded_loss));
+        r.lines = n;
+        pos = nl + 1;
+    }
+    r.gap_lost = recorded_loss - truncated;
+    if (r.lines != st.last_sequence)
+        return fail("the copy ends at line " + u(r.lines) + ", the sidecar's last_sequence is " +
+                    u(st.last_sequence) + " (lines were cut off)");
+    if (chain.value() != want_chain)
+        return fail("the last line's chain " + chain_hex(chain.value()) + " is not the sidecar's " +
+                    st.chain);
+    if (r.bytes != st.bytes)
+        return fail("the copy has " + u(r.bytes) + " bytes, the sidecar says " + u(st.bytes));
+    hasher.join();
+    if (sha != st.sha256) return fail("sha256 " + sha + " is not the sidecar's " + st.sha256);
+    if (r.events != st.events)
+        return fail("the copy has " + u(r.events) + " events, the sidecar says " + u(st.events));
+    if (recorded_loss > st.dropped || (recorded_loss < st.dropped && !losses_after_log_end(st)))
+        return fail("the gap records add up to " + u(recorded_loss) +
+                    " lost, the sidecar's dropped is " + u(st.dropped));
+    r.ok = true;
+    return r;
+}
+
+}  // namespace sandweave::audit
