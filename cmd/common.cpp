@@ -152,6 +152,9 @@ void add_create_flags(CLI::App& sub, CreateFlags& f, bool with_user) {
     sub.add_option("--from-snapshot", f.from_snapshot,
                    "Start from a snapshot (fs or memory; see sandweave-snapshot(1))")
         ->type_name("SNAPSHOT");
+    sub.add_option("--ttl", f.ttl, "Terminate the sandbox this long after it starts (e.g. 30m)");
+    sub.add_option("--idle-timeout", f.idle_timeout,
+                   "Terminate the sandbox after this long without a command or API call");
 }
 
 void check_user_flag(const std::string& flag, const std::string& value) {
@@ -188,6 +191,16 @@ api::CreateParams to_create_params(const CreateFlags& f, const CLI::App& sub) {
         p.labels[l.substr(0, eq)] = l.substr(eq + 1);
     }
     if (!f.name.empty()) p.name = f.name;
+    auto duration = [](const char* flag, const std::string& text) -> std::optional<std::int64_t> {
+        if (text.empty()) return std::nullopt;
+        auto d = parse_duration(text);
+        if (!d)
+            throw Error(ErrorCode::usage, std::string(flag) + " '" + text +
+                                              "': expected a duration (e.g. 90s, 10m, 1h30m)");
+        return d->count();
+    };
+    p.ttl_ms = duration("--ttl", f.ttl);
+    p.idle_timeout_ms = duration("--idle-timeout", f.idle_timeout);
     return p;
 }
 

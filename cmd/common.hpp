@@ -97,6 +97,8 @@ struct CreateFlags {
     std::string user;
     std::vector<std::string> labels;
     std::string from_snapshot;
+    std::string ttl;
+    std::string idle_timeout;
 };
 void add_create_flags(CLI::App& sub, CreateFlags& f, bool with_user = true);
 // `sub` tells which flags were given explicitly (a default template is not).

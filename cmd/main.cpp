@@ -331,6 +331,23 @@ int main(int argc, char** argv) {
             return 1;
         }
     }
+    if (argc >= 2 && std::strcmp(argv[1], sandweave::lifetime_verb) == 0) {
+        // __lifetime --state-dir DIR ID (lib/sandbox/lifetime.hpp)
+        std::vector<std::string> a(argv + 2, argv + argc);
+        if (a.size() != 3 || a[0] != "--state-dir") return 2;
+        sandweave::cli::GlobalOptions g;
+        sandweave::cli::init_logging_early(g);
+        try {
+            sandweave::LocalRunner runner;
+            sandweave::LocalHost host;
+            sandweave::StateStore store(a[1]);
+            sandweave::Context ctx{store, runner, host, std::nullopt};
+            return sandweave::lifetime_watch_main(ctx, a[2]);
+        } catch (const std::exception& e) {
+            std::fprintf(stderr, "sandweave lifetime watcher: %s\n", e.what());
+            return 1;
+        }
+    }
     if (argc >= 2 && std::strcmp(argv[1], "__audit-writer") == 0) {
         sandweave::cli::GlobalOptions quiet_defaults;
         sandweave::cli::init_logging_early(quiet_defaults);

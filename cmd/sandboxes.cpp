@@ -1,4 +1,5 @@
 // ls, inspect, terminate, rm, prune.
+#include <algorithm>
 #include <cstdio>
 
 #include "cmd/common.hpp"
@@ -13,6 +14,22 @@ std::string labels_text(const std::map<std::string, std::string>& labels) {
     return s.empty() ? "-" : s;
 }
 
+// "4m12s", "1h03m", "busy" (idle clock stopped, no ttl), "-" (no lifetime).
+std::string left_text(const SandboxView& v) {
+    if (!v.left) return "-";
+    auto soonest = v.left->soonest();
+    if (!soonest) return v.left->busy ? "busy" : "-";
+    long long s = std::max<long long>(0, (soonest->count() + 999) / 1000);
+    char buf[32];
+    if (s >= 3600)
+        std::snprintf(buf, sizeof buf, "%lldh%02lldm", s / 3600, s / 60 % 60);
+    else if (s >= 60)
+        std::snprintf(buf, sizeof buf, "%lldm%02llds", s / 60, s % 60);
+    else
+        std::snprintf(buf, sizeof buf, "%llds", s);
+    return buf;
+}
+
 // What the sandbox's limits did: "oom-kills=1,alloc-failures=3", or "-".
 std::string limit_events_text(const std::optional<LimitUsage>& u) {
     std::string s;
@@ -24,16 +41,16 @@ std::string limit_events_text(const std::optional<LimitUsage>& u) {
 }
 
 void print_table(const std::vector<SandboxView>& views) {
-    std::printf("%-16s %-16s %-10s %-9s %-21s %-16s %s\n", "ID", "NAME", "TEMPLATE", "STATE",
-                "CREATED", "LABELS", "LIMIT-EVENTS");
+    std::printf("%-16s %-16s %-10s %-9s %-21s %-8s %-16s %s\n", "ID", "NAME", "TEMPLATE", "STATE",
+                "CREATED", "LEFT", "LABELS", "LIMIT-EVENTS");
     for (const auto& v : views) {
         const auto& r = v.record;
         std::string tmpl = r.spec.template_name.size() > 10
                                ? r.spec.template_name.substr(0, 9) + "~"
                                : r.spec.template_name;
-        std::printf("%-16s %-16s %-10s %-9s %-21s %-16s %s\n", r.id.c_str(),
+        std::printf("%-16s %-16s %-10s %-9s %-21s %-8s %-16s %s\n", r.id.c_str(),
                     r.name.empty() ? "-" : r.name.c_str(), tmpl.c_str(), to_string(v.live).c_str(),
-                    r.created_at.c_str(), labels_text(r.spec.labels).c_str(),
+                    r.created_at.c_str(), left_text(v).c_str(), labels_text(r.spec.labels).c_str(),
                     limit_events_text(v.limits).c_str());
     }
 }

@@ -167,10 +167,15 @@ struct CreateParams {
     // Set by a client that resolved a template file itself and sends the
     // result inline: where it came from, shown as the template's name.
     std::optional<std::string> template_source;
+    // Lifetime (lib/sandbox/lifetime.hpp), overriding the template's.
+    std::optional<std::int64_t> ttl_ms;
+    std::optional<std::int64_t> idle_timeout_ms;
     template <class V>
     void fields(V& v) {
         v.optional("template", template_ref);
         v.optional("template_source", template_source);
+        v.optional("ttl_ms", ttl_ms);
+        v.optional("idle_timeout_ms", idle_timeout_ms);
         v.optional("from_snapshot", from_snapshot);
         v.optional("hidepid", hidepid);
         v.optional("audit", audit);
@@ -370,6 +375,8 @@ struct PoolCreateParams {
         v.optional("user", options.user);
         v.optional("labels", options.labels);
         v.optional("template_source", options.template_source);
+        v.optional("ttl_ms", options.ttl_ms);
+        v.optional("idle_timeout_ms", options.idle_timeout_ms);
     }
 };
 

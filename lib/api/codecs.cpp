@@ -30,6 +30,15 @@ SandboxView Codec<SandboxView>::decode(const json& j, const std::string& where) 
         SandboxView v;
         v.record = record_from_json(j);
         v.live = sandbox_state_from_string(j.at("state").get<std::string>());
+        if (const json* t = j.contains("time_left") ? &j["time_left"] : nullptr) {
+            TimeLeft left;
+            left.busy = t->value("busy", false);
+            if (t->contains("ttl_ms"))
+                left.ttl = std::chrono::milliseconds(t->at("ttl_ms").get<std::int64_t>());
+            if (t->contains("idle_ms"))
+                left.idle = std::chrono::milliseconds(t->at("idle_ms").get<std::int64_t>());
+            v.left = left;
+        }
         if (j.contains("limits")) v.limits = limit_usage_from_json(j.at("limits"));
         return v;
     });

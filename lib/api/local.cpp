@@ -16,6 +16,7 @@
 #include "lib/core/log.hpp"
 #include "lib/core/units.hpp"
 #include "lib/runtime/runsc.hpp"
+#include "lib/sandbox/activity.hpp"
 #include "lib/sandbox/audit_glue.hpp"
 #include "lib/sandbox/doctor.hpp"
 #include "lib/sandbox/features.hpp"
@@ -33,6 +34,17 @@ UserSpec parse_user_param(const std::string& text) {
         throw Error(ErrorCode::usage,
                     "user '" + text + "': expected UID[:GID] with numeric ids (e.g. 1001:1001)");
     return *u;
+}
+
+// A call that acts on a sandbox counts as its activity for the idle timeout
+// (lib/sandbox/activity.hpp); reading its state (ls, inspect, audit status)
+// does not, so a dashboard does not keep everything alive. run marks its own.
+void mark_activity(Context& ctx, const std::string& ref) {
+    try {
+        touch_activity(ctx.store.sandbox_dir(ctx.store.resolve_id(ref)));
+    } catch (const Error&) {
+        // The call itself reports an unknown sandbox.
+    }
 }
 
 Image image_of(const ImageInfo& i) {
@@ -81,6 +93,14 @@ CreateRequest to_create_request(const CreateParams& p) {
         req.flags.labels[k] = v;
     }
     if (p.name) req.name = *p.name;
+    auto lifetime = [](const char* what, const std::optional<std::int64_t>& ms) {
+        if (ms && (*ms <= 0 || *ms > 100LL * 365 * 24 * 3600 * 1000))
+            throw Error(ErrorCode::usage,
+                        std::string(what) + " " + std::to_string(*ms) + ": must be positive");
+        return ms ? std::optional(std::chrono::milliseconds(*ms)) : std::nullopt;
+    };
+    req.flags.ttl = lifetime("ttl_ms", p.ttl_ms);
+    req.flags.idle_timeout = lifetime("idle_timeout_ms", p.idle_timeout_ms);
     return req;
 }
 
@@ -145,7 +165,7 @@ VersionResult LocalApi::version() {
 
 SandboxView LocalApi::create(const CreateParams& p) {
     SandboxRecord r = create_sandbox(ctx_, to_create_request(p));
-    return SandboxView{r, r.state, std::nullopt};
+    return sandbox_view(ctx_, r, r.state);
 }
 
 namespace {
@@ -231,7 +251,7 @@ SandboxView LocalApi::inspect(const IdParams& p) {
 
 SandboxView LocalApi::terminate(const IdParams& p) {
     SandboxRecord r = terminate_sandbox(ctx_, p.id);
-    return SandboxView{r, r.state, std::nullopt};
+    return sandbox_view(ctx_, r, r.state);
 }
 
 Removed LocalApi::rm(const IdParams& p) {
@@ -241,17 +261,21 @@ Removed LocalApi::rm(const IdParams& p) {
 }
 
 RemovedList LocalApi::prune() {
-    return RemovedList{prune_sandboxes(ctx_)};
+    RemovedList out{prune_pools(ctx_)};  // their idle members go with them
+    for (auto& id : prune_sandboxes(ctx_)) out.removed.push_back(std::move(id));
+    return out;
 }
 
 audit::Status LocalApi::audit_export(const AuditExportParams& p) {
     if (p.path.empty()) throw Error(ErrorCode::usage, "path: empty");
+    mark_activity(ctx_, p.id);
     return export_audit(ctx_, p.id, p.path);
 }
 
 audit::Status LocalApi::audit_fetch(const IdParams& p,
                                     const std::function<void(std::string_view)>& on_data) {
     std::string id = ctx_.store.resolve_id(p.id);
+    mark_activity(ctx_, id);
     // Exported into the sandbox's private audit directory, streamed, removed.
     std::filesystem::path tmp = audit_dir(ctx_.store, id) / ("fetch-" + random_hex(12) + ".jsonl");
     struct Cleanup {
@@ -286,6 +310,7 @@ audit::Status LocalApi::audit_status(const IdParams& p) {
 }
 
 SnapshotRecord LocalApi::snapshot_create(const SnapshotCreateParams& p) {
+    mark_activity(ctx_, p.sandbox);
     SnapshotRequest req;
     req.sandbox = p.sandbox;
     if (p.kind) req.kind = *p.kind;
@@ -308,7 +333,7 @@ PoolInfo LocalApi::pool_create(const PoolCreateParams& p) {
 
 SandboxView LocalApi::pool_acquire(const NameParams& p) {
     SandboxRecord r = acquire_from_pool(ctx_, p.name);
-    return SandboxView{r, r.state, std::nullopt};
+    return sandbox_view(ctx_, r, r.state);
 }
 
 PoolList LocalApi::pool_ls() {

@@ -55,6 +55,70 @@ DoctorCheck overlay_check(Host& host, const fs::path& state) {
 
 }  // namespace
 
+// What crashes and host restarts leave in the state directory: sandboxes
+// whose runtime died (failed), removals and pool removals cut short, names of
+// removed sandboxes. All of it is what `prune` clears.
+namespace {
+
+DoctorCheck leftovers_check(Context& ctx) {
+    DoctorCheck c{"leftovers", true, false, ""};
+    std::vector<std::string> found;
+    auto some = [](const std::vector<std::string>& ids) {
+        std::string s;
+        for (std::size_t i = 0; i < ids.size() && i < 3; ++i) s += (i ? ", " : "") + ids[i];
+        return s + (ids.size() > 3 ? ", ..." : "");
+    };
+    try {
+        std::vector<std::string> failed;
+        for (const auto& v : list_sandboxes(ctx))
+            if (v.live == SandboxState::failed) failed.push_back(v.record.id);
+        if (!failed.empty())
+            found.push_back(std::to_string(failed.size()) + " failed sandbox(es) (" + some(failed) +
+                            ")");
+        std::vector<std::string> graves, pools, names;
+        std::error_code ec;
+        for (const char* kind : {"sandboxes", "snapshots"})
+            for (const auto& e : fs::directory_iterator(ctx.store.root() / kind, ec))
+                if (e.path().filename().string().rfind(".rm-", 0) == 0 &&
+                    e.path().extension() != ".lock")
+                    graves.push_back(e.path().filename().string());
+        if (!graves.empty())
+            found.push_back(std::to_string(graves.size()) + " half-removed director(ies) (" +
+                            some(graves) + ")");
+        ObjectDir pool_dirs = ctx.store.objects(pool_kind);
+        for (const auto& e : fs::directory_iterator(pool_dirs.path(), ec)) {
+            std::string n = e.path().filename().string();
+            if (valid_object_name(n) && !pool_dirs.exists(n)) pools.push_back(n);
+        }
+        if (!pools.empty())
+            found.push_back(std::to_string(pools.size()) + " half-removed pool(s) (" + some(pools) +
+                            ")");
+        for (const auto& e : fs::directory_iterator(ctx.store.root() / "names", ec)) {
+            std::string n = e.path().filename().string();
+            auto target = fs::read_symlink(e.path(), ec);
+            if (n[0] != '.' && !ec && !fs::exists(ctx.store.sandbox_dir(target.string()), ec))
+                names.push_back(n);
+        }
+        if (!names.empty())
+            found.push_back(std::to_string(names.size()) + " name(s) of removed sandboxes (" +
+                            some(names) + ")");
+    } catch (const std::exception& e) {
+        c.ok = false;
+        c.detail = std::string("could not check: ") + e.what();
+        return c;
+    }
+    if (found.empty()) {
+        c.detail = "none in " + ctx.store.root().string();
+        return c;
+    }
+    c.ok = false;
+    for (const auto& f : found) c.detail += (c.detail.empty() ? "" : "; ") + f;
+    c.detail += ": `sandweave prune` removes them (export audit logs of failed sandboxes first)";
+    return c;
+}
+
+}  // namespace
+
 std::vector<DoctorCheck> run_doctor(Context& ctx) {
     std::vector<DoctorCheck> out;
 
@@ -134,6 +198,7 @@ std::vector<DoctorCheck> run_doctor(Context& ctx) {
                         ? "/usr/sbin/debootstrap (image coding)"
                         : "missing: image coding cannot be built (apt-get install debootstrap)";
     out.push_back(deboot);
+    out.push_back(leftovers_check(ctx));
     return out;
 }
 

@@ -6,11 +6,13 @@
 #include <cerrno>
 
 #include "lib/core/error.hpp"
+#include "lib/core/fault.hpp"
 #include "lib/core/fsutil.hpp"
 #include "lib/core/helper.hpp"
 #include "lib/core/log.hpp"
 #include "lib/core/progress.hpp"
 #include "lib/core/units.hpp"
+#include "lib/runtime/runsc.hpp"
 #include "lib/sandbox/audit_glue.hpp"
 
 namespace sandweave {
@@ -137,6 +139,8 @@ json pool_request_to_json(const CreateRequest& r) {
     if (r.flags.audit) j["audit"] = *r.flags.audit;
     if (r.flags.user) j["user"] = r.flags.user->str();
     if (!r.from_snapshot.empty()) j["from_snapshot"] = r.from_snapshot;
+    if (r.flags.ttl) j["ttl_ms"] = r.flags.ttl->count();
+    if (r.flags.idle_timeout) j["idle_timeout_ms"] = r.flags.idle_timeout->count();
     return j;
 }
 
@@ -149,6 +153,10 @@ CreateRequest pool_request_from_json(const json& j, const std::string& pool) {
     if (j.contains("audit")) r.flags.audit = j["audit"].get<bool>();
     if (j.contains("user")) r.flags.user = parse_user(j["user"].get<std::string>());
     r.from_snapshot = j.value("from_snapshot", std::string());
+    if (j.contains("ttl_ms"))
+        r.flags.ttl = std::chrono::milliseconds(j["ttl_ms"].get<std::int64_t>());
+    if (j.contains("idle_timeout_ms"))
+        r.flags.idle_timeout = std::chrono::milliseconds(j["idle_timeout_ms"].get<std::int64_t>());
     r.pool = pool;
     return r;
 }
@@ -182,17 +190,27 @@ PoolInfo create_pool(Context& ctx, const std::string& name, int size, const Crea
     if (size < 0 || size > 1000)
         throw Error(ErrorCode::usage, "pool size " + std::to_string(size) + ": expected 0 to 1000");
     fs::path dir = pool_dir(ctx, name);
-    if (::mkdir(dir.c_str(), 0700) != 0) {
-        if (errno == EEXIST) throw Error(ErrorCode::usage, "pool '" + name + "' already exists");
-        throw_errno("create " + dir.string());
-    }
     json j{{"name", name},
            {"size", size},
            {"request", pool_request_to_json(req)},
            {"created_at", now_rfc3339()}};
+    // Made whole beside, then renamed into place: the name is taken atomically
+    // and a pool directory never lacks its record unless a pool rm was
+    // killed half-way (which prune_pools then finishes).
+    fs::path tmp = dir.parent_path() / (".new-" + name + "-" + random_hex(8));
+    make_dirs(tmp, 0700);
+    write_file_atomic(tmp / pool_kind.record, j.dump(2) + "\n", 0600);
+    if (::rename(tmp.c_str(), dir.c_str()) != 0) {
+        int err = errno;
+        remove_tree(tmp);
+        if (err == EEXIST || err == ENOTEMPTY)
+            throw Error(ErrorCode::usage, "pool '" + name + "' already exists");
+        throw_errno("create " + dir.string(), err);
+    }
+    fsync_dir(dir.parent_path());
     std::vector<std::string> made;
     try {
-        write_pool(ctx, name, j);
+        SANDWEAVE_FAULT_POINT("pool.created");
         CreateRequest member = pool_request_from_json(j["request"], name);
         member.template_given = req.template_given;
         Progress progress("creating pool " + name);
@@ -200,6 +218,7 @@ PoolInfo create_pool(Context& ctx, const std::string& name, int size, const Crea
         for (int i = 0; i < size; ++i) {
             made.push_back(create_sandbox(ctx, member).id);
             progress.set(static_cast<std::uint64_t>(i + 1));
+            SANDWEAVE_FAULT_POINT("pool.member-made");
             log().info("pool " + name + ": " + std::to_string(i + 1) + "/" + std::to_string(size) +
                        " warm");
         }
@@ -232,14 +251,30 @@ SandboxRecord acquire_from_pool(Context& ctx, const std::string& name) {
             auto fresh = ctx.store.try_load(r.id);
             if (!fresh || fresh->pool_state != "idle" || fresh->state != SandboxState::running)
                 continue;
+            // Never hand out a member whose runtime died while it waited
+            // (a host restart, a killed sandbox): mark it for the refill.
+            auto st = Runsc(ctx.runner, fresh->runsc, fresh->runsc_flags).state(fresh->id);
+            if (!st || st->status != "running") {
+                fresh->state = SandboxState::failed;
+                fresh->error = "its runtime died while it waited in the pool";
+                ctx.store.save(*fresh);
+                continue;
+            }
             fresh->pool_state = "acquired";
             fresh->acquired_at = now_rfc3339();
+            start_lifetime_clock(ctx.store, *fresh);
             ctx.store.save(*fresh);
             picked = std::move(*fresh);
             break;
         }
     }
     if (picked) {
+        SANDWEAVE_FAULT_POINT("pool.acquired");
+        try {
+            ensure_lifetime_watcher(ctx, *picked);
+        } catch (const Error& e) {
+            log().warn(e.what());  // started again by the next ls or inspect
+        }
         picked->acquired_audit_seq = audit_position(ctx, *picked);
         if (picked->acquired_audit_seq) {
             auto sandbox_lock = ctx.store.lock(picked->id);
@@ -299,7 +334,12 @@ PoolInfo resize_pool(Context& ctx, const std::string& name, int size) {
         write_pool(ctx, name, j);
         int idle = 0;
         for (auto& r : members(ctx, name)) {
-            if (r.pool_state != "idle") continue;
+            if (r.pool_state != "idle" && r.pool_state != "removing") continue;
+            // A claim a killed resize left behind is finished here.
+            if (r.pool_state == "removing") {
+                excess.push_back(r.id);
+                continue;
+            }
             if (++idle > size) {
                 // Claimed under the lock so no acquirer takes it meanwhile.
                 auto sandbox_lock = ctx.store.lock(r.id);
@@ -309,20 +349,31 @@ PoolInfo resize_pool(Context& ctx, const std::string& name, int size) {
             }
         }
     }
-    for (const auto& id : excess) remove_sandbox(ctx, id);
+    SANDWEAVE_FAULT_POINT("pool.resize-claimed");
+    for (const auto& id : excess) {
+        try {
+            remove_sandbox(ctx, id);
+        } catch (const Error& e) {
+            if (e.code() != ErrorCode::not_found) throw;  // a refill cleared it first
+        }
+    }
     start_refill(ctx, name);
     return pool_info(ctx, name);
 }
 
 void remove_pool(Context& ctx, const std::string& name) {
-    fs::path dir = pool_dir(ctx, name);
-    require_pool(ctx, name);
+    ObjectDir pools = ctx.store.objects(pool_kind);
+    fs::path dir = pools.object_dir(name);
+    std::error_code ec;
+    if (!fs::is_directory(dir, ec)) pools.resolve(name);  // throws the kind's not-found error
     {
+        // A directory without its record is a pool rm that was killed half-way:
+        // this one finishes it.
         FileLock lock(dir / "lock");
-        require_pool(ctx, name);
         // Without its record the pool is gone for everyone, a refill included.
         fs::remove(dir / "pool.json");
     }
+    SANDWEAVE_FAULT_POINT("pool.rm-record-gone");
     // Wait for a refill in flight to notice and stop.
     FileLock refill(dir / "refill.lock");
     for (auto& r : members(ctx, name)) {
@@ -334,6 +385,19 @@ void remove_pool(Context& ctx, const std::string& name) {
         }
     }
     ctx.store.objects(pool_kind).remove(name);
+}
+
+std::vector<std::string> prune_pools(Context& ctx) {
+    std::vector<std::string> out;
+    ObjectDir pools = ctx.store.objects(pool_kind);
+    std::error_code ec;
+    for (const auto& e : fs::directory_iterator(pools.path(), ec)) {
+        std::string name = e.path().filename().string();
+        if (!valid_object_name(name) || pools.exists(name) || !e.is_directory()) continue;
+        remove_pool(ctx, name);
+        out.push_back(name);
+    }
+    return out;
 }
 
 int pool_refill_main(Context& ctx, const std::string& name) {

@@ -44,7 +44,10 @@ SandboxRecord acquire_from_pool(Context& ctx, const std::string& name);
 std::vector<PoolInfo> list_pools(Context& ctx);
 PoolInfo pool_info(Context& ctx, const std::string& name);
 PoolInfo resize_pool(Context& ctx, const std::string& name, int size);
+// Also finishes a pool rm that was killed half-way (the directory without its record).
 void remove_pool(Context& ctx, const std::string& name);
+// Finishes every half-removed pool, with its idle members; returns their names.
+std::vector<std::string> prune_pools(Context& ctx);
 
 // pool.json's "request": the create options the pool was made with, as given
 // (template, hidepid, audit, user, labels, snapshot), nothing resolved: every

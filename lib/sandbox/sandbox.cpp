@@ -7,10 +7,12 @@
 #include <algorithm>
 
 #include "lib/core/error.hpp"
+#include "lib/core/fault.hpp"
 #include "lib/core/fsutil.hpp"
 #include "lib/core/log.hpp"
 #include "lib/runtime/bundle.hpp"
 #include "lib/runtime/runsc.hpp"
+#include "lib/sandbox/activity.hpp"
 #include "lib/sandbox/agent_client.hpp"
 #include "lib/sandbox/audit_glue.hpp"
 #include "lib/sandbox/desktop.hpp"
@@ -73,6 +75,49 @@ SandboxState live_state(const SandboxRecord& r,
 }
 
 }  // namespace
+
+namespace {
+
+// A create whose process died (its lock is free, the record still says
+// creating) is settled by whoever sees it first: what it started (runtime,
+// writer, mount) is stopped and the record says failed and why, so nothing
+// runs on behind a `failed` until prune. Its files stay for rm/prune.
+void settle_abandoned_create(Context& ctx, SandboxRecord& r) {
+    auto lock = FileLock::try_lock(ctx.store.sandbox_dir(r.id) / "lock");
+    if (!lock.locked()) return;
+    auto fresh = ctx.store.try_load(r.id);
+    if (!fresh || fresh->state != SandboxState::creating) return;
+    try {
+        stop_runtime(ctx, *fresh);
+        if (fresh->spec.runtime.audit && fs::exists(audit_dir(ctx.store, r.id)))
+            audit::finish(audit_dir(ctx.store, r.id), std::nullopt);
+    } catch (const std::exception& e) {
+        log().warn("stopping what an interrupted create of " + r.id + " left: " + e.what());
+    }
+    fresh->state = SandboxState::failed;
+    fresh->error = "its create was interrupted (the creating process died)";
+    ctx.store.save(*fresh);
+    r = *fresh;
+}
+
+}  // namespace
+
+SandboxView sandbox_view(Context& ctx, SandboxRecord r, SandboxState live,
+                         std::optional<LimitUsage> limits) {
+    if (r.state == SandboxState::creating && live == SandboxState::failed)
+        settle_abandoned_create(ctx, r);
+    SandboxView v{std::move(r), live, std::nullopt, std::move(limits)};
+    if (v.live != SandboxState::running) return v;
+    v.left = time_left(ctx.store, v.record, std::chrono::system_clock::now());
+    if (v.left) {
+        try {
+            ensure_lifetime_watcher(ctx, v.record);
+        } catch (const Error& e) {
+            log().warn(e.what());
+        }
+    }
+    return v;
+}
 
 fs::path find_guest_init() {
     std::error_code ec;
@@ -140,6 +185,7 @@ SandboxRecord create_sandbox(Context& ctx, const CreateRequest& req) {
     try {
         return with_context("creating sandbox " + r.id, [&] {
             ctx.store.save(r);
+            SANDWEAVE_FAULT_POINT("create.reserved");
             fs::path lower = images.ensure(spec.image);
             for (const char* sub : {"rootfs", "upper", "work", "bundle", "logs", "tmp"})
                 make_dirs(dir / sub, 0700);
@@ -150,6 +196,7 @@ SandboxRecord create_sandbox(Context& ctx, const CreateRequest& req) {
                 });
             }
             ctx.host.mount_overlay({lower, dir / "upper", dir / "work", dir / "rootfs"});
+            SANDWEAVE_FAULT_POINT("create.mounted");
 
             if (spec.runtime.audit) {
                 // The writer listens before runsc exists: no guest event predates
@@ -158,6 +205,7 @@ SandboxRecord create_sandbox(Context& ctx, const CreateRequest& req) {
                 r.runsc_flags = Runsc::flags_for(ctx.store.runsc_root(), spec.runtime.platform,
                                                  spec.runtime.network, pod_init);
                 ctx.store.save(r);
+                SANDWEAVE_FAULT_POINT("create.writer-started");
             }
             BundleInput in{spec, dir / "rootfs", init, "sandweave"};
             write_file_atomic(dir / "bundle/config.json", build_oci_config(in).dump(2), 0600);
@@ -170,10 +218,13 @@ SandboxRecord create_sandbox(Context& ctx, const CreateRequest& req) {
                                        dir / "logs/console.log", agent_socket);
             else
                 runsc.run_detached(r.id, dir / "bundle", dir / "logs/console.log", agent_socket);
+            SANDWEAVE_FAULT_POINT("create.launched");
             r.state = SandboxState::running;
+            start_lifetime_clock(ctx.store, r);
             ctx.store.save(r);
             // A memory restore brings its display back with its memory.
             if (spec.desktop && !memory_restore) start_desktop(ctx, r);
+            ensure_lifetime_watcher(ctx, r);
             return r;
         });
     } catch (...) {
@@ -222,6 +273,7 @@ AgentClient connect_agent(Context& ctx, const SandboxRecord& r, const std::strin
 
 RunOutcome run_in_sandbox(Context& ctx, const RunRequest& req, const AttachOptions& io) {
     std::string id = ctx.store.resolve_id(req.id);
+    CommandActivity busy(ctx.store.sandbox_dir(id));  // before the state check (activity.hpp)
     SandboxRecord r = ctx.store.load(id);
     if (r.state != SandboxState::running)
         throw Error(ErrorCode::general,
@@ -237,6 +289,7 @@ RunOutcome run_in_sandbox(Context& ctx, const RunRequest& req, const AttachOptio
     }
     if (req.argv.empty() || req.argv[0].empty()) throw Error(ErrorCode::usage, "no command to run");
     ExecRequest ex;
+    SANDWEAVE_FAULT_POINT("run.started");
     ex.argv = req.argv;
     ex.user = req.user.value_or(r.spec.user);
     ex.cwd = req.cwd.value_or(r.spec.cwd);
@@ -323,8 +376,10 @@ SandboxRecord terminate_sandbox(Context& ctx, const std::string& ref) {
             if (!status.complete)
                 log().warn("audit log of " + id +
                            " is incomplete at terminate: " + nlohmann::json(status.reasons).dump());
+            SANDWEAVE_FAULT_POINT("terminate.barrier-done");
         }
         stop_runtime(ctx, r);
+        SANDWEAVE_FAULT_POINT("terminate.stopped");
     });
     r.state = SandboxState::stopped;
     r.stopped_at = now_rfc3339();
@@ -338,16 +393,21 @@ void remove_sandbox(Context& ctx, const std::string& ref) {
     SandboxRecord r = ctx.store.load(id);
     with_context("removing sandbox " + id, [&] {
         stop_runtime(ctx, r);
+        SANDWEAVE_FAULT_POINT("rm.stopped");
         // Stop the writer (a no-op after terminate) before its directory goes.
         if (r.spec.runtime.audit && fs::exists(audit_dir(ctx.store, id)))
             audit::finish(audit_dir(ctx.store, id), std::nullopt);
         // The store's removal rule: once renamed, the sandbox no longer exists
         // for other sandweave processes, even if removing the files is interrupted.
-        ctx.store.objects(sandbox_kind).remove(id, [&] { ctx.store.release_name(r.name, id); });
+        ctx.store.objects(sandbox_kind).remove(id, [&] {
+            SANDWEAVE_FAULT_POINT("rm.renamed");
+            ctx.store.release_name(r.name, id);
+        });
     });
 }
 
 std::vector<SandboxView> list_sandboxes(Context& ctx) {
+    recover_interrupted_snapshots(ctx);  // so a source a killed snapshot stopped is running again
     auto records = ctx.store.list();
     std::map<std::string, ContainerState> runtime;
     bool need_runtime = std::any_of(records.begin(), records.end(),
@@ -362,7 +422,7 @@ std::vector<SandboxView> list_sandboxes(Context& ctx) {
         try {
             SandboxState s = live_state(r, runtime, ctx.store);
             auto limits = s == SandboxState::running ? live_limit_usage(ctx, r) : std::nullopt;
-            out.push_back(SandboxView{std::move(r), s, limits});
+            out.push_back(sandbox_view(ctx, std::move(r), s, std::move(limits)));
         } catch (const Error&) {
             // Removed by another sandweave process while we looked: not listed.
             std::error_code ec;
@@ -381,12 +441,17 @@ SandboxView inspect_sandbox(Context& ctx, const std::string& ref) {
     }
     SandboxState s = live_state(r, runtime, ctx.store);
     auto limits = s == SandboxState::running ? live_limit_usage(ctx, r) : std::nullopt;
-    return SandboxView{std::move(r), s, limits};
+    return sandbox_view(ctx, std::move(r), s, std::move(limits));
 }
 
 json to_json(const SandboxView& v) {
     json j = to_json(v.record);
     j["state"] = to_string(v.live);
+    if (v.left) {
+        json& t = j["time_left"] = json{{"busy", v.left->busy}};
+        if (v.left->ttl) t["ttl_ms"] = std::max<std::int64_t>(0, v.left->ttl->count());
+        if (v.left->idle) t["idle_ms"] = std::max<std::int64_t>(0, v.left->idle->count());
+    }
     if (v.limits) j["limits"] = to_json(*v.limits);
     return j;
 }
@@ -405,6 +470,8 @@ std::vector<std::string> prune_sandboxes(Context& ctx) {
     });
     if (swept)
         log().info("removed " + std::to_string(swept) + " half-removed sandbox director(ies)");
+    if (int names = ctx.store.sweep_stale_names())
+        log().info("freed " + std::to_string(names) + " name(s) of removed sandboxes");
     std::vector<std::string> removed;
     for (const auto& v : list_sandboxes(ctx)) {
         if (v.live != SandboxState::stopped && v.live != SandboxState::failed) continue;

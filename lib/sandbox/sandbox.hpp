@@ -20,6 +20,7 @@
 #include "lib/runtime/limits.hpp"
 #include "lib/sandbox/agent_client.hpp"
 #include "lib/sandbox/context.hpp"
+#include "lib/sandbox/lifetime.hpp"
 #include "lib/spec/options.hpp"
 #include "lib/store/state.hpp"
 
@@ -84,9 +85,14 @@ void remove_sandbox(Context& ctx, const std::string& id);
 struct SandboxView {
     SandboxRecord record;
     SandboxState live = SandboxState::creating;
+    std::optional<TimeLeft> left;  // with a ttl or idle timeout (lifetime.hpp)
     // What its pids/memory limits counted, when it runs with them (ls, inspect).
     std::optional<LimitUsage> limits;
 };
+// A view with its time left; a running sandbox whose lifetime watcher died
+// gets a new one here (lifetime.hpp).
+SandboxView sandbox_view(Context& ctx, SandboxRecord r, SandboxState live,
+                         std::optional<LimitUsage> limits = std::nullopt);
 std::vector<SandboxView> list_sandboxes(Context& ctx);
 SandboxView inspect_sandbox(Context& ctx, const std::string& id);
 nlohmann::json to_json(const SandboxView& v);

@@ -3,6 +3,7 @@
 #include <sys/stat.h>
 
 #include "lib/core/error.hpp"
+#include "lib/core/fault.hpp"
 #include "lib/core/fsutil.hpp"
 #include "lib/core/log.hpp"
 #include "lib/runtime/runsc.hpp"
@@ -43,8 +44,44 @@ SnapshotRecord read_and_verify(const fs::path& dir) {
     return s;
 }
 
+// A memory snapshot's builder died between the checkpoint (which stops the
+// source) and the in-place restore: restore the source from the checkpoint it
+// left, so the sandbox keeps running as if the snapshot had failed cleanly.
+// Returns false when it cannot be decided now (the source is locked, or the
+// orphaned `runsc checkpoint` still runs): the temporary directory stays.
+bool recover_checkpointed_source(Context& ctx, const fs::path& tmp, const std::string& id) {
+    if (!ctx.host.processes_matching(tmp.string()).empty()) return false;
+    auto lock = FileLock::try_lock(ctx.store.sandbox_dir(id) / "lock");
+    if (!lock.locked()) return false;
+    auto r = ctx.store.try_load(id);
+    if (!r || r->state != SandboxState::running) return true;
+    Runsc runsc(ctx.runner, r->runsc, r->runsc_flags);
+    auto st = runsc.state(id);
+    if (st && st->status == "running") return true;  // killed before the checkpoint stopped it
+    fs::path sdir = ctx.store.sandbox_dir(id);
+    try {
+        if (st) runsc.remove(id, true);
+        std::error_code ec;
+        if (fs::file_size(tmp / "checkpoint/checkpoint.img", ec) == 0 || ec)
+            throw Error(ErrorCode::general, "the checkpoint image is incomplete");
+        runsc.restore_detached(id, sdir / "bundle", tmp / "checkpoint", sdir / "logs/console.log",
+                               r->agent ? sdir / "agent.sock" : fs::path());
+        log().warn("restored sandbox " + id +
+                   ", stopped by an interrupted memory snapshot, from its checkpoint");
+    } catch (const Error& e) {
+        r->state = SandboxState::failed;
+        r->error =
+            std::string("an interrupted memory snapshot stopped it and restoring it failed: ") +
+            e.what();
+        ctx.store.save(*r);
+        log().warn("sandbox " + id + ": " + *r->error);
+    }
+    return true;
+}
+
 // Removes temporary snapshot directories whose builder is gone, resuming a
-// source sandbox that the builder had paused.
+// source sandbox that the builder had paused (or restoring one it had
+// checkpointed).
 void sweep_abandoned(Context& ctx, const fs::path& root) {
     std::error_code ec;
     for (const auto& e : fs::directory_iterator(root, ec)) {
@@ -55,6 +92,12 @@ void sweep_abandoned(Context& ctx, const fs::path& root) {
         if (n.size() >= 5 && n.compare(n.size() - 5, 5, ".lock") == 0) continue;
         auto lock = FileLock::try_lock(root / (n + ".lock"));
         if (!lock.locked()) continue;
+        try {
+            std::string source = read_file(e.path() / "checkpointed-source", 256);
+            if (!recover_checkpointed_source(ctx, e.path(), source)) continue;
+        } catch (const Error&) {
+            // Not a memory snapshot's, or nothing to recover.
+        }
         try {
             std::string paused = read_file(e.path() / "paused-source", 256);
             if (auto r = ctx.store.try_load(paused)) {
@@ -71,6 +114,10 @@ void sweep_abandoned(Context& ctx, const fs::path& root) {
 }
 
 }  // namespace
+
+void recover_interrupted_snapshots(Context& ctx) {
+    sweep_abandoned(ctx, snapshots_root(ctx));
+}
 
 void copy_tree(Context& ctx, const fs::path& from, const fs::path& to) {
     make_dirs(to, 0755);
@@ -171,7 +218,14 @@ SnapshotRecord create_snapshot(Context& ctx, const SnapshotRequest& req) {
     SnapshotRecord s;
     s.id = "snap-" + random_hex(12);
     s.name = req.name;
+    // Held until the snapshot is in place, so two snapshots given the same
+    // name at once cannot both pass the check below.
+    std::optional<FileLock> name_lock;
     if (!s.name.empty()) {
+        if (!valid_object_name(s.name))
+            throw Error(ErrorCode::usage,
+                        "snapshot name '" + s.name + "': 1-64 letters, digits, '-', '_' or '.'");
+        name_lock.emplace(root / (".name-" + s.name + ".lock"));
         for (const auto& other : list_snapshots(ctx))
             if (other.name == s.name)
                 throw Error(ErrorCode::usage, "snapshot name '" + s.name + "' is already in use");
@@ -196,6 +250,7 @@ SnapshotRecord create_snapshot(Context& ctx, const SnapshotRequest& req) {
             // command (sweep_abandoned) resumes it.
             write_file_atomic(tmp / "paused-source", id, 0600);
             runsc.pause(id);
+            SANDWEAVE_FAULT_POINT("snapshot.paused");
             try {
                 copy_tree(ctx, sdir / "upper", tmp / "layer");
             } catch (...) {
@@ -208,7 +263,11 @@ SnapshotRecord create_snapshot(Context& ctx, const SnapshotRequest& req) {
             // checkpoint stops the sandbox; the layer is copied at that instant,
             // then the source is restored in place and keeps running.
             make_dirs(tmp / "checkpoint", 0700);
+            // Recorded first: if we die once the checkpoint has stopped the
+            // source, the next ls or snapshot command restores it from here.
+            write_file_atomic(tmp / "checkpointed-source", id, 0600);
             runsc.checkpoint(id, tmp / "checkpoint");
+            SANDWEAVE_FAULT_POINT("snapshot.checkpointed");
             std::optional<Error> copy_error;
             try {
                 copy_tree(ctx, sdir / "upper", tmp / "layer");
@@ -216,6 +275,7 @@ SnapshotRecord create_snapshot(Context& ctx, const SnapshotRequest& req) {
                 copy_error = e;
             }
             runsc.raw({"delete", id});  // checkpoint stopped it; a leftover would block restore
+            SANDWEAVE_FAULT_POINT("snapshot.deleted");
             try {
                 runsc.restore_detached(id, sdir / "bundle", tmp / "checkpoint",
                                        sdir / "logs/console.log",
@@ -228,12 +288,14 @@ SnapshotRecord create_snapshot(Context& ctx, const SnapshotRequest& req) {
                     ErrorCode::runtime,
                     "sandbox " + id + " could not be resumed after its checkpoint: " + e.what());
             }
+            fs::remove(tmp / "checkpointed-source");
             if (copy_error) throw *copy_error;
         }
         s.created_at = now_rfc3339();
         s.bytes = tree_bytes(tmp);
         write_file_atomic(tmp / "snapshot.json", to_json(s).dump(2) + "\n", 0600);
         read_and_verify(tmp);
+        SANDWEAVE_FAULT_POINT("snapshot.verified");
         fs::rename(tmp, root / s.id);
         fsync_dir(root);
     } catch (...) {
@@ -304,6 +366,11 @@ SandboxSpec spec_for_restore(const SnapshotRecord& snap, const FlagOverrides& fl
                    {"platform", doc["runtime_options"]["platform"]},
                    {"network", doc["runtime_options"]["network"]}}}};
     if (doc.contains("desktop")) t.doc["desktop"] = doc["desktop"];  // restarted at restore
+    // The source's lifetime carries over (from the restore's own start).
+    if (snap.spec.lifetime.ttl)
+        t.doc["ttl"] = std::to_string(snap.spec.lifetime.ttl->count()) + "ms";
+    if (snap.spec.lifetime.idle_timeout)
+        t.doc["idle_timeout"] = std::to_string(snap.spec.lifetime.idle_timeout->count()) + "ms";
     for (const auto& [ptr, origin] : snap.spec.origin)
         t.origin[ptr] = origin.rfind("template ", 0) == 0 ? origin.substr(9) : origin;
     json settings{{"hidepid", snap.spec.runtime.hidepid}, {"audit", snap.spec.runtime.audit}};

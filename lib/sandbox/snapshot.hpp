@@ -65,6 +65,10 @@ SnapshotRecord create_snapshot(Context& ctx, const SnapshotRequest& req);
 SnapshotKind choose_snapshot_kind(const std::string& requested, bool audit,
                                   const std::string& sandbox_id);
 std::vector<SnapshotRecord> list_snapshots(Context& ctx);
+// Finishes what killed snapshot commands left: a source left paused is
+// resumed, one left stopped by a memory checkpoint is restored from it, and
+// their temporary directories go. ls and prune call it too.
+void recover_interrupted_snapshots(Context& ctx);
 // By id, name or unique id prefix; throws not_found (exit 4) or a clear error
 // for a corrupt snapshot.
 SnapshotRecord load_snapshot(Context& ctx, const std::string& ref);

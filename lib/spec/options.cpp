@@ -68,6 +68,20 @@ SandboxSpec resolve_spec(const ResolvedTemplate& tmpl, const json* snapshot_sett
     pick<std::string>(s.cwd, "/cwd", s, tmpl, nullptr, snap_label, std::nullopt,
                       [](const json& j) { return j.get<std::string>(); });
 
+    // Unset unless a template or flag sets it: no lifetime by default.
+    auto lifetime = [&](const std::string& ptr,
+                        const std::optional<std::chrono::milliseconds>& flag)
+        -> std::optional<std::chrono::milliseconds> {
+        std::chrono::milliseconds v{0};
+        pick<std::chrono::milliseconds>(
+            v, ptr, s, tmpl, nullptr, snap_label, flag,
+            [](const json& j) { return parse_duration(j.get<std::string>()).value(); });
+        if (s.origin[ptr] == "default") return std::nullopt;
+        return v;
+    };
+    s.lifetime.ttl = lifetime("/ttl", flags.ttl);
+    s.lifetime.idle_timeout = lifetime("/idle_timeout", flags.idle_timeout);
+
     if (tmpl.doc.contains("env")) {
         for (const auto& [k, v] : tmpl.doc["env"].items()) {
             s.env[k] = v.get<std::string>();
@@ -139,6 +153,9 @@ json to_json(const SandboxSpec& s) {
         out["desktop"] = {{"screen", s.desktop->screen.str()},
                           {"start", s.desktop->start},
                           {"user", s.desktop->user.str()}};
+    if (s.lifetime.ttl) out["lifetime"]["ttl_ms"] = s.lifetime.ttl->count();
+    if (s.lifetime.idle_timeout)
+        out["lifetime"]["idle_timeout_ms"] = s.lifetime.idle_timeout->count();
     return out;
 }
 
@@ -170,6 +187,13 @@ SandboxSpec spec_from_json(const json& j) {
         ds.start = d.value("start", std::string(default_desktop_start));
         if (auto u = parse_user(d.value("user", std::string()))) ds.user = *u;
         s.desktop = ds;
+    }
+    if (const json& lt = j.value("lifetime", json::object()); lt.is_object()) {
+        if (lt.contains("ttl_ms"))
+            s.lifetime.ttl = std::chrono::milliseconds(lt["ttl_ms"].get<std::int64_t>());
+        if (lt.contains("idle_timeout_ms"))
+            s.lifetime.idle_timeout =
+                std::chrono::milliseconds(lt["idle_timeout_ms"].get<std::int64_t>());
     }
     return s;
 }

@@ -4,6 +4,7 @@
 // An explicit `--hidepid 0` or `--no-audit` always wins. Every resolved value
 // remembers where it came from so `inspect` and `template show` can explain it.
 
+#include <chrono>
 #include <cstdint>
 #include <map>
 #include <optional>
@@ -43,6 +44,14 @@ struct DesktopSpec {
     UserSpec user{1000, 1000};
 };
 
+// How long a sandbox may live (lib/sandbox/lifetime.hpp): `ttl` from when it
+// was created (a pool member: acquired), `idle_timeout` from its last activity.
+struct Lifetime {
+    std::optional<std::chrono::milliseconds> ttl;
+    std::optional<std::chrono::milliseconds> idle_timeout;
+    bool any() const { return ttl || idle_timeout; }
+};
+
 // Everything needed to launch a sandbox, fully resolved.
 struct SandboxSpec {
     std::string template_name;
@@ -56,6 +65,7 @@ struct SandboxSpec {
     std::vector<std::string> cmd;
     Resources resources;
     RuntimeOptions runtime;
+    Lifetime lifetime;
     std::map<std::string, std::string> labels;
     std::optional<DesktopSpec> desktop;  // the template has `desktop:`
     // "/runtime_options/hidepid" -> "flag" | "snapshot S" | "template T" | "default"
@@ -68,6 +78,8 @@ struct FlagOverrides {
     std::optional<bool> audit;
     std::optional<UserSpec> user;
     std::map<std::string, std::string> labels;
+    std::optional<std::chrono::milliseconds> ttl;
+    std::optional<std::chrono::milliseconds> idle_timeout;
 };
 
 // `snapshot_settings` is a filesystem snapshot's saved runtime_options object

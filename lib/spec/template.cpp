@@ -121,6 +121,11 @@ json as_positive_number(const YAML::Node& n, const Where& w, const std::string& 
     fail(w, n, key, "expected a positive number, got " + shown(n));
 }
 
+json as_duration(const YAML::Node& n, const Where& w, const std::string& key) {
+    if (n.IsScalar() && parse_duration(scalar_text(n))) return scalar_text(n);
+    fail(w, n, key, "expected a duration (e.g. 90s, 10m, 1h30m), got " + shown(n));
+}
+
 json as_positive_int(const YAML::Node& n, const Where& w, const std::string& key) {
     if (n.IsScalar() && is_plain(n)) {
         std::string s = scalar_text(n);
@@ -243,6 +248,8 @@ const Table& top_level_table() {
         {"resources", validate_resources},
         {"runtime_options", validate_runtime_options},
         {"desktop", validate_desktop},
+        {"ttl", as_duration},
+        {"idle_timeout", as_duration},
     };
     return table;
 }

@@ -271,6 +271,8 @@ json to_json(const SandboxRecord& r) {
     if (r.stopped_at) j["stopped_at"] = *r.stopped_at;
     if (r.error) j["error"] = *r.error;
     if (r.from_snapshot) j["from_snapshot"] = *r.from_snapshot;
+    if (r.expires_at_ms) j["expires_at_ms"] = *r.expires_at_ms;
+    if (r.ended_by) j["ended_by"] = *r.ended_by;
     j["agent"] = r.agent;
     if (!r.pool.empty()) {
         json p{{"name", r.pool}, {"state", r.pool_state}};
@@ -294,6 +296,8 @@ SandboxRecord record_from_json(const json& j) {
     if (j.contains("stopped_at")) r.stopped_at = j["stopped_at"].get<std::string>();
     if (j.contains("error")) r.error = j["error"].get<std::string>();
     if (j.contains("from_snapshot")) r.from_snapshot = j["from_snapshot"].get<std::string>();
+    if (j.contains("expires_at_ms")) r.expires_at_ms = j["expires_at_ms"].get<std::int64_t>();
+    if (j.contains("ended_by")) r.ended_by = j["ended_by"].get<std::string>();
     r.agent = j.value("agent", false);
     if (j.contains("pool")) {
         const json& p = j["pool"];
@@ -336,6 +340,34 @@ fs::path StateStore::sandbox_dir(const std::string& id) const {
     return root_ / "sandboxes" / id;
 }
 
+namespace {
+
+// A name is stale when its sandbox directory is gone: reserve makes the
+// directory before the name, and removal renames the directory away before
+// freeing the name, so a live reservation never looks like this. Under
+// names/.lock, so two callers never both decide on one name.
+bool remove_if_stale(const fs::path& names, const fs::path& sandboxes, const std::string& name) {
+    FileLock lock(names / ".lock");
+    std::error_code ec;
+    fs::path target = fs::read_symlink(names / name, ec);
+    if (ec || target.empty() || target.has_parent_path()) return false;
+    if (fs::exists(sandboxes / target, ec) || ec) return false;
+    return fs::remove(names / name, ec);
+}
+
+}  // namespace
+
+int StateStore::sweep_stale_names() const {
+    int n = 0;
+    std::error_code ec;
+    for (const auto& e : fs::directory_iterator(root_ / "names", ec)) {
+        std::string name = e.path().filename().string();
+        if (name.empty() || name[0] == '.') continue;
+        if (remove_if_stale(root_ / "names", root_ / "sandboxes", name)) ++n;
+    }
+    return n;
+}
+
 std::string StateStore::reserve(const std::string& name) {
     if (!name.empty() && !valid_object_name(name))
         throw Error(ErrorCode::usage, "invalid name '" + name +
@@ -350,7 +382,11 @@ std::string StateStore::reserve(const std::string& name) {
         }
         if (!name.empty()) {
             fs::path link = root_ / "names" / name;
-            if (::symlink(id.c_str(), link.c_str()) != 0) {
+            int rc = ::symlink(id.c_str(), link.c_str());
+            if (rc != 0 && errno == EEXIST &&
+                remove_if_stale(root_ / "names", root_ / "sandboxes", name))
+                rc = ::symlink(id.c_str(), link.c_str());
+            if (rc != 0) {
                 int err = errno;
                 ::rmdir(dir.c_str());
                 if (err == EEXIST)

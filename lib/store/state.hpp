@@ -129,6 +129,10 @@ struct SandboxRecord {
     std::string pool_state;
     std::optional<std::string> acquired_at;
     std::optional<std::uint64_t> acquired_audit_seq;
+    // Lifetime (lib/sandbox/lifetime.hpp): the ttl's deadline once its clock
+    // started (Unix ms), and what ended the sandbox ("ttl", "idle_timeout").
+    std::optional<std::int64_t> expires_at_ms;
+    std::optional<std::string> ended_by;
     // Created with the guest agent's channel (docs/agent.md); records from
     // older versions have none and run commands through runsc exec.
     bool agent = false;
@@ -158,6 +162,10 @@ class StateStore {
     std::string reserve(const std::string& name);
     // Frees a name reserved for `id` (no-op if it points elsewhere).
     void release_name(const std::string& name, const std::string& id);
+    // Removes names whose sandbox is gone (an rm killed between renaming the
+    // directory and freeing its name); reserve does the same for the one
+    // name it wants. Returns how many went.
+    int sweep_stale_names() const;
 
     // By exact id, exact name, or unique id prefix (at least 4 characters).
     // Throws not_found (exit 4) otherwise.

@@ -23,8 +23,9 @@ class Pool:
     ``Pool(template="coding", size=8, hidepid=2, audit=True)`` creates it and
     starts every member before it returns (``await Pool.create.aio(...)`` is
     the async form). The create options (``template``, ``hidepid``,
-    ``audit``, ``user``, ``labels``, ``snapshot``) apply to every member, as
-    for :class:`~sandweave.Sandbox`. ``name`` must be unique on the worker;
+    ``audit``, ``user``, ``labels``, ``snapshot``, ``ttl``, ``idle_timeout``)
+    apply to every member, as for :class:`~sandweave.Sandbox`; a member's ttl
+    and idle clocks start when it is acquired. ``name`` must be unique on the worker;
     without one the SDK picks ``sdk-`` and 12 random hex digits.
 
     :meth:`acquire` hands out a warm member (the pool refills behind it); the
@@ -49,6 +50,8 @@ class Pool:
         user: Optional[str] = None,
         labels: Optional[Mapping[str, str]] = None,
         snapshot: Union[None, str, Snapshot] = None,
+        ttl: Optional[float] = None,
+        idle_timeout: Optional[float] = None,
         name: Optional[str] = None,
         connection: Union[None, str, Connection] = None,
         state_dir: Optional[str] = None,
@@ -56,7 +59,10 @@ class Pool:
         conn = resolve_connection(connection, state_dir)
         name = name or _pool_name()
         params = {"name": name, "size": size}
-        params.update(create_params(conn, template, hidepid, audit, user, None, labels, snapshot))
+        options = create_params(
+            conn, template, hidepid, audit, user, None, labels, snapshot, ttl=ttl, idle_timeout=idle_timeout
+        )
+        params.update(options)
         info = conn.call("pool.create", params)
         self._setup(conn, name, info, owned=True)
 
@@ -106,6 +112,8 @@ class Pool:
         user: Optional[str] = None,
         labels: Optional[Mapping[str, str]] = None,
         snapshot: Union[None, str, Snapshot] = None,
+        ttl: Optional[float] = None,
+        idle_timeout: Optional[float] = None,
         name: Optional[str] = None,
         connection: Union[None, str, Connection] = None,
         state_dir: Optional[str] = None,
@@ -114,7 +122,10 @@ class Pool:
         conn = resolve_connection(connection, state_dir)
         name = name or _pool_name()
         params: Dict[str, Any] = {"name": name, "size": size}
-        params.update(create_params(conn, template, hidepid, audit, user, None, labels, snapshot))
+        options = create_params(
+            conn, template, hidepid, audit, user, None, labels, snapshot, ttl=ttl, idle_timeout=idle_timeout
+        )
+        params.update(options)
         info = yield Call(conn, "pool.create", params)
         created: Pool = cls._wrap(conn, name, info, owned=True)
         return created

@@ -76,12 +76,21 @@ def create_params(
     name: Optional[str] = None,
     labels: Optional[Mapping[str, str]] = None,
     snapshot: Union[None, str, "Snapshot"] = None,
+    *,
+    ttl: Optional[float] = None,
+    idle_timeout: Optional[float] = None,
 ) -> Dict[str, Any]:
     """The params of ``sandbox.create`` (and the create options of ``pool.create``).
 
     Only what the caller gave is sent: every default is the worker's.
+    ``ttl`` and ``idle_timeout`` are in seconds.
     """
     params: Dict[str, Any] = {}
+    for key, seconds in (("ttl_ms", ttl), ("idle_timeout_ms", idle_timeout)):
+        if seconds is not None:
+            if seconds <= 0:
+                raise ValueError(f"{key[:-3]}: must be positive, got {seconds!r}")
+            params[key] = max(1, int(round(seconds * 1000)))
     tpl = template_param(template, conn)
     if tpl is not None:
         params["template"] = tpl
@@ -510,6 +519,9 @@ class Sandbox:
     - ``name`` (unique), ``labels`` (dict of str).
     - ``snapshot``: restore from this snapshot (a :class:`Snapshot`, id or name)
       instead of a template.
+    - ``ttl`` and ``idle_timeout`` (seconds): the worker terminates the
+      sandbox (audit barrier first) when it has lived that long, or has had
+      no command and no call acting on it for that long; see :attr:`time_left`.
     - ``connection``: ``"local"`` (default, or ``SANDWEAVE_HOST``),
       ``"ssh://user@host"``, or a :class:`~sandweave.Connection`;
       ``state_dir``: the worker's state directory.
@@ -535,13 +547,16 @@ class Sandbox:
         name: Optional[str] = None,
         labels: Optional[Mapping[str, str]] = None,
         snapshot: Union[None, str, Snapshot] = None,
+        ttl: Optional[float] = None,
+        idle_timeout: Optional[float] = None,
         connection: Union[None, str, Connection] = None,
         state_dir: Optional[str] = None,
     ) -> None:
         conn = resolve_connection(connection, state_dir)
-        view = conn.call(
-            "sandbox.create", create_params(conn, template, hidepid, audit, user, name, labels, snapshot)
+        params = create_params(
+            conn, template, hidepid, audit, user, name, labels, snapshot, ttl=ttl, idle_timeout=idle_timeout
         )
+        view = conn.call("sandbox.create", params)
         self._setup(conn, view, owned=True)
 
     def _setup(self, conn: Connection, view: Mapping[str, Any], owned: bool) -> None:
@@ -582,6 +597,13 @@ class Sandbox:
         return dict(self.spec.get("labels") or {})
 
     @property
+    def time_left(self) -> Dict[str, Any]:
+        """With a ttl or idle timeout, as of the last call that returned the
+        sandbox (:meth:`inspect` refreshes it): ``ttl_ms``, ``idle_ms`` and
+        ``busy`` (a command runs, so the idle clock stands still); else ``{}``."""
+        return dict(self._view.get("time_left") or {})
+
+    @property
     def connection(self) -> Connection:
         return self._conn
 
@@ -610,14 +632,17 @@ class Sandbox:
         name: Optional[str] = None,
         labels: Optional[Mapping[str, str]] = None,
         snapshot: Union[None, str, Snapshot] = None,
+        ttl: Optional[float] = None,
+        idle_timeout: Optional[float] = None,
         connection: Union[None, str, Connection] = None,
         state_dir: Optional[str] = None,
     ) -> Generator[Step, Any, "Sandbox"]:
         """Creates and starts a sandbox: the same as ``Sandbox(...)``, with an async form."""
         conn = resolve_connection(connection, state_dir)
-        view = yield Call(
-            conn, "sandbox.create", create_params(conn, template, hidepid, audit, user, name, labels, snapshot)
+        params = create_params(
+            conn, template, hidepid, audit, user, name, labels, snapshot, ttl=ttl, idle_timeout=idle_timeout
         )
+        view = yield Call(conn, "sandbox.create", params)
         created: Sandbox = cls._wrap(conn, view, owned=True)
         return created
 

@@ -7,6 +7,7 @@ import io
 import json
 import os
 import stat
+import time
 from pathlib import Path
 
 import pytest
@@ -371,3 +372,22 @@ def test_close_keep_and_remove(state_dir: str) -> None:
             await Sandbox.from_id.aio(env.id)
 
     asyncio.run(main())
+
+
+def test_ttl_and_idle_timeout(state_dir: str) -> None:
+    """The worker ends the sandbox itself when its ttl passes; time_left shows it coming."""
+    sb = Sandbox(ttl=3, idle_timeout=600, state_dir=state_dir)
+    try:
+        left = sb.time_left
+        assert 0 < left["ttl_ms"] <= 3000
+        assert 0 < left["idle_ms"] <= 600000 and left["busy"] is False
+        assert sb.run(["true"]).exit_code == 0
+        deadline = time.monotonic() + 15
+        while sb.inspect()["state"] != "stopped" and time.monotonic() < deadline:
+            time.sleep(0.2)
+        view = sb.inspect()
+        assert view["state"] == "stopped" and view["ended_by"] == "ttl"
+        with pytest.raises(ValueError):
+            Sandbox(ttl=0, state_dir=state_dir)
+    finally:
+        sb.close()

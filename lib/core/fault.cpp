@@ -1,0 +1,7 @@
+#include "lib/core/fault.hpp"
+
+namespace sandweave {
+
+FaultHook fault_hook = nullptr;
+
+}  // namespace sandweave
