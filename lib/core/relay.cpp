@@ -2,6 +2,7 @@
 
 #include <poll.h>
 #include <signal.h>
+#include <sys/file.h>
 #include <sys/signalfd.h>
 #include <sys/socket.h>
 #include <sys/stat.h>
@@ -124,7 +125,10 @@ struct Session {
 
 class Relay {
   public:
-    Relay(Fd agent, Fd listener) : agent_(std::move(agent)), listener_(std::move(listener)) {}
+    Relay(Fd agent, Fd listener, fs::path activity)
+        : agent_(std::move(agent)),
+          listener_(std::move(listener)),
+          activity_(std::move(activity)) {}
     void run();
 
   private:
@@ -148,6 +152,7 @@ class Relay {
     void deliver_output(Session& s, std::uint8_t type, const std::string& data);
     void end_session(Session& s, const std::string& exit_payload);
     void prune_exited();
+    void update_activity();
 
     Fd agent_;
     Fd listener_;
@@ -169,7 +174,25 @@ class Relay {
     std::map<std::uint32_t, Session> sessions_;
     std::deque<std::uint32_t> exited_;
     std::uint32_t next_id_ = 1;
+    // While a detached command runs, a shared flock on the sandbox's activity
+    // file says "busy" to its idle timeout (lib/sandbox/activity.hpp).
+    fs::path activity_;
+    Fd activity_lock_;
 };
+
+void Relay::update_activity() {
+    bool busy = std::any_of(sessions_.begin(), sessions_.end(),
+                            [](const auto& e) { return e.second.detached && !e.second.ended; });
+    if (busy == activity_lock_.valid() || activity_.empty()) return;
+    if (busy) {
+        Fd f(::open(activity_.c_str(), O_RDWR | O_CREAT | O_CLOEXEC, 0600));
+        // Refused only while the idle watcher ends the sandbox anyway.
+        if (f && ::flock(f.get(), LOCK_SH | LOCK_NB) == 0) activity_lock_ = std::move(f);
+    } else {
+        activity_lock_.reset();
+    }
+    ::utimensat(AT_FDCWD, activity_.c_str(), nullptr, 0);  // the last activity: now
+}
 
 void Relay::agent_down(const std::string& why) {
     if (agent_state_ == AgentState::down) return;
@@ -311,6 +334,7 @@ void Relay::end_session(Session& s, const std::string& exit_payload) {
     if (s.detached) {
         exited_.push_back(s.id);
         prune_exited();
+        update_activity();
     } else {
         sessions_.erase(s.id);
     }
@@ -429,7 +453,9 @@ void Relay::exec(Client& c, std::uint32_t csid, const std::string& payload) {
     agent_send(agent::encode(SW_EXEC, s.id, payload));
     // A detached command's client learns its handle from STARTED, then may go.
     if (s.detached) s.starter = Watcher{key, csid};
+    bool detached = s.detached;
     sessions_.emplace(s.id, std::move(s));
+    if (detached) update_activity();
 }
 
 Session* Relay::by_handle(const json& req) {
@@ -676,8 +702,8 @@ Fd connect_unix(const fs::path& path) {
     return fd;
 }
 
-void run_relay(Fd agent, Fd listener) {
-    Relay r(std::move(agent), std::move(listener));
+void run_relay(Fd agent, Fd listener, const fs::path& activity_file) {
+    Relay r(std::move(agent), std::move(listener), activity_file);
     r.run();
 }
 

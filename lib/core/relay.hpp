@@ -20,8 +20,10 @@ inline constexpr std::size_t relay_log_limit = 4u << 20;
 
 // Serves until no child of this process is left (the sandbox is gone).
 // `agent` is the host end of the channel; `listener` a listening socket.
-// Children are reaped here (the shim is their subreaper).
-void run_relay(Fd agent, Fd listener);
+// Children are reaped here (the shim is their subreaper). While a detached
+// command runs, `activity_file` is held with a shared flock (the sandbox's
+// idle timeout sees it busy; lib/sandbox/activity.hpp).
+void run_relay(Fd agent, Fd listener, const std::filesystem::path& activity_file = {});
 
 // A listening Unix socket at `path` (mode 0600), replacing a stale one.
 Fd listen_unix(const std::filesystem::path& path);

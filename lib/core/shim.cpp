@@ -151,7 +151,8 @@ int shim_main(const std::vector<std::string>& all_args) {
         }
         report.ready();
         // Relays the agent and reaps the sandbox's processes until none are left.
-        run_relay(std::move(agent_end), std::move(listener));
+        run_relay(std::move(agent_end), std::move(listener),
+                  agent_socket.parent_path() / "activity");
         std::error_code ec;
         std::filesystem::remove(agent_socket, ec);
         return 0;
