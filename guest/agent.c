@@ -26,6 +26,7 @@
 #include <sys/prctl.h>
 #include <sys/signalfd.h>
 #include <sys/stat.h>
+#include <sys/syscall.h>
 #include <sys/wait.h>
 #include <termios.h>
 #include <time.h>
@@ -387,13 +388,50 @@ static int exec_search(char* const* argv, char* const* env) {
     return saw_eacces ? EACCES : ENOENT;
 }
 
-static void child_fail(int report, char stage, int err) {
+static void __attribute__((noreturn)) child_fail(int report, char stage, int err) {
     unsigned char rep[5];
     rep[0] = (unsigned char)stage;
     put32(rep + 1, (uint32_t)err);
     if (write(report, rep, sizeof rep) < 0) {
     }
     _exit(127);
+}
+
+/* The child of start_command, between vfork and execve: system calls only
+ * (it runs on the agent's memory), never returns. */
+static void __attribute__((noreturn))
+exec_child(const struct exec_req* r, int master, const char* slave, int in, int out, int err,
+           int report) {
+    sigset_t none;
+    sigemptyset(&none);
+    struct sigaction dfl = {.sa_handler = SIG_DFL};
+    for (int sig = 1; sig < 32; sig++) sigaction(sig, &dfl, NULL);
+    sigprocmask(SIG_SETMASK, &none, NULL);
+    setsid();
+    int i0, i1, i2;
+    if (master >= 0) {
+        int fd = open(slave, O_RDWR | O_CLOEXEC);
+        if (fd < 0) child_fail(report, 'e', errno);
+        ioctl(fd, TIOCSCTTY, 0);
+        i0 = i1 = i2 = fd;
+    } else {
+        i0 = in >= 0 ? in : open("/dev/null", O_RDONLY | O_CLOEXEC);
+        i1 = out;
+        i2 = err;
+    }
+    if (dup2(i0, 0) < 0 || dup2(i1, 1) < 0 || dup2(i2, 2) < 0) child_fail(report, 'e', errno);
+    /* The directory is entered with init's rights, as runsc exec does: a
+     * template may give uid 1001 a cwd only root can open. */
+    if (r->cwd[0] && chdir(r->cwd) != 0) child_fail(report, 'c', errno);
+    /* Raw system calls: this task's credentials only (no libc broadcast). */
+    if (syscall(SYS_setgroups, 0, NULL) != 0 ||
+        syscall(SYS_setresgid, r->gid, r->gid, r->gid) != 0 ||
+        syscall(SYS_setresuid, r->uid, r->uid, r->uid) != 0)
+        child_fail(report, 'e', errno);
+    /* A non-root user gets no capabilities (setresuid dropped them) and cannot
+     * regain any through setuid files, as with runsc exec. */
+    if (r->uid != 0) prctl(PR_SET_NO_NEW_PRIVS, 1, 0, 0, 0);
+    child_fail(report, 'e', exec_search(r->argv, r->env));
 }
 
 static void start_command(uint32_t id, const unsigned char* p, const unsigned char* end) {
@@ -442,37 +480,12 @@ static void start_command(uint32_t id, const unsigned char* p, const unsigned ch
         if ((r.flags & SW_EXEC_STDIN) && pipe2(in, O_CLOEXEC)) goto sys;
     }
 
-    pid_t pid = fork();
+    /* vfork: the child borrows our address space until its execve, so the
+     * runtime builds one new address space per command instead of two (a
+     * fork's copy, then the exec's). exec_child only makes system calls. */
+    pid_t pid = vfork();
     if (pid < 0) goto sys;
-    if (pid == 0) {
-        sigset_t none;
-        sigemptyset(&none);
-        for (int sig = 1; sig < 32; sig++) signal(sig, SIG_DFL);
-        sigprocmask(SIG_SETMASK, &none, NULL);
-        setsid();
-        int i0, i1, i2;
-        if (master >= 0) {
-            int fd = open(slave, O_RDWR | O_CLOEXEC);
-            if (fd < 0) child_fail(rep[1], 'e', errno);
-            ioctl(fd, TIOCSCTTY, 0);
-            i0 = i1 = i2 = fd;
-        } else {
-            i0 = in[0] >= 0 ? in[0] : open("/dev/null", O_RDONLY | O_CLOEXEC);
-            i1 = out[1];
-            i2 = err[1];
-        }
-        if (dup2(i0, 0) < 0 || dup2(i1, 1) < 0 || dup2(i2, 2) < 0) child_fail(rep[1], 'e', errno);
-        /* The directory is entered with init's rights, as runsc exec does:
-         * a template may give uid 1001 a cwd only root can open. */
-        if (r.cwd[0] && chdir(r.cwd) != 0) child_fail(rep[1], 'c', errno);
-        if (setgroups(0, NULL) != 0 || setresgid(r.gid, r.gid, r.gid) != 0 ||
-            setresuid(r.uid, r.uid, r.uid) != 0)
-            child_fail(rep[1], 'e', errno);
-        /* A non-root user gets no capabilities (setresuid dropped them) and
-         * cannot regain any through setuid files, as with runsc exec. */
-        if (r.uid != 0) prctl(PR_SET_NO_NEW_PRIVS, 1, 0, 0, 0);
-        child_fail(rep[1], 'e', exec_search(r.argv, r.env));
-    }
+    if (pid == 0) exec_child(&r, master, slave, in[0], out[1], err[1], rep[1]);
 
     close(rep[1]);
     memset(s, 0, sizeof *s);
