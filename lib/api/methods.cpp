@@ -44,6 +44,12 @@ void validate_pool_create(const json& params) {
 void validate_ls(const json& params) {
     (void)parse_filter(from_json<LsParams>(params).filter);
 }
+// argv is required, except to attach to a detached command.
+void check_run(const json& params) {
+    check_as<RunParams>(params);
+    if (!params.contains("argv") && !params.contains("attach"))
+        throw Error(ErrorCode::usage, "params.argv: required (the command to run)");
+}
 void validate_run(const json& params) {
     (void)to_run_request(from_json<RunParams>(params));
 }
@@ -116,7 +122,7 @@ std::vector<Method> build_table() {
     // Served by the connection itself (they need its streams or its state),
     // checked here like the others.
     t.push_back(Method{"hello", &check_as<HelloParams>, nullptr, nullptr});
-    t.push_back(Method{"sandbox.run", &check_as<RunParams>, &validate_run, nullptr});
+    t.push_back(Method{"sandbox.run", &check_run, &validate_run, nullptr});
     t.push_back(Method{"run.stdin", &check_as<StdinParams>, nullptr, nullptr});
     t.push_back(Method{"run.signal", &check_as<SignalParams>, &validate_signal, nullptr});
     t.push_back(Method{"run.cancel", &check_as<RequestRef>, nullptr, nullptr});
