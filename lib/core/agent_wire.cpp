@@ -1,5 +1,6 @@
 #include "lib/core/agent_wire.hpp"
 
+#include <cerrno>
 #include <cstring>
 
 namespace sandweave::agent {
@@ -203,6 +204,29 @@ Exit decode_exit(std::string_view payload) {
         ((e.kind == SW_SIGNALED || e.kind == SW_TIMED_OUT) && (e.code < 1 || e.code > 64)))
         c.fail("code " + std::to_string(e.code) + " out of range");
     return e;
+}
+
+std::optional<int> exit_status(const Exit& e) {
+    switch (e.kind) {
+        case SW_EXITED:
+            return e.code;
+        case SW_SIGNALED:
+            return 128 + e.code;
+        case SW_TIMED_OUT:
+            return 124;
+        case SW_NOT_STARTED:
+            if (e.message.rfind("exec", 0) == 0) return e.code == ENOENT ? 127 : 126;
+            if (e.message.rfind("chdir", 0) == 0) return 126;
+            return 125;
+        default:
+            return std::nullopt;
+    }
+}
+
+std::string u32_bytes(std::uint32_t v) {
+    std::string s;
+    put32(s, v);
+    return s;
 }
 
 std::string encode_hello(std::string_view nonce) {

@@ -73,6 +73,13 @@ struct Exit {
 };
 std::string encode_exit(const Exit& e);
 Exit decode_exit(std::string_view payload);
+// The Docker-style status a person sees for an ended command: its exit code,
+// 128+N for signal N, 124 after its timeout, 127 not found, 126 cannot be
+// run (not executable, no such working directory), 125 could not start at
+// all. Nullopt for SW_LOST: nothing is known of its end.
+std::optional<int> exit_status(const Exit& e);
+
+std::string u32_bytes(std::uint32_t v);
 
 struct Hello {
     std::uint32_t protocol = 0;

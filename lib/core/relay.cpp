@@ -71,22 +71,10 @@ bool unix_address(const fs::path& path, UnixAddress& a) {
     return true;
 }
 
-// The exit status a person sees for an EXIT payload (ps, wait).
+// The exit status a person sees for an EXIT payload (ps).
 std::optional<int> status_of(const std::string& exit_payload) {
     try {
-        auto e = agent::decode_exit(exit_payload);
-        switch (e.kind) {
-            case SW_EXITED:
-                return e.code;
-            case SW_SIGNALED:
-                return 128 + e.code;
-            case SW_TIMED_OUT:
-                return 124;
-            case SW_NOT_STARTED:
-                return e.code == ENOENT ? 127 : 126;
-            default:
-                return std::nullopt;
-        }
+        return agent::exit_status(agent::decode_exit(exit_payload));
     } catch (const agent::ProtocolError&) {
         return std::nullopt;
     }
@@ -258,15 +246,10 @@ void Relay::on_agent_frame(agent::Frame f) {
     switch (f.type) {
         case SW_STARTED: {
             s.pid = agent::decode_u32(f.payload);
-            std::string p = f.payload;
-            std::string handle;
-            handle.resize(4);
-            std::uint32_t id = s.id;
-            for (int i = 0; i < 4; i++) handle[i] = static_cast<char>(id >> (8 * i));
-            if (s.client >= 0) client_send(s.client, agent::encode(SW_STARTED, s.csid, p + handle));
+            std::string started = f.payload + agent::u32_bytes(s.id);  // pid, handle
+            if (s.client >= 0) client_send(s.client, agent::encode(SW_STARTED, s.csid, started));
             if (s.starter)
-                client_send(s.starter->client,
-                            agent::encode(SW_STARTED, s.starter->csid, p + handle));
+                client_send(s.starter->client, agent::encode(SW_STARTED, s.starter->csid, started));
             s.starter.reset();
             return;
         }

@@ -128,40 +128,26 @@ RunOutcome AgentClient::outcome(const agent::Frame& f, const std::string& argv0,
     } catch (const agent::ProtocolError& err) {
         lost(err.what());
     }
+    auto status = agent::exit_status(e);
+    if (!status) lost(e.message.empty() ? "it went away" : e.message);
     RunOutcome out;
-    switch (e.kind) {
-        case SW_EXITED:
-            out.status = e.code;
-            break;
-        case SW_SIGNALED:
-            out.status = 128 + e.code;
-            break;
-        case SW_TIMED_OUT:
-            out.status = 124;
-            out.timed_out = true;
-            out.message = "command timed out after " + std::to_string(timeout_ms.value_or(0)) +
-                          " ms and was killed";
-            break;
-        case SW_NOT_STARTED:
-            if (e.code == ENOENT && e.message.rfind("exec", 0) == 0) {
-                out.status = 127;
-                out.message = "command not found in sandbox " + sandbox_ + ": " + argv0;
-            } else if (e.message.rfind("exec", 0) == 0) {
-                out.status = 126;
-                out.message = "command not executable in sandbox " + sandbox_ + ": " + argv0 +
-                              " (" + e.message.substr(6) + ")";
-            } else if (e.message.rfind("chdir", 0) == 0) {
-                out.status = 126;
-                out.message = "cannot start " + argv0 + " in sandbox " + sandbox_ +
-                              ": working directory: " + e.message.substr(7);
-            } else {
-                out.status = 125;
-                out.message =
-                    "cannot start " + argv0 + " in sandbox " + sandbox_ + ": " + e.message;
-            }
-            break;
-        default:
-            lost(e.message.empty() ? "it went away" : e.message);
+    out.status = *status;
+    if (e.kind == SW_TIMED_OUT) {
+        out.timed_out = true;
+        out.message = "command timed out after " + std::to_string(timeout_ms.value_or(0)) +
+                      " ms and was killed";
+    } else if (e.kind == SW_NOT_STARTED) {
+        // The agent's message is "exec: ..." or "chdir: ..." (guest/agent.c).
+        if (out.status == 127)
+            out.message = "command not found in sandbox " + sandbox_ + ": " + argv0;
+        else if (e.message.rfind("exec", 0) == 0)
+            out.message = "command not executable in sandbox " + sandbox_ + ": " + argv0 + " (" +
+                          e.message.substr(6) + ")";
+        else if (e.message.rfind("chdir", 0) == 0)
+            out.message = "cannot start " + argv0 + " in sandbox " + sandbox_ +
+                          ": working directory: " + e.message.substr(7);
+        else
+            out.message = "cannot start " + argv0 + " in sandbox " + sandbox_ + ": " + e.message;
     }
     return out;
 }
