@@ -19,6 +19,9 @@ capture sw run "$P" -c 'for i in $(seq 100); do sleep 300 & done; echo all-start
 assert_ne "100 background sleeps do not all start under pids 50" "all-started" "$LAST_OUT"
 assert_match "the failing fork reports EAGAIN" "can't fork: Resource temporarily unavailable" "$LAST_ERR"
 assert_eq "the sandbox is still running" running "$(sw_state "$P")"
+# The last children forked may not have exec'd sleep yet when the next command
+# starts (the guest agent starts it in milliseconds): give them a moment.
+wait_for 10 sh -c "[ \"\$(\"$SW\" run '$P' -- ps -o comm | grep -c '^sleep\$')\" = 48 ]" || true
 assert_eq "the 48 sleeps that fit (tasks 3..50) are alive" 48 "$(sleeps_in "$P")"
 assert_eq "inspect shows the pids limit" 50 "$(limits_of "$P" .limits.pids.limit)"
 assert_eq "inspect counts init and the 48 sleeps" 49 "$(limits_of "$P" .limits.pids.current)"
