@@ -33,6 +33,7 @@ void type_error(const std::string& where, const char* expected, const json& got)
 }  // namespace detail
 
 void Reader::finish() const {
+    if (unknown_ == Unknown::ignore) return;
     for (const auto& [k, v] : in_.items()) {
         (void)v;
         if (!seen_.count(k) && !v.is_null()) {

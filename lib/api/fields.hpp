@@ -13,6 +13,10 @@
 // array of strings, got a string"), never an nlohmann exception or a silent
 // default. Optional fields (std::optional) are omitted from the JSON when
 // empty; other fields are always written.
+//
+// A client reading a worker's results decodes with Unknown::ignore instead:
+// a newer worker may add fields (docs/protocol.md, "Handshake"), and an older
+// client must still understand the ones it knows.
 
 #include <cstdint>
 #include <limits>
@@ -54,8 +58,13 @@ class Reader;
 
 template <class T>
 json encode_value(const T& v);
+// What a field the type does not list means: an error (params from a peer),
+// or nothing (results from a possibly newer worker).
+enum class Unknown { refuse, ignore };
+
 template <class T>
-void decode_value(const json& j, T& out, const std::string& where);
+void decode_value(const json& j, T& out, const std::string& where,
+                  Unknown unknown = Unknown::refuse);
 
 class Writer {
   public:
@@ -76,7 +85,8 @@ class Writer {
 
 class Reader {
   public:
-    Reader(const json& in, std::string where) : in_(in), where_(std::move(where)) {}
+    Reader(const json& in, std::string where, Unknown unknown = Unknown::refuse)
+        : in_(in), where_(std::move(where)), unknown_(unknown) {}
 
     template <class T>
     void required(const char* name, T& v) {
@@ -101,15 +111,16 @@ class Reader {
     void read(const json& j, const char* name, T& v) {
         if constexpr (is_optional<T>::value) {
             typename T::value_type inner{};
-            decode_value(j, inner, where_ + "." + name);
+            decode_value(j, inner, where_ + "." + name, unknown_);
             v = std::move(inner);
         } else {
-            decode_value(j, v, where_ + "." + name);
+            decode_value(j, v, where_ + "." + name, unknown_);
         }
     }
 
     const json& in_;
     std::string where_;
+    Unknown unknown_;
     std::set<std::string> seen_;
 };
 
@@ -122,10 +133,10 @@ json to_json(const T& v) {
 
 // `where` names the object in errors ("params", "result").
 template <class T>
-T from_json(const json& j, const std::string& where = "params") {
+T from_json(const json& j, const std::string& where = "params", Unknown unknown = Unknown::refuse) {
     if (!j.is_object()) detail::type_error(where, "an object", j);
     T v{};
-    Reader r(j, where);
+    Reader r(j, where, unknown);
     v.fields(r);
     r.finish();
     return v;
@@ -155,7 +166,7 @@ json encode_value(const T& v) {
 }
 
 template <class T>
-void decode_value(const json& j, T& out, const std::string& where) {
+void decode_value(const json& j, T& out, const std::string& where, Unknown unknown) {
     if constexpr (std::is_same_v<T, json>) {
         out = j;
     } else if constexpr (requires { Codec<T>::decode(j, where); }) {
@@ -190,13 +201,13 @@ void decode_value(const json& j, T& out, const std::string& where) {
         if (!j.is_string()) detail::type_error(where, "a string", j);
         out = j.get<std::string>();
     } else if constexpr (requires(T & t, Reader & r) { t.fields(r); }) {
-        out = from_json<T>(j, where);
+        out = from_json<T>(j, where, unknown);
     } else if constexpr (requires { typename T::mapped_type; }) {
         if (!j.is_object()) detail::type_error(where, "an object", j);
         out.clear();
         for (const auto& [k, e] : j.items()) {
             typename T::mapped_type v{};
-            decode_value(e, v, where + "." + k);
+            decode_value(e, v, where + "." + k, unknown);
             out.emplace(k, std::move(v));
         }
     } else if constexpr (requires { typename T::value_type; }) {
@@ -205,7 +216,7 @@ void decode_value(const json& j, T& out, const std::string& where) {
         std::size_t i = 0;
         for (const auto& e : j) {
             typename T::value_type v{};
-            decode_value(e, v, where + "[" + std::to_string(i++) + "]");
+            decode_value(e, v, where + "[" + std::to_string(i++) + "]", unknown);
             out.push_back(std::move(v));
         }
     } else {

@@ -331,7 +331,7 @@ void RpcClient::handshake() {
         throw Error(e.code(), impl_->peer + ": handshake refused: " + e.what());
     }
     try {
-        impl_->hello = api::from_json<api::HelloResult>(res, "hello result");
+        impl_->hello = api::from_json<api::HelloResult>(res, "hello result", api::Unknown::ignore);
     } catch (const Error& e) {
         throw Error(ErrorCode::general, impl_->peer + ": unusable handshake: " + e.what());
     }
@@ -367,7 +367,7 @@ namespace {
 template <class R>
 R decoded(const json& j, const std::string& method) {
     R out{};
-    api::decode_value(j, out, method + " result");
+    api::decode_value(j, out, method + " result", api::Unknown::ignore);
     return out;
 }
 

@@ -207,6 +207,34 @@ TEST_SUITE("api") {
         CHECK(from_json<CreateParams>({{"template", nullptr}}).template_ref == std::nullopt);
     }
 
+    TEST_CASE("results from a newer worker: unknown fields are ignored, known ones still checked") {
+        // A worker one version ahead adds fields, also inside nested objects.
+        json newer = {{"processes",
+                       {{{"handle", 3},
+                         {"pid", 9},
+                         {"user", "0:0"},
+                         {"command", "sleep 1"},
+                         {"state", "running"},
+                         {"detached", true},
+                         {"started_at", "2026-12-01T00:00:00Z"},
+                         {"cpu_ms", 12}}}},
+                      {"next_page", "x"}};
+        ProcessList l;
+        decode_value(newer, l, "sandbox.ps result", Unknown::ignore);
+        REQUIRE(l.processes.size() == 1);
+        CHECK(l.processes[0].handle == 3);
+        CHECK(l.processes[0].command == "sleep 1");
+        // The same document as params is refused, naming the field.
+        CHECK(usage_error([&] { from_json<ProcessList>(newer); }) ==
+              "params.processes[0]: unknown parameter 'cpu_ms'");
+        // A known field of the wrong type is still an error.
+        json wrong = {{"exit_code", "0"}};
+        CHECK(usage_error([&] {
+                  RunResult r;
+                  decode_value(wrong, r, "sandbox.run result", Unknown::ignore);
+              }) == "sandbox.run result.exit_code: expected an integer, got a string");
+    }
+
     TEST_CASE("values are checked in the library's words") {
         CreateParams c;
         c.hidepid = 3;
