@@ -521,13 +521,13 @@ bool Writer::append_line(std::size_t mark, bool is_event) {
     // The byte limit is checked per line: the log never exceeds max_bytes and
     // always ends on a whole line. Once reached, nothing more is written.
     if (committed_bytes_ + out_.size() + kChainTail > opts_.max_bytes) {
-        out_.buf().resize(mark);
+        out_.truncate(mark);
         byte_limit_ = true;
         stop_reason_ = StopReason::byte_limit;
         if (is_event) ++byte_limit_dropped_;
         return false;
     }
-    chain_.seal(out_.buf(), mark);
+    chain_.seal(out_, mark);
     ++seq_;
     if (is_event) ++events_;
     return true;
@@ -694,7 +694,7 @@ void Writer::flush_output() {
     std::size_t off = 0;
     int err = 0;
     while (off < out_.size()) {
-        ssize_t n = ::write(log_fd_.get(), out_.buf().data() + off, out_.size() - off);
+        ssize_t n = ::write(log_fd_.get(), out_.data() + off, out_.size() - off);
         if (n < 0) {
             if (errno == EINTR) continue;
             err = errno;
