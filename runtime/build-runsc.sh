@@ -24,6 +24,7 @@ readonly PATCHES=(
   "$SCRIPT_DIR/audit-batch.patch"
   "$SCRIPT_DIR/pty.patch"
   "$SCRIPT_DIR/limits.patch"
+  "$SCRIPT_DIR/audit-context.patch"
 )
 readonly CACHE_ROOT="${SANDWEAVE_RUNTIME_CACHE:-/var/cache/sandweave/runtime}"
 readonly INSTALL_DIR="${SANDWEAVE_RUNTIME_DIR:-/usr/local/lib/sandweave}"
@@ -39,6 +40,8 @@ readonly PATCHED_PKGS=(
   gvisor.dev/gvisor/pkg/sentry/fsimpl/devpts
   gvisor.dev/gvisor/pkg/sentry/pgalloc
   gvisor.dev/gvisor/pkg/sentry/fsimpl/cgroupfs
+  gvisor.dev/gvisor/pkg/sentry/vfs
+  gvisor.dev/gvisor/pkg/sentry/syscalls/linux
 )
 
 log() { printf 'build-runsc: %s\n' "$*" >&2; }
