@@ -87,11 +87,12 @@ constexpr std::size_t kHoldMaxBatch = 64;
 constexpr int kReaderNice = -10;
 // Room the queue must have before the reader takes another round of messages
 // off the socket (kBatch of them; a batch of points from
-// runtime/audit-batch.patch is ~32 KiB). With less, the messages stay in the
-// socket, which then buffers too: a full socket makes the sentry drop and
-// count, as a full queue would have made us drop and count, but the two
-// buffers add up instead of the queue overflowing while the socket is full.
-constexpr std::size_t kReadRoom = 1u << 20;
+// runtime/audit-batch.patch is 64 KiB and one point more at most, so 16 take
+// a little over 1 MiB). With less, the messages stay in the socket, which
+// then buffers too: a full socket makes the sentry drop and count, as a full
+// queue would have made us drop and count, but the two buffers add up
+// instead of the queue overflowing while the socket is full.
+constexpr std::size_t kReadRoom = 2u << 20;
 
 struct BarrierRequest {
     std::optional<std::uint64_t> sentry_dropped;
