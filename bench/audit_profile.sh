@@ -9,7 +9,8 @@
 #
 # Usage: bench/audit_profile.sh [SECONDS]   (default 8; needs root, go, jq)
 # Env:   SANDWEAVE (binary), SANDWEAVE_RUNSC (the runtime to profile),
-#        DD_COUNT (default 400000; enough to outlast SECONDS)
+#        DD_COUNT (default 400000; enough to outlast SECONDS), PROFILE_OUT
+#        (keep the profile there, for `go tool pprof`)
 set -uo pipefail
 
 secs=${1:-8}
@@ -62,6 +63,7 @@ kill "$guest" 2>/dev/null
 wait "$guest" 2>/dev/null
 
 [ -s "$tools/sentry.prof" ] || { echo "audit_profile: no profile written" >&2; exit 1; }
+if [ -n "${PROFILE_OUT:-}" ]; then cp "$tools/sentry.prof" "$PROFILE_OUT"; fi
 top() { go tool pprof -top -cum -nodecount=400 "$tools/sentry.prof" 2>/dev/null; }
 total=$(top | sed -n 's/.*Total samples = \([0-9.]*\)\(m\?s\).*/\1 \2/p' |
     awk '{print ($2 == "ms") ? $1 / 1000 : $1}')
