@@ -20,8 +20,8 @@ trap '"$TK" finish --dir "$T/w" >/dev/null 2>&1; rm -rf "$T"' EXIT
 "$TK" start --dir "$T/w" --metadata "$SRC/tests/data/audit/runsc_trace_metadata_20221219.txt" \
     --max-bytes $((SIZE * 2)) >/dev/null
 TRACE=$SRC/tests/data/audit/replay/busybox_session.trace
-# ~306 bytes of JSONL per replayed record (measured).
-N=$((SIZE / 306))
+# ~394 bytes of JSONL per replayed record (measured 2026-12-01; 306 before the chain).
+N=$((SIZE / 394))
 "$REPLAY" --socket "$T/w/sink.sock" --trace "$TRACE" --count "$N" >/dev/null
 "$TK" barrier --dir "$T/w" --sentry-dropped 0 >/dev/null
 LOG=$T/w/audit.jsonl

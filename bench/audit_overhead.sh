@@ -8,17 +8,17 @@
 # Workloads (each at least 100,000 events with the defaults):
 #   dd    /bin/dd if=/dev/zero of=/dev/null bs=1 count=$DD_COUNT   (2 syscalls per byte)
 #   walk  ls -lR of a tree of 5,000 files, $WALK_LOOPS times in one shell
-#         (getdents64, a stat and an xattr lookup per file: ~13k events a pass)
+#         (getdents64, a stat and an xattr lookup per file: ~10k events a pass)
 #
 # Usage: bench/audit_overhead.sh [REPS]   (default 5; needs root and a built tree)
 # Env:   SANDWEAVE (binary), SANDWEAVE_RUNSC (the runtime, e.g. one built with
 #        runtime/audit-batch.patch into SANDWEAVE_RUNTIME_DIR), DD_COUNT
-#        (default 100000), WALK_LOOPS (default 8)
+#        (default 100000), WALK_LOOPS (default 12)
 set -uo pipefail
 
 reps=${1:-5}
 dd_count=${DD_COUNT:-100000}
-walk_loops=${WALK_LOOPS:-8}
+walk_loops=${WALK_LOOPS:-12}
 top=$(cd "$(dirname "${BASH_SOURCE[0]}")/.." && pwd)
 sw=${SANDWEAVE:-$(cd "$(dirname "${BASH_SOURCE[0]}")/.." && pwd)/build/sandweave}
 [ -x "$sw" ] || sw=$top/build/sandweave
@@ -106,7 +106,11 @@ done
 for id in "$plain" "${aud[dd]}" "${aud[walk]}"; do
     "$sw" run "$id" -c 'mkdir -p /tmp/tree && cd /tmp/tree && for d in 1 2 3 4 5 6 7 8 9 10; do mkdir -p $d && (cd $d && seq 1 500 | xargs touch); done; ls -lR /tmp/tree >/dev/null' >/dev/null 2>&1
 done
-for w in dd walk; do settle "${aud[$w]}"; done
+declare -A events0
+for w in dd walk; do
+    settle "${aud[$w]}"
+    events0[$w]=$("$sw" --json audit status "${aud[$w]}" 2>/dev/null | jq -r '.counters.written_events // 0')
+done
 
 declare -A t_off t_on c_off c_on drops_rep
 for w in dd walk; do t_off[$w]=""; t_on[$w]=""; c_off[$w]=""; c_on[$w]=""; drops_rep[$w]=0; done
@@ -154,9 +158,9 @@ for w in dd walk; do
     valid=yes
     [ "$dropped" = 0 ] && [ "${drops_rep[$w]}" = 0 ] || valid="NO (dropped $dropped)"
     printf '%-6s %4s %14s %12s %7s %9s %12s %10s %8s %9s  %s\n' "$w" "$reps" "$(ms "$m_off")" "$(ms "$m_on")" \
-        "$(ratio "$m_on" "$m_off")" "$(ratio "$mc_on" "$mc_off")" "$((events / (reps + 1)))" \
+        "$(ratio "$m_on" "$m_off")" "$(ratio "$mc_on" "$mc_off")" "$(((events - ${events0[$w]}) / reps))" \
         "$(awk -v b="$bytes" -v r="$((reps + 1))" 'BEGIN {printf "%.1f", b/r/1048576}')" \
         "$dropped" "$complete" "$valid"
 done
-echo "(events and MiB per rep include the warm-up run; ratio = median audit / median no-audit wall time;"
+echo "(events/rep: events written per timed run; MiB/rep includes the warm-up run; ratio = median audit / median no-audit wall time;"
 echo " cpu_ratio = median CPU of the audited sandbox and its writer / median CPU of the plain sandbox)"

@@ -24,21 +24,24 @@ readonly PATCHES=(
   "$SCRIPT_DIR/audit-batch.patch"
   "$SCRIPT_DIR/pty.patch"
   "$SCRIPT_DIR/limits.patch"
+  "$SCRIPT_DIR/audit-context.patch"
 )
 readonly CACHE_ROOT="${SANDWEAVE_RUNTIME_CACHE:-/var/cache/sandweave/runtime}"
 readonly INSTALL_DIR="${SANDWEAVE_RUNTIME_DIR:-/usr/local/lib/sandweave}"
 readonly GVISOR_SRC=/usr/share/gocode/src/gvisor.dev/gvisor
 readonly DEBIAN_RUNSC=/usr/bin/runsc
 # Go packages touched by the patches (vet runs on these, unit tests on the
-# first one: the others' tests need helpers Debian does not package).
+# first two: the others' tests need helpers Debian does not package).
 readonly PATCHED_PKGS=(
   gvisor.dev/gvisor/pkg/sentry/fsimpl/proc
-  gvisor.dev/gvisor/pkg/sentry/kernel
   gvisor.dev/gvisor/pkg/sentry/seccheck/sinks/remote
+  gvisor.dev/gvisor/pkg/sentry/kernel
   gvisor.dev/gvisor/runsc/boot
   gvisor.dev/gvisor/pkg/sentry/fsimpl/devpts
   gvisor.dev/gvisor/pkg/sentry/pgalloc
   gvisor.dev/gvisor/pkg/sentry/fsimpl/cgroupfs
+  gvisor.dev/gvisor/pkg/sentry/vfs
+  gvisor.dev/gvisor/pkg/sentry/syscalls/linux
 )
 
 log() { printf 'build-runsc: %s\n' "$*" >&2; }
@@ -192,8 +195,8 @@ run_go_tests() {
   log "go vet ${PATCHED_PKGS[*]}"
   # -composites=false: upstream code has unkeyed composite literals.
   (cd "$tmp" && gobuild_env go vet -composites=false "${PATCHED_PKGS[@]}") >&2 || die "go vet failed"
-  log "go test ${PATCHED_PKGS[0]}"
-  (cd "$tmp" && gobuild_env go test -count=1 -v "${PATCHED_PKGS[0]}") >&2 || die "go unit tests failed"
+  log "go test ${PATCHED_PKGS[*]:0:2}"
+  (cd "$tmp" && gobuild_env go test -count=1 -v "${PATCHED_PKGS[@]:0:2}") >&2 || die "go unit tests failed"
 }
 
 if [[ -x "$out" && "$force" == 0 ]]; then

@@ -16,6 +16,8 @@
 #include <string>
 #include <string_view>
 
+#include "lib/audit/json_out.hpp"
+
 namespace sandweave::audit {
 
 inline constexpr std::size_t kChainBytes = 16;
@@ -46,6 +48,7 @@ class Chain {
     ChainValue next(std::string_view body) const;
     // Seals the record buf[mark..], which ends with "}\n": inserts the chain
     // field before the closing brace and advances the chain.
+    void seal(JsonOut& out, std::size_t mark);
     void seal(std::string& buf, std::size_t mark);
 
   private:

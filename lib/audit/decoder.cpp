@@ -237,44 +237,75 @@ bool RecordFormatter::emit(const Schema& s, std::string_view data, int depth, Js
         }
         return true;
     };
+    auto absent = [&](const Field& f) {
+        if (!f.always) return;
+        sep();
+        out.raw(f.key);
+        out.raw(f.kind == Kind::boolean ? "false" : f.hex ? "\"0x0\"" : "0");
+        if (f.names_sysno) sysno_name(out, 0);
+    };
     // Emit per schema field: last occurrence wins for singular fields (as in
     // protobuf), repeated fields keep every occurrence in order. The nested
     // emit reuses deeper scratch vectors, so this depth's `occ` stays valid.
     const std::size_t nocc = occ.size();
-    for (std::size_t fi = 0; fi < s.fields.size(); ++fi) {
-        const Field& f = s.fields[fi];
-        if (f.repeated) {
-            bool any = false;
-            for (std::size_t i = 0; i < nocc; ++i) {
-                if (occ_[depth][i].field != fi) continue;
-                if (!any) {
-                    sep();
-                    out.raw(f.key);
-                    out.ch('[');
-                    any = true;
-                } else {
-                    out.ch(',');
-                }
-                Occ o = occ_[depth][i];
-                if (!value(f, o)) return false;
-            }
-            if (any) out.ch(']');
-        } else {
-            std::size_t last = nocc;
-            for (std::size_t i = 0; i < nocc; ++i)
-                if (occ_[depth][i].field == fi) last = i;
-            if (last == nocc) {
-                if (!f.always) continue;
-                sep();
-                out.raw(f.key);
-                out.raw(f.kind == Kind::boolean ? "false" : f.hex ? "\"0x0\"" : "0");
-                if (f.names_sysno) sysno_name(out, 0);
+    // Fast path, the same output: occurrences in schema order with every
+    // singular field at most once, as every protobuf encoder writes them
+    // (runsc's among them). One merge over fields and occurrences instead of
+    // a scan of the occurrences per field.
+    bool ordered = true;
+    for (std::size_t i = 1; i < nocc && ordered; ++i)
+        ordered = occ[i].field > occ[i - 1].field ||
+                  (occ[i].field == occ[i - 1].field && s.fields[occ[i].field].repeated);
+    if (ordered) {
+        std::size_t j = 0;
+        for (std::size_t fi = 0; fi < s.fields.size(); ++fi) {
+            const Field& f = s.fields[fi];
+            if (j == nocc || occ_[depth][j].field != fi) {
+                absent(f);
                 continue;
             }
             sep();
             out.raw(f.key);
-            Occ o = occ_[depth][last];
-            if (!value(f, o)) return false;
+            if (f.repeated) out.ch('[');
+            for (bool more = false; j < nocc && occ_[depth][j].field == fi; more = true) {
+                if (more) out.ch(',');
+                Occ o = occ_[depth][j++];
+                if (!value(f, o)) return false;
+            }
+            if (f.repeated) out.ch(']');
+        }
+    } else {
+        for (std::size_t fi = 0; fi < s.fields.size(); ++fi) {
+            const Field& f = s.fields[fi];
+            if (f.repeated) {
+                bool any = false;
+                for (std::size_t i = 0; i < nocc; ++i) {
+                    if (occ_[depth][i].field != fi) continue;
+                    if (!any) {
+                        sep();
+                        out.raw(f.key);
+                        out.ch('[');
+                        any = true;
+                    } else {
+                        out.ch(',');
+                    }
+                    Occ o = occ_[depth][i];
+                    if (!value(f, o)) return false;
+                }
+                if (any) out.ch(']');
+            } else {
+                std::size_t last = nocc;
+                for (std::size_t i = 0; i < nocc; ++i)
+                    if (occ_[depth][i].field == fi) last = i;
+                if (last == nocc) {
+                    absent(f);
+                    continue;
+                }
+                sep();
+                out.raw(f.key);
+                Occ o = occ_[depth][last];
+                if (!value(f, o)) return false;
+            }
         }
     }
     if (!unknown_[depth].empty()) {
@@ -386,7 +417,7 @@ RecordFormatter::Result RecordFormatter::payload(JsonOut& out, std::uint64_t seq
     out.u64(dropped);
     bool lossy = false;
     if (!emit(s, body, 0, out, lossy, true)) {
-        out.buf().resize(mark);
+        out.truncate(mark);
         raw_record(out, seq, dropped, "writer/malformed_message", type,
                    "payload is not a valid protobuf message", body);
         r.outcome = Outcome::malformed;
@@ -411,7 +442,7 @@ std::string RecordFormatter::point_of(std::uint16_t type, std::string_view body)
     if (r.outcome != Outcome::event) return "";
     auto pos = tmp.buf().find("\"point\":\"");
     auto endq = tmp.buf().find('"', pos + 9);
-    return tmp.buf().substr(pos + 9, endq - pos - 9);
+    return std::string(tmp.buf().substr(pos + 9, endq - pos - 9));
 }
 
 void format_gap(JsonOut& out, std::uint64_t seq, std::uint64_t dropped, std::uint64_t lost,

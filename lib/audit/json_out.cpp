@@ -1,5 +1,6 @@
 #include "lib/audit/json_out.hpp"
 
+#include <algorithm>
 #include <charconv>
 
 namespace sandweave::audit {
@@ -42,16 +43,22 @@ constexpr char kB64[] = "ABCDEFGHIJKLMNOPQRSTUVWXYZabcdefghijklmnopqrstuvwxyz012
 
 }  // namespace
 
+void JsonOut::grow(std::size_t n) {
+    std::size_t cap = std::max(2 * cap_, size_ + n);
+    std::unique_ptr<char[]> data(new char[cap]);
+    std::memcpy(data.get(), data_.get(), size_);
+    data_ = std::move(data);
+    cap_ = cap;
+}
+
 void JsonOut::u64(std::uint64_t v) {
-    char tmp[24];
-    auto r = std::to_chars(tmp, tmp + sizeof tmp, v);
-    buf_.append(tmp, static_cast<std::size_t>(r.ptr - tmp));
+    char* p = room(24);
+    size_ += static_cast<std::size_t>(std::to_chars(p, p + 24, v).ptr - p);
 }
 
 void JsonOut::i64(std::int64_t v) {
-    char tmp[24];
-    auto r = std::to_chars(tmp, tmp + sizeof tmp, v);
-    buf_.append(tmp, static_cast<std::size_t>(r.ptr - tmp));
+    char* p = room(24);
+    size_ += static_cast<std::size_t>(std::to_chars(p, p + 24, v).ptr - p);
 }
 
 namespace {
@@ -60,32 +67,32 @@ constexpr std::uint64_t kExactLimit = 1ull << 53;
 
 void JsonOut::exact_u64(std::uint64_t v) {
     if (v <= kExactLimit) return u64(v);
-    buf_.push_back('"');
+    ch('"');
     u64(v);
-    buf_.push_back('"');
+    ch('"');
 }
 
 void JsonOut::exact_i64(std::int64_t v) {
     if (v <= static_cast<std::int64_t>(kExactLimit) && v >= -static_cast<std::int64_t>(kExactLimit))
         return i64(v);
-    buf_.push_back('"');
+    ch('"');
     i64(v);
-    buf_.push_back('"');
+    ch('"');
 }
 
 void JsonOut::hex64(std::uint64_t v) {
-    char tmp[24];
-    tmp[0] = '"';
-    tmp[1] = '0';
-    tmp[2] = 'x';
-    auto r = std::to_chars(tmp + 3, tmp + sizeof tmp - 1, v, 16);
+    char* p = room(24);
+    p[0] = '"';
+    p[1] = '0';
+    p[2] = 'x';
+    auto r = std::to_chars(p + 3, p + 23, v, 16);
     *r.ptr = '"';
-    buf_.append(tmp, static_cast<std::size_t>(r.ptr + 1 - tmp));
+    size_ += static_cast<std::size_t>(r.ptr + 1 - p);
 }
 
 bool JsonOut::str(std::string_view s) {
     bool valid = true;
-    buf_.push_back('"');
+    ch('"');
     std::size_t i = 0, run = 0;
     while (i < s.size()) {
         unsigned char c = static_cast<unsigned char>(s[i]);
@@ -93,50 +100,50 @@ bool JsonOut::str(std::string_view s) {
             ++i;
             continue;
         }
-        buf_.append(s.data() + run, i - run);
+        raw(s.substr(run, i - run));
         if (c < 0x80) {
             switch (c) {
                 case '"':
-                    buf_.append("\\\"");
+                    raw("\\\"");
                     break;
                 case '\\':
-                    buf_.append("\\\\");
+                    raw("\\\\");
                     break;
                 case '\n':
-                    buf_.append("\\n");
+                    raw("\\n");
                     break;
                 case '\t':
-                    buf_.append("\\t");
+                    raw("\\t");
                     break;
                 case '\r':
-                    buf_.append("\\r");
+                    raw("\\r");
                     break;
                 default: {
                     char esc[6] = {'\\', 'u', '0', '0', kHex[c >> 4], kHex[c & 15]};
-                    buf_.append(esc, 6);
+                    raw(std::string_view(esc, 6));
                 }
             }
             ++i;
         } else if (std::size_t n = utf8_seq_len(s, i); n != 0) {
-            buf_.append(s.data() + i, n);
+            raw(s.substr(i, n));
             i += n;
         } else {
-            buf_.append("\xEF\xBF\xBD");
+            raw("\xEF\xBF\xBD");
             valid = false;
             ++i;
         }
         run = i;
     }
-    buf_.append(s.data() + run, s.size() - run);
-    buf_.push_back('"');
+    raw(s.substr(run));
+    ch('"');
     return valid;
 }
 
 void JsonOut::base64(std::string_view bytes) {
-    buf_.push_back('"');
-    std::size_t start = buf_.size();
-    buf_.resize(start + (bytes.size() + 2) / 3 * 4);
-    char* o = buf_.data() + start;
+    ch('"');
+    const std::size_t n = (bytes.size() + 2) / 3 * 4;
+    char* o = room(n);
+    size_ += n;
     auto u = [&](std::size_t k) { return static_cast<unsigned char>(bytes[k]); };
     std::size_t i = 0;
     for (; i + 3 <= bytes.size(); i += 3) {
@@ -154,13 +161,13 @@ void JsonOut::base64(std::string_view bytes) {
         *o++ = rest == 2 ? kB64[(v >> 6) & 63] : '=';
         *o++ = '=';
     }
-    buf_.push_back('"');
+    ch('"');
 }
 
 std::string base64_encode(std::string_view bytes) {
     JsonOut out;
     out.base64(bytes);
-    return out.buf().substr(1, out.size() - 2);
+    return std::string(out.buf().substr(1, out.size() - 2));
 }
 
 }  // namespace sandweave::audit

@@ -87,11 +87,12 @@ constexpr std::size_t kHoldMaxBatch = 64;
 constexpr int kReaderNice = -10;
 // Room the queue must have before the reader takes another round of messages
 // off the socket (kBatch of them; a batch of points from
-// runtime/audit-batch.patch is ~32 KiB). With less, the messages stay in the
-// socket, which then buffers too: a full socket makes the sentry drop and
-// count, as a full queue would have made us drop and count, but the two
-// buffers add up instead of the queue overflowing while the socket is full.
-constexpr std::size_t kReadRoom = 1u << 20;
+// runtime/audit-batch.patch is 64 KiB and one point more at most, so 16 take
+// a little over 1 MiB). With less, the messages stay in the socket, which
+// then buffers too: a full socket makes the sentry drop and count, as a full
+// queue would have made us drop and count, but the two buffers add up
+// instead of the queue overflowing while the socket is full.
+constexpr std::size_t kReadRoom = 2u << 20;
 
 struct BarrierRequest {
     std::optional<std::uint64_t> sentry_dropped;
@@ -521,13 +522,13 @@ bool Writer::append_line(std::size_t mark, bool is_event) {
     // The byte limit is checked per line: the log never exceeds max_bytes and
     // always ends on a whole line. Once reached, nothing more is written.
     if (committed_bytes_ + out_.size() + kChainTail > opts_.max_bytes) {
-        out_.buf().resize(mark);
+        out_.truncate(mark);
         byte_limit_ = true;
         stop_reason_ = StopReason::byte_limit;
         if (is_event) ++byte_limit_dropped_;
         return false;
     }
-    chain_.seal(out_.buf(), mark);
+    chain_.seal(out_, mark);
     ++seq_;
     if (is_event) ++events_;
     return true;
@@ -694,7 +695,7 @@ void Writer::flush_output() {
     std::size_t off = 0;
     int err = 0;
     while (off < out_.size()) {
-        ssize_t n = ::write(log_fd_.get(), out_.buf().data() + off, out_.size() - off);
+        ssize_t n = ::write(log_fd_.get(), out_.data() + off, out_.size() - off);
         if (n < 0) {
             if (errno == EINTR) continue;
             err = errno;

@@ -22,7 +22,7 @@ extern "C" int LLVMFuzzerTestOneInput(const std::uint8_t* data, std::size_t size
     static sandweave::audit::JsonOut out;
     std::string_view msg(reinterpret_cast<const char*>(data), size);
     auto one_record = [&] {
-        const std::string& line = out.buf();
+        std::string_view line = out.buf();
         if (line.empty() || line.back() != '\n' || line.find('\n') != line.size() - 1) std::abort();
         auto j = nlohmann::json::parse(line, nullptr, /*allow_exceptions=*/false);
         if (j.is_discarded() || !j.contains("seq") || !j.contains("point") ||

@@ -134,6 +134,31 @@ assert_true "a later export holds the earlier one as its prefix" \
 assert_true "a relative PATH is relative to the caller's cwd; sidecar path is absolute" \
     test -f "$T/out/rel.jsonl" -a "$(side "$T/out/rel.jsonl" .path)" = "$T/out/rel.jsonl"
 
+# ------------------------------------------------- 1b. cwd and fd_path follow renames
+# runtime/audit-context.patch caches both per process and per open file; a
+# rename, an unlink or a rmdir must show in the next record, as without it.
+# The shell's own syscalls (builtins, redirections) keep one cwd and one open
+# file across the renames.
+"$SW" run "$ID" -c 'mkdir -p /tmp/cw/a && cd /tmp/cw/a && echo 1 >/tmp/cw/one &&
+    /bin/mv /tmp/cw/a /tmp/cw/b && echo 2 >/tmp/cw/two &&
+    exec 3>/tmp/cw/f && echo x >&3 && /bin/mv /tmp/cw/f /tmp/cw/g && echo y >&3 &&
+    /bin/rm /tmp/cw/g && echo z >&3 && mkdir /tmp/cw/d && cd /tmp/cw/d && echo 3 >/tmp/cw/three &&
+    /bin/rmdir /tmp/cw/d && echo 4 >/tmp/cw/four && cd /tmp && echo 5 >/tmp/cw/five' >"$T/cw.out" 2>&1
+assert_true "the rename script ran (exit 0)" test $? = 0
+"$SW" audit export "$ID" "$T/out/cw.jsonl" >/dev/null 2>&1
+cwd_of() { # PATHNAME -> the cwd of the shell's openat of it
+    jq -sr --arg p "$1" '[.[] | select(.point == "syscall/openat/exit" and .pathname == $p and
+        .context_data.process_name == "sh") | .context_data.cwd] | last' "$T/out/cw.jsonl"
+}
+assert_true "cwd before and after its directory was renamed" \
+    test "$(cwd_of /tmp/cw/one) $(cwd_of /tmp/cw/two)" = "/tmp/cw/a /tmp/cw/b"
+assert_true "cwd after a chdir, after its removal, after a chdir away" \
+    test "$(cwd_of /tmp/cw/three)|$(cwd_of /tmp/cw/four)|$(cwd_of /tmp/cw/five)" = "/tmp/cw/d|/tmp/cw/d (deleted)|/tmp"
+assert_true "fd_path of one open file: opened, renamed, unlinked" \
+    jq -se '[.[] | select(.point == "syscall/write/exit" and .context_data.process_name == "sh" and
+        (.fd_path // "" | startswith("/tmp/cw/"))) | .fd_path] ==
+        ["/tmp/cw/one", "/tmp/cw/two", "/tmp/cw/f", "/tmp/cw/g", "/tmp/cw/g (deleted)", "/tmp/cw/three", "/tmp/cw/four", "/tmp/cw/five"]' "$T/out/cw.jsonl"
+
 # ---------------------------------------------------------------- 2. the guest cannot reach the log
 HOSTLOG=$AD/audit.jsonl
 "$SW" run "$ID" -c "/usr/bin/find / -name audit.jsonl -o -name writer-state.json -o -name sink.sock -o -name control.sock 2>/dev/null" \

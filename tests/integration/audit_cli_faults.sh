@@ -121,11 +121,15 @@ assert_true "drops: a healthy writer loses nothing of dd bs=1 count=20000 (sentr
 PD=$(writer_pid "$S" "$D")
 assert_true "drops: writer pid known (writer-state.json) and it is the writer of this sandbox" \
     eval 'test -n "$PD" && writer_pids "$S" "$D/" | grep -qx "$PD"'
+# 120,000 events of ~250 bytes on average (every write's fd_path is this
+# 200-byte path): more than the sentry's socket holds even when the runtime
+# batches points (runtime/audit-batch.patch: its 64 KiB messages fill the 8 MiB
+# send buffer, counted twice by the kernel, with ~16 MiB of points).
+LONG=/tmp/$(printf 'd%.0s' $(seq 100))/$(printf 'f%.0s' $(seq 100))
+"$SW" run "$D" -- /bin/mkdir -p "$(dirname "$LONG")" >/dev/null 2>&1
 kill -STOP "$PD"
 t0=$SECONDS
-# 120,000 events: more than the sentry's socket holds even when the runtime
-# batches points (runtime/audit-batch.patch: ~65,000 fit in 8 MiB).
-"$SW" run "$D" -- /bin/dd if=/dev/zero of=/dev/null bs=1 count=60000 >/dev/null 2>&1
+"$SW" run "$D" -- /bin/dd if=/dev/zero of="$LONG" bs=1 count=60000 >/dev/null 2>&1
 rc=$?
 assert_true "drops: the guest does not wait for the stopped writer (exit 0, < 20 s)" test $rc = 0 -a $((SECONDS - t0)) -lt 20
 kill -CONT "$PD"

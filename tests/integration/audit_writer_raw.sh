@@ -159,7 +159,7 @@ start_sandbox "$W3" s3
 guest s3 '/bin/true'
 kill -STOP "$P3"
 # More events than the sentry's socket holds, also with batched points
-# (runtime/audit-batch.patch: ~65,000 fit in its 8 MiB).
+# (runtime/audit-batch.patch: its 8 MiB send buffer holds ~16 MiB of them).
 guest s3 'i=0; while [ $i -lt 30000 ]; do echo $i >/tmp/f; i=$((i+1)); done'
 kill -CONT "$P3"
 sleep 1
