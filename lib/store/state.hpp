@@ -158,8 +158,24 @@ class StateStore {
     std::filesystem::path images_dir() const { return root_ / "images"; }
 
     // Reserves a new id (and the name, if given) atomically; the directory exists
-    // on return. A taken name is a usage error.
-    std::string reserve(const std::string& name);
+    // on return and its lock is held by the caller from the instant the
+    // directory appears, so a directory without a record whose lock is free
+    // was left by a creator that died (abandoned_reservations). A taken name
+    // is a usage error.
+    struct Reservation {
+        std::string id;
+        FileLock lock;
+    };
+    Reservation reserve(const std::string& name);
+    // Sandbox directories a create reserved and never gave a record (it was
+    // killed before its first save, or while rolling back), each with its
+    // lock now held by the caller, who removes them. Under an exclusive hold
+    // of reserve's window lock, so a reservation in progress is never one.
+    struct Abandoned {
+        std::string id;
+        FileLock lock;
+    };
+    std::vector<Abandoned> abandoned_reservations() const;
     // Frees a name reserved for `id` (no-op if it points elsewhere).
     void release_name(const std::string& name, const std::string& id);
     // Removes names whose sandbox is gone (an rm killed between renaming the
