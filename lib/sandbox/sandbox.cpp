@@ -107,6 +107,13 @@ SandboxView sandbox_view(Context& ctx, SandboxRecord r, SandboxState live,
     if (r.state == SandboxState::creating && live == SandboxState::failed)
         settle_abandoned_create(ctx, r);
     SandboxView v{std::move(r), live, std::nullopt, std::move(limits)};
+    if (!v.limits && v.live != SandboxState::running && v.record.limits_at_stop) {
+        try {
+            v.limits = limit_usage_from_json(*v.record.limits_at_stop);
+        } catch (const std::exception&) {
+            // A record edited by hand: shown without its counts.
+        }
+    }
     if (v.live != SandboxState::running) return v;
     v.left = time_left(ctx.store, v.record, std::chrono::system_clock::now());
     if (v.left) {
@@ -381,6 +388,8 @@ SandboxRecord terminate_sandbox(Context& ctx, const std::string& ref) {
                            " is incomplete at terminate: " + nlohmann::json(status.reasons).dump());
             SANDWEAVE_FAULT_POINT("terminate.barrier-done");
         }
+        // The runtime's counts go with it: keep them for inspect and ls.
+        if (auto u = live_limit_usage(ctx, r)) r.limits_at_stop = to_json(*u);
         stop_runtime(ctx, r);
         SANDWEAVE_FAULT_POINT("terminate.stopped");
     });
@@ -449,6 +458,7 @@ SandboxView inspect_sandbox(Context& ctx, const std::string& ref) {
 
 json to_json(const SandboxView& v) {
     json j = to_json(v.record);
+    j.erase("limits_at_stop");  // shown as `limits` (sandbox_view)
     j["state"] = to_string(v.live);
     if (v.left) {
         json& t = j["time_left"] = json{{"busy", v.left->busy}};

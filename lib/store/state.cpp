@@ -274,6 +274,7 @@ json to_json(const SandboxRecord& r) {
     if (r.from_snapshot) j["from_snapshot"] = *r.from_snapshot;
     if (r.expires_at_ms) j["expires_at_ms"] = *r.expires_at_ms;
     if (r.ended_by) j["ended_by"] = *r.ended_by;
+    if (r.limits_at_stop) j["limits_at_stop"] = *r.limits_at_stop;
     j["agent"] = r.agent;
     if (!r.pool.empty()) {
         json p{{"name", r.pool}, {"state", r.pool_state}};
@@ -299,6 +300,8 @@ SandboxRecord record_from_json(const json& j) {
     if (j.contains("from_snapshot")) r.from_snapshot = j["from_snapshot"].get<std::string>();
     if (j.contains("expires_at_ms")) r.expires_at_ms = j["expires_at_ms"].get<std::int64_t>();
     if (j.contains("ended_by")) r.ended_by = j["ended_by"].get<std::string>();
+    if (j.contains("limits_at_stop") && j["limits_at_stop"].is_object())
+        r.limits_at_stop = j["limits_at_stop"];
     r.agent = j.value("agent", false);
     if (j.contains("pool")) {
         const json& p = j["pool"];

@@ -133,6 +133,10 @@ struct SandboxRecord {
     // started (Unix ms), and what ended the sandbox ("ttl", "idle_timeout").
     std::optional<std::int64_t> expires_at_ms;
     std::optional<std::string> ended_by;
+    // What the pids/memory limits had counted when the sandbox was stopped
+    // (lib/sandbox/limit_usage.hpp's JSON), so inspect of a stopped sandbox
+    // still says what happened; the store does not look inside.
+    std::optional<nlohmann::json> limits_at_stop;
     // Created with the guest agent's channel (docs/agent.md); records from
     // older versions have none and run commands through runsc exec.
     bool agent = false;

@@ -182,6 +182,7 @@ TEST_SUITE("state") {
         SandboxRecord r = record(id, "rt", "2024-05-06T07:08:09Z");
         r.error = "why it failed";
         r.stopped_at = "2024-05-06T08:00:00Z";
+        r.limits_at_stop = nlohmann::json{{"memory", {{"oom_kills", 1}, {"failcnt", 3}}}};
         store.save(r);
         r.state = SandboxState::stopped;
         store.save(r);  // replacing an existing record
@@ -195,6 +196,8 @@ TEST_SUITE("state") {
         CHECK(back.runsc_flags == r.runsc_flags);
         REQUIRE(back.error);
         CHECK(*back.error == "why it failed");
+        REQUIRE(back.limits_at_stop);
+        CHECK((*back.limits_at_stop)["memory"]["oom_kills"] == 1);
 
         // Only the record and the lock reserve made (no temp files) are left.
         std::vector<std::string> files;
