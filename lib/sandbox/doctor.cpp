@@ -57,7 +57,8 @@ DoctorCheck overlay_check(Host& host, const fs::path& state) {
 
 // What crashes and host restarts leave in the state directory: sandboxes
 // whose runtime died (failed), creates killed before their first record,
-// removals and pool removals cut short, names of removed sandboxes. All of it is what `prune` clears.
+// removals and pool removals cut short, names of removed sandboxes. All of
+// it is what `prune` clears.
 namespace {
 
 DoctorCheck leftovers_check(Context& ctx) {

@@ -242,8 +242,9 @@ SandboxRecord create_sandbox(Context& ctx, const CreateRequest& req) {
                 audit::finish(audit_dir(ctx.store, r.id), std::nullopt);
             // Renamed away first, like rm: a crash meanwhile leaves a
             // graveyard prune finishes, never a half-deleted sandbox.
-            ctx.store.objects(sandbox_kind).remove(r.id,
-                                                   [&] { ctx.store.release_name(r.name, r.id); });
+            ctx.store.objects(sandbox_kind).remove(r.id, [&] {
+                ctx.store.release_name(r.name, r.id);
+            });
         } catch (const std::exception& e) {
             log().warn("cleaning up after a failed create of " + r.id + ": " + e.what());
         }
@@ -499,7 +500,8 @@ int sweep_abandoned_creates(Context& ctx) {
             ctx.store.objects(sandbox_kind).remove(a.id);
             ++swept;
         } catch (const Error& e) {
-            log().warn("removing the abandoned sandbox directory " + dir.string() + ": " + e.what());
+            log().warn("removing the abandoned sandbox directory " + dir.string() + ": " +
+                       e.what());
         }
     }
     return swept;
