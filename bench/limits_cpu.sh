@@ -4,7 +4,9 @@
 # ROUNDS times each, interleaved. Reports per setting the median wall time of
 # the loop and the median CPU the sandbox's host cgroup used per wall second
 # (cpuacct: sentry, gofer and stubs, i.e. everything the quota covers), and
-# the ratios against the unlimited sandbox. PARALLEL copies of the loop run
+# the ratios against the unlimited sandbox, and the share of the quota's
+# 100 ms periods in which the kernel throttled it (cpu.stat nr_throttled /
+# nr_periods: the quota biting, whatever else the host runs). PARALLEL copies of the loop run
 # at once, so an unlimited sandbox can use more than one CPU. Expected:
 # cpu_per_wall_second at most 0.5 and 0.25 (plus noise), whatever the
 # unlimited sandbox gets on a loaded host. Usage:
@@ -34,6 +36,11 @@ cpu_ns() {  # ID: CPU time of the sandbox's host cgroup, ns (cgroup v1 or v2)
         awk '$1 == "usage_usec" { print $2 * 1000 }' "/sys/fs/cgroup/$1/cpu.stat"
     fi
 }
+throttle_stat() {  # ID: "PERIODS THROTTLED" of the sandbox's CFS quota (cgroup v1 or v2)
+    local f=/sys/fs/cgroup/cpu/$1/cpu.stat
+    [[ -r $f ]] || f=/sys/fs/cgroup/$1/cpu.stat
+    awk '$1 == "nr_periods" { p = $2 } $1 == "nr_throttled" { t = $2 } END { print p + 0, t + 0 }' "$f" 2>/dev/null || echo "0 0"
+}
 now() { date +%s.%N; }
 median() { sort -g | awk '{ v[NR] = $1 } END { print (NR % 2) ? v[(NR + 1) / 2] : (v[NR / 2] + v[NR / 2 + 1]) / 2 }'; }
 
@@ -41,9 +48,12 @@ T=$(mktemp -d)
 for ((r = 0; r < ROUNDS; r++)); do
     for k in none 0.5 0.25; do
         id=${ID[$k]}
+        read -r p0 h0 < <(throttle_stat "$id")
         c0=$(cpu_ns "$id"); t0=$(now)
         "$SW" run "$id" -c "for j in \$(seq $PARALLEL); do (i=0; while [ \$i -lt $LOOP ]; do i=\$((i + 1)); done) & done; wait" >/dev/null
         t1=$(now); c1=$(cpu_ns "$id")
+        read -r p1 h1 < <(throttle_stat "$id")
+        echo "$p1 $p0 $h1 $h0" | awk '{ print ($1 > $2) ? ($3 - $4) / ($1 - $2) : 0 }' >>"$T/thr.$k"
         wall=$(echo "$t1 - $t0" | bc -l)
         echo "$wall" >>"$T/wall.$k"
         echo "($c1 - $c0) / 1000000000 / $wall" | bc -l >>"$T/cpu.$k"
@@ -53,10 +63,11 @@ done
 w_none=$(median <"$T/wall.none")
 out="[]"
 for k in none 0.5 0.25; do
-    w=$(median <"$T/wall.$k"); c=$(median <"$T/cpu.$k")
-    out=$(jq --arg k "$k" --argjson w "$w" --argjson c "$c" --argjson wn "$w_none" \
+    w=$(median <"$T/wall.$k"); c=$(median <"$T/cpu.$k"); h=$(median <"$T/thr.$k")
+    out=$(jq --arg k "$k" --argjson w "$w" --argjson c "$c" --argjson wn "$w_none" --argjson h "$h" \
         '. + [{cpus: $k, median_wall_seconds: ($w * 100 | round / 100),
                median_cpu_per_wall_second: ($c * 100 | round / 100),
+               median_throttled_periods: ($h * 100 | round / 100),
                wall_vs_unlimited: ($w / $wn * 100 | round / 100)}]' <<<"$out")
 done
 rm -rf "$T"

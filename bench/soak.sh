@@ -7,16 +7,18 @@
 #   3. ALIVE audited sandboxes alive at once, idle: host memory per sandbox
 #      (MemAvailable drop, and the sum of the PSS of every process of the state
 #      dir), the writer's and the shim's peak RSS (VmHWM)
-#   4. CRASH_ROUNDS of tests/integration/crash.sh's randomized kill loop
+#   4. CRASH_ROUNDS of tests/integration/crash.sh's randomized kill loop, and
+#      CREATE_KILLS creates killed at random moments (its create loop)
 # After each phase: leaked processes, mounts, fds (held by processes of the
 # state dir) and directories, each with a target of 0.
 # Usage: bench/soak.sh   (env: CYCLES=1000 PARALLEL=8 ACQUIRES=500 POOL_SIZE=4
-#        ALIVE=100 CRASH_ROUNDS=200; needs root and a built tree)
+#        ALIVE=100 CRASH_ROUNDS=200 CREATE_KILLS=500; needs root and a built tree)
 set -uo pipefail
 top="$(cd "$(dirname "${BASH_SOURCE[0]}")/.." && pwd)"
 sw="${SANDWEAVE:-$top/build/sandweave}"
 CYCLES="${CYCLES:-1000}" PARALLEL="${PARALLEL:-8}" ACQUIRES="${ACQUIRES:-500}"
 POOL_SIZE="${POOL_SIZE:-4}" ALIVE="${ALIVE:-100}" CRASH_ROUNDS="${CRASH_ROUNDS:-200}"
+CREATE_KILLS="${CREATE_KILLS:-500}"
 state="$(mktemp -d /tmp/sw-soak.XXXXXX)"
 export SANDWEAVE_STATE_DIR="$state"
 cleanup() {
@@ -106,9 +108,9 @@ leaks "   after removing them"
 # 4. random kills (the crash test's loop, long)
 if [[ "$CRASH_ROUNDS" -gt 0 ]]; then
   t0=$(now)
-  out=$(cd "$top/build" && CRASH_RANDOM_ROUNDS="$CRASH_ROUNDS" SANDWEAVE="$sw" SANDWEAVE_SOURCE_DIR="$top" \
+  out=$(cd "$top/build" && CRASH_RANDOM_ROUNDS="$CRASH_ROUNDS" CRASH_CREATE_ROUNDS="$CREATE_KILLS" SANDWEAVE="$sw" SANDWEAVE_SOURCE_DIR="$top" \
         SANDWEAVE_BUILD_DIR="$top/build" SANDWEAVE_FAULTS="$top/build/sandweave-faults" \
         bash "$top/tests/integration/crash.sh" 2>&1 | grep -A3 -e '^FAIL' -e 'passed,')
-  echo "4. crash test with $CRASH_ROUNDS random kills: $(secs "$t0" "$(now)") s:"
+  echo "4. crash test with $CRASH_ROUNDS random kills and $CREATE_KILLS killed creates: $(secs "$t0" "$(now)") s:"
   printf '   %s\n' "${out//$'\n'/$'\n'   }"
 fi

@@ -13,6 +13,7 @@
 // so a barrier's counts describe exactly the prefix written before it.
 
 #include <fcntl.h>
+#include <malloc.h>
 #include <poll.h>
 #include <signal.h>
 #include <sys/eventfd.h>
@@ -62,6 +63,8 @@ enum EntryKind : std::uint16_t {
 
 constexpr int kBatch = 16;
 constexpr std::size_t kFlushBytes = 1u << 20;
+// An idle writer keeps an output buffer of at most this much.
+constexpr std::size_t kIdleBufferBytes = 64u << 10;
 constexpr auto kHandshakeTimeout = 5s;
 constexpr auto kSyncInterval = 1s;
 constexpr std::size_t kReserveBytes = 64u << 10;
@@ -192,6 +195,7 @@ class Writer {
     void emit_gap(std::uint64_t lost, const char* source);
     void flush_output();
     void sync_log();
+    void release_idle_memory();
     WriterState snapshot() const;
     void persist(const WriterState& s);
     void publish_live();
@@ -834,6 +838,15 @@ void Writer::publish_live() {
     live_.container_start_selected = selected;
 }
 
+// Once the stream goes quiet: the output buffer grown by a burst (up to
+// kFlushBytes and more) and the heap's free pages go back to the host, so an
+// idle sandbox's writer costs what it holds, not what it once needed. At most
+// once per kSyncInterval, off the busy path.
+void Writer::release_idle_memory() {
+    if (out_.buf().capacity() > kIdleBufferBytes) std::string().swap(out_.buf());
+    ::malloc_trim(0);
+}
+
 void Writer::writer_loop() {
     auto last_sync = Clock::now();
     while (!writer_done_) {
@@ -853,6 +866,7 @@ void Writer::writer_loop() {
             persist(snapshot());
             dirty_ = false;
             last_sync = Clock::now();
+            release_idle_memory();
         }
         queue_.wait(250ms);
     }
@@ -977,6 +991,7 @@ int Writer::run() {
     }
     std::thread writer([this] { writer_loop(); });
     std::thread reader([this] { reader_loop(); });
+    ::malloc_trim(0);  // what setup needed only once (points, descriptors)
     ready_.ready(std::to_string(::getpid()));
     log().info("audit writer: listening on " + sink_socket_path(opts_.dir).string());
     control_loop();

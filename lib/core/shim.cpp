@@ -1,5 +1,6 @@
 #include "lib/core/shim.hpp"
 
+#include <malloc.h>
 #include <signal.h>
 #include <sys/mman.h>
 #include <sys/prctl.h>
@@ -149,6 +150,7 @@ int shim_main(const std::vector<std::string>& all_args) {
             report.error("-1\n" + std::string(e.what()));
             return 1;
         }
+        ::malloc_trim(0);  // it idles for the sandbox's life: keep only what it holds
         report.ready();
         // Relays the agent and reaps the sandbox's processes until none are left.
         run_relay(std::move(agent_end), std::move(listener),

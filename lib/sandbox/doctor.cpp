@@ -56,8 +56,9 @@ DoctorCheck overlay_check(Host& host, const fs::path& state) {
 }  // namespace
 
 // What crashes and host restarts leave in the state directory: sandboxes
-// whose runtime died (failed), removals and pool removals cut short, names of
-// removed sandboxes. All of it is what `prune` clears.
+// whose runtime died (failed), creates killed before their first record,
+// removals and pool removals cut short, names of removed sandboxes. All of
+// it is what `prune` clears.
 namespace {
 
 DoctorCheck leftovers_check(Context& ctx) {
@@ -75,6 +76,12 @@ DoctorCheck leftovers_check(Context& ctx) {
         if (!failed.empty())
             found.push_back(std::to_string(failed.size()) + " failed sandbox(es) (" + some(failed) +
                             ")");
+        std::vector<std::string> abandoned;
+        for (const auto& a : ctx.store.abandoned_reservations()) abandoned.push_back(a.id);
+        if (!abandoned.empty())
+            found.push_back(std::to_string(abandoned.size()) +
+                            " director(ies) of interrupted creates without a record (" +
+                            some(abandoned) + ")");
         std::vector<std::string> graves, pools, names;
         std::error_code ec;
         for (const char* kind : {"sandboxes", "snapshots"})

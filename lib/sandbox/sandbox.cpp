@@ -107,6 +107,13 @@ SandboxView sandbox_view(Context& ctx, SandboxRecord r, SandboxState live,
     if (r.state == SandboxState::creating && live == SandboxState::failed)
         settle_abandoned_create(ctx, r);
     SandboxView v{std::move(r), live, std::nullopt, std::move(limits)};
+    if (!v.limits && v.live != SandboxState::running && v.record.limits_at_stop) {
+        try {
+            v.limits = limit_usage_from_json(*v.record.limits_at_stop);
+        } catch (const std::exception&) {
+            // A record edited by hand: shown without its counts.
+        }
+    }
     if (v.live != SandboxState::running) return v;
     v.left = time_left(ctx.store, v.record, std::chrono::system_clock::now());
     if (v.left) {
@@ -163,7 +170,9 @@ SandboxRecord create_sandbox(Context& ctx, const CreateRequest& req) {
     ImageStore images(ctx.store.images_dir(), ctx.runner);
 
     SandboxRecord r;
-    r.id = ctx.store.reserve(req.name);
+    // Its lock is held from the instant the directory exists (state.hpp).
+    StateStore::Reservation reserved = ctx.store.reserve(req.name);
+    r.id = reserved.id;
     r.name = req.name;
     r.created_at = now_rfc3339();
     r.spec = spec;
@@ -181,7 +190,6 @@ SandboxRecord create_sandbox(Context& ctx, const CreateRequest& req) {
     r.runsc_flags = Runsc::flags_for(ctx.store.runsc_root(), spec.runtime.platform,
                                      spec.runtime.network, std::nullopt);
 
-    auto lock = ctx.store.lock(r.id);
     try {
         return with_context("creating sandbox " + r.id, [&] {
             ctx.store.save(r);
@@ -232,8 +240,11 @@ SandboxRecord create_sandbox(Context& ctx, const CreateRequest& req) {
             stop_runtime(ctx, r);
             if (spec.runtime.audit && fs::exists(audit_dir(ctx.store, r.id)))
                 audit::finish(audit_dir(ctx.store, r.id), std::nullopt);
-            ctx.store.release_name(r.name, r.id);
-            remove_tree(dir);
+            // Renamed away first, like rm: a crash meanwhile leaves a
+            // graveyard prune finishes, never a half-deleted sandbox.
+            ctx.store.objects(sandbox_kind).remove(r.id, [&] {
+                ctx.store.release_name(r.name, r.id);
+            });
         } catch (const std::exception& e) {
             log().warn("cleaning up after a failed create of " + r.id + ": " + e.what());
         }
@@ -378,6 +389,8 @@ SandboxRecord terminate_sandbox(Context& ctx, const std::string& ref) {
                            " is incomplete at terminate: " + nlohmann::json(status.reasons).dump());
             SANDWEAVE_FAULT_POINT("terminate.barrier-done");
         }
+        // The runtime's counts go with it: keep them for inspect and ls.
+        if (auto u = live_limit_usage(ctx, r)) r.limits_at_stop = to_json(*u);
         stop_runtime(ctx, r);
         SANDWEAVE_FAULT_POINT("terminate.stopped");
     });
@@ -446,6 +459,7 @@ SandboxView inspect_sandbox(Context& ctx, const std::string& ref) {
 
 json to_json(const SandboxView& v) {
     json j = to_json(v.record);
+    j.erase("limits_at_stop");  // shown as `limits` (sandbox_view)
     j["state"] = to_string(v.live);
     if (v.left) {
         json& t = j["time_left"] = json{{"busy", v.left->busy}};
@@ -463,7 +477,40 @@ std::vector<std::string> sandboxes_using_image(Context& ctx, const std::string& 
     return ids;
 }
 
+int sweep_abandoned_creates(Context& ctx) {
+    int swept = 0;
+    for (auto& a : ctx.store.abandoned_reservations()) {
+        fs::path dir = ctx.store.sandbox_dir(a.id);
+        try {
+            // Nothing of it should run before its first record, but a
+            // process naming its directory (shim, writer, gofer) or a mount
+            // would outlive the directory unnoticed: stop them first.
+            std::optional<fs::path> runsc_path;
+            try {
+                runsc_path = find_runsc(ctx.runsc_flag);
+            } catch (const Error&) {
+                // No runtime here: none of it can be running either.
+            }
+            if (runsc_path) {
+                Runsc runsc(ctx.runner, *runsc_path, {"--root=" + ctx.store.runsc_root().string()});
+                if (runsc.state(a.id)) runsc.remove(a.id, true);
+            }
+            kill_leftover_processes(ctx, dir.string() + "/");
+            if (ctx.host.is_mounted(dir / "rootfs")) ctx.host.unmount(dir / "rootfs");
+            ctx.store.objects(sandbox_kind).remove(a.id);
+            ++swept;
+        } catch (const Error& e) {
+            log().warn("removing the abandoned sandbox directory " + dir.string() + ": " +
+                       e.what());
+        }
+    }
+    return swept;
+}
+
 std::vector<std::string> prune_sandboxes(Context& ctx) {
+    if (int n = sweep_abandoned_creates(ctx))
+        log().info("removed " + std::to_string(n) +
+                   " sandbox director(ies) of interrupted creates that had no record yet");
     // What an interrupted rm left behind (its record already gone) goes too.
     int swept = ctx.store.objects(sandbox_kind).sweep_graveyards([&](const fs::path& grave) {
         return ctx.host.is_mounted(grave / "rootfs");

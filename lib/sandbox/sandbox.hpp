@@ -101,7 +101,14 @@ nlohmann::json to_json(const SandboxView& v);
 // stopped): its files must not be replaced or removed under them.
 std::vector<std::string> sandboxes_using_image(Context& ctx, const std::string& name);
 
-// Removes every stopped or failed sandbox; returns their ids.
+// Removes the directories of creates killed before their first record
+// (StateStore::abandoned_reservations), with any process or mount naming
+// them; returns how many went. prune calls it.
+int sweep_abandoned_creates(Context& ctx);
+
+// Removes every stopped or failed sandbox, and what interrupted creates and
+// removals left (abandoned reservations, graveyards, stale names); returns
+// the ids of the sandboxes.
 std::vector<std::string> prune_sandboxes(Context& ctx);
 
 // Host path of the guest init binary.

@@ -11,6 +11,7 @@
 #include <ctime>
 
 #include "lib/core/error.hpp"
+#include "lib/core/fault.hpp"
 
 namespace sandweave {
 
@@ -273,6 +274,7 @@ json to_json(const SandboxRecord& r) {
     if (r.from_snapshot) j["from_snapshot"] = *r.from_snapshot;
     if (r.expires_at_ms) j["expires_at_ms"] = *r.expires_at_ms;
     if (r.ended_by) j["ended_by"] = *r.ended_by;
+    if (r.limits_at_stop) j["limits_at_stop"] = *r.limits_at_stop;
     j["agent"] = r.agent;
     if (!r.pool.empty()) {
         json p{{"name", r.pool}, {"state", r.pool_state}};
@@ -298,6 +300,8 @@ SandboxRecord record_from_json(const json& j) {
     if (j.contains("from_snapshot")) r.from_snapshot = j["from_snapshot"].get<std::string>();
     if (j.contains("expires_at_ms")) r.expires_at_ms = j["expires_at_ms"].get<std::int64_t>();
     if (j.contains("ended_by")) r.ended_by = j["ended_by"].get<std::string>();
+    if (j.contains("limits_at_stop") && j["limits_at_stop"].is_object())
+        r.limits_at_stop = j["limits_at_stop"];
     r.agent = j.value("agent", false);
     if (j.contains("pool")) {
         const json& p = j["pool"];
@@ -368,7 +372,18 @@ int StateStore::sweep_stale_names() const {
     return n;
 }
 
-std::string StateStore::reserve(const std::string& name) {
+namespace {
+
+// Held shared by reserve from mkdir until the new directory's lock is taken,
+// and exclusively by abandoned_reservations: a record-less directory seen
+// under the exclusive hold has its lock held if, and only if, its creator lives.
+fs::path reserve_window_lock(const fs::path& root) {
+    return root / "names" / ".reserve.lock";
+}
+
+}  // namespace
+
+StateStore::Reservation StateStore::reserve(const std::string& name) {
     if (!name.empty() && !valid_object_name(name))
         throw Error(ErrorCode::usage, "invalid name '" + name +
                                           "': use 1-64 letters, digits, '-', '_' or '.', starting "
@@ -376,10 +391,19 @@ std::string StateStore::reserve(const std::string& name) {
     for (int attempt = 0; attempt < 16; ++attempt) {
         std::string id = id_prefix + random_hex(12);
         fs::path dir = sandbox_dir(id);
+        FileLock window(reserve_window_lock(root_), FileLock::Mode::shared);
         if (::mkdir(dir.c_str(), 0700) != 0) {
             if (errno == EEXIST) continue;
             throw_errno("create " + dir.string());
         }
+        FileLock held = [&] {
+            try {
+                return FileLock(dir / "lock");
+            } catch (...) {
+                ::rmdir(dir.c_str());
+                throw;
+            }
+        }();
         if (!name.empty()) {
             fs::path link = root_ / "names" / name;
             int rc = ::symlink(id.c_str(), link.c_str());
@@ -388,15 +412,33 @@ std::string StateStore::reserve(const std::string& name) {
                 rc = ::symlink(id.c_str(), link.c_str());
             if (rc != 0) {
                 int err = errno;
+                ::unlink((dir / "lock").c_str());
                 ::rmdir(dir.c_str());
                 if (err == EEXIST)
                     throw Error(ErrorCode::usage, "name '" + name + "' is already in use");
                 throw_errno("reserve name " + name, err);
             }
         }
-        return id;
+        SANDWEAVE_FAULT_POINT("reserve.dir-made");
+        return Reservation{id, std::move(held)};
     }
     throw Error(ErrorCode::general, "could not allocate a sandbox id");
+}
+
+std::vector<StateStore::Abandoned> StateStore::abandoned_reservations() const {
+    std::vector<Abandoned> out;
+    FileLock window(reserve_window_lock(root_));
+    std::error_code ec;
+    for (const auto& e : fs::directory_iterator(root_ / "sandboxes", ec)) {
+        std::string id = e.path().filename().string();
+        if (!plain_name(id) || !e.is_directory(ec)) continue;
+        if (fs::exists(e.path() / sandbox_kind.record, ec)) continue;
+        auto lock = FileLock::try_lock(e.path() / "lock");
+        // Saved meanwhile by its (live) creator between our two looks: not abandoned.
+        if (lock.locked() && !fs::exists(e.path() / sandbox_kind.record, ec))
+            out.push_back(Abandoned{id, std::move(lock)});
+    }
+    return out;
 }
 
 void StateStore::release_name(const std::string& name, const std::string& id) {

@@ -133,6 +133,10 @@ struct SandboxRecord {
     // started (Unix ms), and what ended the sandbox ("ttl", "idle_timeout").
     std::optional<std::int64_t> expires_at_ms;
     std::optional<std::string> ended_by;
+    // What the pids/memory limits had counted when the sandbox was stopped
+    // (lib/sandbox/limit_usage.hpp's JSON), so inspect of a stopped sandbox
+    // still says what happened; the store does not look inside.
+    std::optional<nlohmann::json> limits_at_stop;
     // Created with the guest agent's channel (docs/agent.md); records from
     // older versions have none and run commands through runsc exec.
     bool agent = false;
@@ -158,8 +162,24 @@ class StateStore {
     std::filesystem::path images_dir() const { return root_ / "images"; }
 
     // Reserves a new id (and the name, if given) atomically; the directory exists
-    // on return. A taken name is a usage error.
-    std::string reserve(const std::string& name);
+    // on return and its lock is held by the caller from the instant the
+    // directory appears, so a directory without a record whose lock is free
+    // was left by a creator that died (abandoned_reservations). A taken name
+    // is a usage error.
+    struct Reservation {
+        std::string id;
+        FileLock lock;
+    };
+    Reservation reserve(const std::string& name);
+    // Sandbox directories a create reserved and never gave a record (it was
+    // killed before its first save, or while rolling back), each with its
+    // lock now held by the caller, who removes them. Under an exclusive hold
+    // of reserve's window lock, so a reservation in progress is never one.
+    struct Abandoned {
+        std::string id;
+        FileLock lock;
+    };
+    std::vector<Abandoned> abandoned_reservations() const;
     // Frees a name reserved for `id` (no-op if it points elsewhere).
     void release_name(const std::string& name, const std::string& id);
     // Removes names whose sandbox is gone (an rm killed between renaming the

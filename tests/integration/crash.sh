@@ -7,8 +7,8 @@
 # remove everything, and no process, mount, directory, name or pool claim is
 # left; no audit sidecar claims more than its log holds.
 #
-# CRASH_RANDOM_ROUNDS sets the randomized loop's length (short here; bench/soak.sh
-# runs it long).
+# CRASH_RANDOM_ROUNDS and CRASH_CREATE_ROUNDS set the randomized loops' lengths
+# (short here; bench/soak.sh runs them long).
 source "$(dirname "${BASH_SOURCE[0]}")/lib.sh"
 require_root
 sw_setup
@@ -80,6 +80,17 @@ for point in create.reserved create.mounted create.writer-started create.launche
     assert_true "$point: the name is free again" sw_create --name crashy
     sw rm crashy >/dev/null
 done
+
+# A create killed after making its directory and before its first record: ls
+# has nothing to show, doctor names the directory, prune removes it and frees
+# the name (found by a long random-kill loop).
+crash reserve.dir-made create --audit --name crashy
+assert_eq "reserve.dir-made: ls lists nothing" 0 "$(sw_count)"
+assert_match "reserve.dir-made: doctor reports the directory" \
+    'interrupted creates without a record.*prune' "$(sw doctor 2>&1)"
+assert_all_removable "reserve.dir-made"
+assert_true "reserve.dir-made: the name is free again" sw_create --name crashy
+sw rm crashy >/dev/null
 
 # --- run, terminate, rm ------------------------------------------------------------------
 S=$(sw_create --audit --idle-timeout 1h) || fatal "create"
@@ -174,6 +185,25 @@ A=$(sw pool acquire pd) || fail "acquire with a dead idle member"
 assert_ne "acquire does not hand out the dead member" "$M" "$A"
 assert_exit "the acquired one runs" 0 sw run "$A" -- true
 assert_all_removable "dead idle member"
+
+# --- creates killed at random moments ------------------------------------------------
+# Anywhere from process start to the sandbox running (a create takes about
+# CREATE_MS): afterwards nothing may be left that prune cannot clear.
+rounds="${CRASH_CREATE_ROUNDS:-24}"
+RANDOM=7
+t0=$(date +%s%N)
+sw_create --audit --name timing >/dev/null && sw rm timing >/dev/null
+CREATE_MS=$((($(date +%s%N) - t0) / 1000000))
+for ((i = 0; i < rounds; i++)); do
+    ms=$((RANDOM % (CREATE_MS + 1)))
+    if ((i % 2)); then
+        timeout -s KILL "$(printf '%d.%03d' $((ms / 1000)) $((ms % 1000)))" "$SW" create --audit --name "rk$i" >/dev/null 2>&1
+    else
+        timeout -s KILL "$(printf '%d.%03d' $((ms / 1000)) $((ms % 1000)))" "$SW" create >/dev/null 2>&1
+    fi
+done
+assert_truthful "after $rounds creates killed at random (create takes ${CREATE_MS} ms)"
+assert_all_removable "after $rounds creates killed at random"
 
 # --- random kills ----------------------------------------------------------------------------
 rounds="${CRASH_RANDOM_ROUNDS:-6}"

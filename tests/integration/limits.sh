@@ -69,6 +69,14 @@ host_limit="$(cat "/sys/fs/cgroup/memory/$M/memory.limit_in_bytes" 2>/dev/null |
 assert_eq "the host cgroup is the guest's limit plus 256 MiB for the runtime" \
     $((64 * 1024 * 1024 + 256 * 1024 * 1024)) "$host_limit"
 
+# The counts outlive the runtime: a stopped sandbox still says what happened.
+assert_exit "terminate the memory-limited sandbox" 0 sw terminate "$M"
+assert_eq "inspect of the stopped sandbox still records the OOM kill" 1 \
+    "$(limits_of "$M" .limits.memory.oom_kills)"
+assert_true "... and the refused allocations" test "$(limits_of "$M" .limits.memory.failcnt)" -ge 1
+capture sw ls
+assert_match "ls shows the OOM kill of the stopped sandbox" "$M .*stopped .*oom-kills=1" "$LAST_OUT"
+
 # --- cpus --------------------------------------------------------------------------
 C="$(sw_create --template '{"extends": "base", "resources": {"cpus": 0.5}}')" || finish
 quota="$(cat "/sys/fs/cgroup/cpu/$C/cpu.cfs_quota_us" 2>/dev/null ||

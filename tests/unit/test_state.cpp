@@ -87,7 +87,7 @@ TEST_SUITE("state") {
         StateStore store(t.path);
         std::set<std::string> ids;
         for (int i = 0; i < 50; ++i) {
-            std::string id = store.reserve("");
+            std::string id = store.reserve("").id;
             CHECK(std::regex_match(id, std::regex("^sw-[0-9a-f]{12}$")));
             CHECK(fs::is_directory(store.sandbox_dir(id)));
             ids.insert(id);
@@ -98,7 +98,7 @@ TEST_SUITE("state") {
     TEST_CASE("a name is reserved once; a taken or invalid name is a usage error") {
         TempDir t("state");
         StateStore store(t.path);
-        std::string id = store.reserve("web");
+        std::string id = store.reserve("web").id;
         CHECK(fs::is_symlink(t.path / "names/web"));
         CHECK(code_of([&] { store.reserve("web"); }) == ErrorCode::usage);
         for (const char* bad : {"../escape", "a/b", ".hidden", "-dash", "with space", ""}) {
@@ -142,7 +142,7 @@ TEST_SUITE("state") {
     TEST_CASE("resolve_id by exact id, name and unique prefix") {
         TempDir t("state");
         StateStore store(t.path);
-        std::string a = store.reserve("alpha");
+        std::string a = store.reserve("alpha").id;
         store.save(record(a, "alpha", "2024-01-01T00:00:00Z"));
 
         CHECK(store.resolve_id(a) == a);
@@ -159,7 +159,7 @@ TEST_SUITE("state") {
               ErrorCode::not_found);  // too short
 
         // A reserved id with no record yet (a create in progress) is not resolvable.
-        std::string pending = store.reserve("");
+        std::string pending = store.reserve("").id;
         CHECK(code_of([&] { store.resolve_id(pending); }) == ErrorCode::not_found);
     }
 
@@ -178,10 +178,11 @@ TEST_SUITE("state") {
     TEST_CASE("save/load round trip, atomically, with mode 0600") {
         TempDir t("state");
         StateStore store(t.path);
-        std::string id = store.reserve("rt");
+        std::string id = store.reserve("rt").id;
         SandboxRecord r = record(id, "rt", "2024-05-06T07:08:09Z");
         r.error = "why it failed";
         r.stopped_at = "2024-05-06T08:00:00Z";
+        r.limits_at_stop = nlohmann::json{{"memory", {{"oom_kills", 1}, {"failcnt", 3}}}};
         store.save(r);
         r.state = SandboxState::stopped;
         store.save(r);  // replacing an existing record
@@ -195,12 +196,15 @@ TEST_SUITE("state") {
         CHECK(back.runsc_flags == r.runsc_flags);
         REQUIRE(back.error);
         CHECK(*back.error == "why it failed");
+        REQUIRE(back.limits_at_stop);
+        CHECK((*back.limits_at_stop)["memory"]["oom_kills"] == 1);
 
-        // Only the record (no temp files) is left in the directory.
+        // Only the record and the lock reserve made (no temp files) are left.
         std::vector<std::string> files;
         for (const auto& e : fs::directory_iterator(store.sandbox_dir(id)))
             files.push_back(e.path().filename());
-        CHECK(files == std::vector<std::string>{"sandbox.json"});
+        std::sort(files.begin(), files.end());
+        CHECK(files == std::vector<std::string>{"lock", "sandbox.json"});
         struct stat st {};
         REQUIRE(::stat((store.sandbox_dir(id) / "sandbox.json").c_str(), &st) == 0);
         CHECK((st.st_mode & 0777) == 0600);
@@ -212,7 +216,7 @@ TEST_SUITE("state") {
     TEST_CASE("a corrupt record is an error naming the file") {
         TempDir t("state");
         StateStore store(t.path);
-        std::string id = store.reserve("");
+        std::string id = store.reserve("").id;
         write_file_atomic(store.sandbox_dir(id) / "sandbox.json", "{ not json");
         try {
             store.load(id);
@@ -226,12 +230,12 @@ TEST_SUITE("state") {
         "list returns saved records oldest first, skipping reservations and corrupt records") {
         TempDir t("state");
         StateStore store(t.path);
-        std::string late = store.reserve("late");
+        std::string late = store.reserve("late").id;
         store.save(record(late, "late", "2024-03-01T00:00:00Z"));
-        std::string early = store.reserve("early");
+        std::string early = store.reserve("early").id;
         store.save(record(early, "early", "2024-01-01T00:00:00Z"));
         store.reserve("pending");  // no record yet
-        std::string corrupt = store.reserve("");
+        std::string corrupt = store.reserve("").id;
         write_file_atomic(store.sandbox_dir(corrupt) / "sandbox.json", "[]");
 
         auto list = store.list();
@@ -329,10 +333,26 @@ TEST_SUITE("state") {
               "snapshot 'abcd' is ambiguous");
     }
 
+    TEST_CASE("a reservation whose creator is gone before its first record is abandoned") {
+        TempDir t("state");
+        StateStore store(t.path);
+        auto live = store.reserve("live");  // its creator still holds the lock
+        std::string saved = store.reserve("saved").id;
+        store.save(record(saved, "saved", "2024-01-01T00:00:00Z"));
+        std::string dead = store.reserve("dead").id;  // lock released, no record
+
+        auto found = store.abandoned_reservations();
+        REQUIRE(found.size() == 1u);
+        CHECK(found[0].id == dead);
+        CHECK(found[0].lock.locked());
+        // Held by the sweeper until it is done: a second sweeper skips it.
+        CHECK(store.abandoned_reservations().empty());
+    }
+
     TEST_CASE("removal renames first, then removes, and leaves nothing behind") {
         TempDir t;
         StateStore store(t.path);
-        std::string id = store.reserve("doomed");
+        std::string id = store.reserve("doomed").id;
         store.save(record(id, "doomed", "2024-01-01T00:00:00Z"));
         fs::create_directories(store.sandbox_dir(id) / "upper/deep");
         write_file_atomic(store.sandbox_dir(id) / "upper/deep/file", "x");
