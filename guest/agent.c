@@ -403,6 +403,18 @@ static void __attribute__((noreturn)) child_fail(int report, char stage, int err
 static void __attribute__((noreturn)) copy_child(const struct exec_req* r) {
     struct sw_copy_error e;
     int rc;
+    /* No execve closes the agent's descriptors here: without this the copier
+     * would hold its own stdin pipe's write end and never see the EOF. */
+    if (syscall(SYS_close_range, 3u, ~0u, 0u) != 0) {
+        DIR* d = opendir("/proc/self/fd");
+        int keep = d ? dirfd(d) : -1;
+        struct dirent* de;
+        while (d && (de = readdir(d)) != NULL) {
+            int fd = atoi(de->d_name);
+            if (fd > 2 && fd != keep) close(fd);
+        }
+        if (d) closedir(d);
+    }
     if (r->flags & SW_EXEC_COPY_OUT)
         rc = sw_copy_send(r->argv[0], 1, NULL, &e);
     else
