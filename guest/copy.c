@@ -46,8 +46,8 @@ static const char* where(char* buf, size_t size, const char* base, const char* r
     if (!rel[0])
         snprintf(buf, size, "%s", base);
     else
-        snprintf(buf, size, "%s%s%s", base,
-                 base[0] && base[strlen(base) - 1] == '/' ? "" : "/", rel);
+        snprintf(buf, size, "%s%s%s", base, base[0] && base[strlen(base) - 1] == '/' ? "" : "/",
+                 rel);
     return buf;
 }
 
@@ -185,8 +185,10 @@ int sw_copy_next(struct sw_copy_reader* r, struct sw_copy_entry* en, struct sw_c
     if (r->entries == 0 && plen != 0)
         return fail(e, 0, "the copy stream is malformed (it does not start with its root)");
     if (r->entries > 0 && sw_copy_path_ok(en->path, plen) != 0)
-        return fail(e, 0, "refused: the entry '%.300s' escapes the destination or is not a "
-                          "plain relative path", en->path);
+        return fail(e, 0,
+                    "refused: the entry '%.300s' escapes the destination or is not a "
+                    "plain relative path",
+                    en->path);
     if (en->type == SW_ENT_SYMLINK && sw_copy_link_ok(en->path, en->link) != 0)
         return fail(e, 0, "refused: the symlink '%.300s' points outside the copy ('%.300s')",
                     en->path, en->link);
@@ -322,8 +324,10 @@ static int send_node(struct send_ctx* c, int parent, const char* name, char* rel
         return rc;
     }
     if (!S_ISDIR(st.st_mode))
-        return fail(e, 0, "%s: not a file, directory or symlink (devices, fifos and sockets "
-                          "are not copied)", at);
+        return fail(e, 0,
+                    "%s: not a file, directory or symlink (devices, fifos and sockets "
+                    "are not copied)",
+                    at);
     if (depth >= SW_COPY_MAX_DEPTH) return fail(e, 0, "%s: nested too deeply", at);
     int dfd = openat(parent, name, O_RDONLY | O_DIRECTORY | O_NOFOLLOW | O_CLOEXEC);
     if (dfd < 0) return fail(e, errno, "%s", at);
@@ -396,11 +400,11 @@ struct dir_attr {
 
 struct rx {
     struct sw_copy_reader r;
-    int parent;                  /* holds the staged object */
-    char stage[64];              /* its name there */
-    int base;                    /* the staged directory (-1: the root is no directory) */
-    int merge;                   /* merge base's children into `into` */
-    int into;                    /* merge: the directory merged into */
+    int parent;                        /* holds the staged object */
+    char stage[64];                    /* its name there */
+    int base;                          /* the staged directory (-1: the root is no directory) */
+    int merge;                         /* merge base's children into `into` */
+    int into;                          /* merge: the directory merged into */
     char target[SW_COPY_MAX_NAME + 1]; /* create: the final name in `parent` */
     char display[SW_COPY_MAX_PATH + 300];
     struct dir_attr* dirs;
@@ -505,22 +509,31 @@ static int create_entry(struct rx* x, int dfd, const char* name, const struct sw
     const char* at = where(x->msg, sizeof x->msg, x->display, en->path);
     if (en->type == SW_ENT_DIR) {
         if (mkdirat(dfd, name, 0700) != 0)
-            return fail(e, errno == EEXIST ? 0 : errno, errno == EEXIST ? "%s appears twice in "
-                                                                          "the copy" : "%s", at);
+            return fail(e, errno == EEXIST ? 0 : errno,
+                        errno == EEXIST ? "%s appears twice in "
+                                          "the copy"
+                                        : "%s",
+                        at);
         return remember_dir(x, en, e);
     }
     if (en->type == SW_ENT_SYMLINK) {
         if (symlinkat(en->link, dfd, name) != 0)
-            return fail(e, errno == EEXIST ? 0 : errno, errno == EEXIST ? "%s appears twice in "
-                                                                          "the copy" : "%s", at);
+            return fail(e, errno == EEXIST ? 0 : errno,
+                        errno == EEXIST ? "%s appears twice in "
+                                          "the copy"
+                                        : "%s",
+                        at);
         struct timespec ts[2] = {{0, UTIME_OMIT}, {en->mtime_sec, en->mtime_nsec}};
         utimensat(dfd, name, ts, AT_SYMLINK_NOFOLLOW);
         return 0;
     }
     int fd = openat(dfd, name, O_WRONLY | O_CREAT | O_EXCL | O_NOFOLLOW | O_CLOEXEC, 0600);
     if (fd < 0)
-        return fail(e, errno == EEXIST ? 0 : errno, errno == EEXIST ? "%s appears twice in "
-                                                                      "the copy" : "%s", at);
+        return fail(e, errno == EEXIST ? 0 : errno,
+                    errno == EEXIST ? "%s appears twice in "
+                                      "the copy"
+                                    : "%s",
+                    at);
     int rc = write_content(x, fd, en, at, e);
     if (close(fd) != 0 && rc == 0) rc = fail(e, errno, "writing %s", at);
     return rc;
@@ -757,7 +770,8 @@ static int receive(struct rx* x, struct sw_copy_entry* ep, int fd, const char* d
             int p = open_staged(x, dir, e);
             if (p < 0) return -1;
             dfd = openat(p, leaf, O_RDONLY | O_DIRECTORY | O_NOFOLLOW | O_CLOEXEC);
-            if (dfd < 0) return fail(e, errno, "%s", where(x->msg, sizeof x->msg, x->display, a->path));
+            if (dfd < 0)
+                return fail(e, errno, "%s", where(x->msg, sizeof x->msg, x->display, a->path));
         }
         struct timespec ts[2] = {{0, UTIME_OMIT}, a->mtime};
         int rc = fchmod(dfd, a->mode) == 0 && futimens(dfd, ts) == 0 ? 0 : errno;

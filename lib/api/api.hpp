@@ -323,9 +323,9 @@ struct CpOutParams {
 
 struct CpInParams {
     std::string id;
-    std::string path;       // the destination, absolute, in the guest
-    std::string name;       // the copy's name when path is a directory
-    bool contents = false;  // merge the root directory's contents into path
+    std::string path;                 // the destination, absolute, in the guest
+    std::string name;                 // the copy's name when path is a directory
+    bool contents = false;            // merge the root directory's contents into path
     std::optional<std::string> user;  // UID[:GID] writing it; root by default
     template <class V>
     void fields(V& v) {
@@ -339,8 +339,8 @@ struct CpInParams {
 
 // Where a copy's stream goes or comes from on the worker's caller.
 struct CpIo {
-    OutputSink out;     // cp_out: the stream
-    int in_fd = -1;     // cp_in: the stream, read to its end
+    OutputSink out;  // cp_out: the stream
+    int in_fd = -1;  // cp_in: the stream, read to its end
     bool forward_own_signals = false;
     RunControl* control = nullptr;  // cancel: stop the copy
 };

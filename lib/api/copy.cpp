@@ -198,8 +198,8 @@ void copy_out(Api& api, const CopyParams& p) {
         if (tar)
             copy::stream_to_tar(pipe.read.get(), p.tar_out, name, on_bytes);
         else
-            copy::receive_local(pipe.read.get(), p.dst.path, name,
-                                copy::wants_contents(p.src.path), on_bytes);
+            copy::receive_local(pipe.read.get(), p.dst.path, name, copy::wants_contents(p.src.path),
+                                on_bytes);
     });
     CpIo io;
     io.out = OutputSink{pipe.write.get(), {}};

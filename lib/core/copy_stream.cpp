@@ -169,9 +169,15 @@ void tar_to_stream(int in, int out, const OnBytes& on_bytes) {
             refuse("tar member '" + shown + "' is a hard link; hard links are not copied");
         std::uint8_t type = 0;
         switch (archive_entry_filetype(ent)) {
-            case AE_IFREG: type = SW_ENT_FILE; break;
-            case AE_IFDIR: type = SW_ENT_DIR; break;
-            case AE_IFLNK: type = SW_ENT_SYMLINK; break;
+            case AE_IFREG:
+                type = SW_ENT_FILE;
+                break;
+            case AE_IFDIR:
+                type = SW_ENT_DIR;
+                break;
+            case AE_IFLNK:
+                type = SW_ENT_SYMLINK;
+                break;
             default:
                 refuse("tar member '" + shown +
                        "' is a device, fifo or socket; only files, directories and symlinks are "

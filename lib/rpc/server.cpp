@@ -370,7 +370,8 @@ void Connection::dispatch(Request r) {
         in_flight_.insert(key);
     }
     if (r.method == "sandbox.run") return start_run(std::move(r));
-    if (r.method == "sandbox.cp_in" || r.method == "sandbox.cp_out") return start_copy(std::move(r));
+    if (r.method == "sandbox.cp_in" || r.method == "sandbox.cp_out")
+        return start_copy(std::move(r));
     if (r.method == "audit.fetch") return start_fetch(std::move(r));
     if (r.method == "desktop.screenshot") return start_fetch(std::move(r));
 
@@ -423,33 +424,29 @@ std::shared_ptr<Running> Connection::find_run(const json& request_id) {
 void Connection::start_run(Request r) {
     auto p = api::from_json<api::RunParams>(r.params);
     bool with_stdin = p.stdin;
-    start_streaming(std::move(r), with_stdin,
-                    [this, p = std::move(p)](const json& id, const api::RunIo& io,
-                                             json& cancelled) {
-                        api::RunResult res = api_.run(p, io);
-                        notify("run.exit", {{"request", id},
-                                            {"exit_code", res.exit_code},
-                                            {"timed_out", res.timed_out}});
-                        cancelled["exit_code"] = res.exit_code;
-                        return api::to_json(res);
-                    });
+    start_streaming(
+        std::move(r), with_stdin,
+        [this, p = std::move(p)](const json& id, const api::RunIo& io, json& cancelled) {
+            api::RunResult res = api_.run(p, io);
+            notify("run.exit",
+                   {{"request", id}, {"exit_code", res.exit_code}, {"timed_out", res.timed_out}});
+            cancelled["exit_code"] = res.exit_code;
+            return api::to_json(res);
+        });
 }
 
 // sandweave cp: the copy stream as a run's stdin (cp_in) or output (cp_out).
 void Connection::start_copy(Request r) {
     bool in = r.method == "sandbox.cp_in";
     json params = r.params;
-    start_streaming(std::move(r), in,
-                    [this, in, params](const json&, const api::RunIo& io, json&) {
-                        api::CpIo cio;
-                        cio.in_fd = io.stdin_fd;
-                        cio.out = io.out;
-                        cio.control = io.control;
-                        if (in) return api::to_json(
-                                    api_.cp_in(api::from_json<api::CpInParams>(params), cio));
-                        return api::to_json(
-                            api_.cp_out(api::from_json<api::CpOutParams>(params), cio));
-                    });
+    start_streaming(std::move(r), in, [this, in, params](const json&, const api::RunIo& io, json&) {
+        api::CpIo cio;
+        cio.in_fd = io.stdin_fd;
+        cio.out = io.out;
+        cio.control = io.control;
+        if (in) return api::to_json(api_.cp_in(api::from_json<api::CpInParams>(params), cio));
+        return api::to_json(api_.cp_out(api::from_json<api::CpOutParams>(params), cio));
+    });
 }
 
 void Connection::start_streaming(Request r, bool with_stdin, StreamingCall call) {

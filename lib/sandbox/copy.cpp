@@ -37,8 +37,8 @@ void run_copier(Context& ctx, const std::string& id_text, agent::ExecSpec spec,
     if (auto nl = said.find('\n'); nl != std::string::npos) said.resize(nl);
     if (o.cancelled) throw Error(ErrorCode::general, "cannot " + what + ": cancelled");
     if (said.empty())
-        said = o.message.value_or("the guest's copier ended with status " +
-                                  std::to_string(o.status));
+        said =
+            o.message.value_or("the guest's copier ended with status " + std::to_string(o.status));
     throw Error(ErrorCode::general, "sandbox " + id + ": " + said);
 }
 

@@ -4,7 +4,7 @@
 # symlinks and empty directories, byte-exact and large files, tar streams both
 # ways, --user ownership, docker cp's path rules, refused escapes (tar members
 # and guest symlinks), and failures that leave nothing half-written (a full
-# disk on either side).
+# disk here).
 source "$(dirname "${BASH_SOURCE[0]}")/lib.sh"
 sw_setup
 require_root "runsc, mounts, tmpfs"
@@ -45,8 +45,9 @@ assert_true "the symlink came back as a symlink" test -L "$T/back/sub/link"
 # docker cp's path rules
 assert_exit "a file to a new name" 0 sw cp "$T/src/hello.txt" "$ID:/tmp/renamed.txt"
 assert_eq "... is that file" "hello" "$(sw run "$ID" -- cat /tmp/renamed.txt)"
-assert_exit "into an existing directory" 0 sw cp "$T/src/hello.txt" "$ID:/tmp/src/sub"
-assert_eq "... lands inside it" "hello" "$(sw run "$ID" -- cat /tmp/src/sub/hello.txt)"
+sw run "$ID" -- mkdir /tmp/existing
+assert_exit "into an existing directory" 0 sw cp "$T/src/hello.txt" "$ID:/tmp/existing"
+assert_eq "... lands inside it" "hello" "$(sw run "$ID" -- cat /tmp/existing/hello.txt)"
 sw run "$ID" -- mkdir /tmp/contents
 assert_exit "SRC/. copies the contents" 0 sw cp "$T/src/." "$ID:/tmp/contents"
 assert_eq "... into the directory itself" "hello" "$(sw run "$ID" -- cat /tmp/contents/hello.txt)"
@@ -142,7 +143,7 @@ assert_match "... as pointing outside" "points outside the copy" "$LAST_ERR"
 assert_true "... and nothing is written here" test ! -e "$T/withlink"
 ls -A "$T" | grep -q '^\.sw-cp' && fail "no staging name is left here" "$(ls -A "$T")" || pass "no staging name is left here"
 
-# --- a full disk, both directions ---------------------------------------------------------------
+# --- a full disk ------------------------------------------------------------------------------
 mkdir -p "$T/small"
 mount -t tmpfs -o size=8m tmpfs "$T/small" || fatal "a small tmpfs"
 on_cleanup_small() { umount "$T/small" 2>/dev/null || true; }
@@ -155,14 +156,9 @@ assert_eq "... one line" 1 "$(line_count "$LAST_ERR")"
 assert_eq "... the earlier content is intact" "old" "$(cat "$T/small/big")"
 assert_eq "... and nothing half-written is left" "big" "$(ls -A "$T/small")"
 
-sw run "$ID" -- sh -c 'mkdir -p /tmp/smallg && mount -t tmpfs -o size=8m tmpfs /tmp/smallg && echo old >/tmp/smallg/big' ||
-    fatal "a small tmpfs in the guest"
-capture sw cp "$T/big" "$ID:/tmp/smallg/big"
-assert_eq "in onto a full guest disk: exit 1" 1 "$LAST_RC"
-assert_match "... one clear line: no space" "No space left on device" "$LAST_ERR"
-assert_eq "... one line" 1 "$(line_count "$LAST_ERR")"
-assert_eq "... the earlier content is intact" "old" "$(sw run "$ID" -- cat /tmp/smallg/big)"
-assert_eq "... nothing half-written is left" "big" "$(sw run "$ID" -- ls -A /tmp/smallg)"
+# The guest side of a full disk is the same code (guest/copy.c); a guest
+# cannot mount a small tmpfs of its own (no CAP_SYS_ADMIN), so it is the
+# host's side that is exercised here (and tests/unit/test_copy_stream.cpp).
 
 sw terminate "$ID" >/dev/null
 sw rm "$ID" >/dev/null

@@ -128,9 +128,9 @@ TEST_CASE("a hostile stream cannot write outside, through a symlink, or half a c
         CHECK_FALSE(fs::exists(t.path.parent_path() / "x"));
     }
     SUBCASE("a member through a symlink of the copy is refused") {
-        auto err = receive(root + record(SW_ENT_SYMLINK, "l", "sub") +
-                               record(SW_ENT_FILE, "l/x", "", "hi") + "Z",
-                           t.path, "r");
+        auto err = receive(
+            root + record(SW_ENT_SYMLINK, "l", "sub") + record(SW_ENT_FILE, "l/x", "", "hi") + "Z",
+            t.path, "r");
         CHECK(err.find("refused") != std::string::npos);
         CHECK(t.entries() == 0);
     }
@@ -141,8 +141,8 @@ TEST_CASE("a hostile stream cannot write outside, through a symlink, or half a c
     }
     SUBCASE("a stream cut short leaves nothing, and the old file intact") {
         std::ofstream(t.path / "f") << "old";
-        auto err = receive(record(SW_ENT_FILE, "", "", "new content").substr(0, 50), t.path / "f",
-                           "f");
+        auto err =
+            receive(record(SW_ENT_FILE, "", "", "new content").substr(0, 50), t.path / "f", "f");
         CHECK(err.find("ended before") != std::string::npos);
         CHECK(t.entries() == 1);
         std::ifstream in(t.path / "f");
