@@ -474,6 +474,20 @@ static int open_staged(struct rx* x, const char* rel, struct sw_copy_error* e) {
     return fd;
 }
 
+/* The staged directory holding `path`; *leaf: its last name. */
+static int open_staged_parent(struct rx* x, const char* path, const char** leaf,
+                              struct sw_copy_error* e) {
+    const char* slash = strrchr(path, '/');
+    char dir[SW_COPY_MAX_PATH + 1] = "";
+    *leaf = path;
+    if (slash) {
+        memcpy(dir, path, (size_t)(slash - path));
+        dir[slash - path] = 0;
+        *leaf = slash + 1;
+    }
+    return open_staged(x, dir, e);
+}
+
 static int remember_dir(struct rx* x, const struct sw_copy_entry* en, struct sw_copy_error* e) {
     if (x->ndirs == x->cap) {
         size_t cap = x->cap ? 2 * x->cap : 64;
@@ -741,15 +755,8 @@ static int receive(struct rx* x, struct sw_copy_entry* ep, int fd, const char* d
         if (got < 0) return -1;
         if (got == 0) break;
         if (!root_dir) return fail(e, 0, "the copy is malformed: entries below a non-directory");
-        char* slash = strrchr(ep->path, '/');
-        const char* leaf = ep->path;
-        char dir[SW_COPY_MAX_PATH + 1] = "";
-        if (slash) {
-            memcpy(dir, ep->path, (size_t)(slash - ep->path));
-            dir[slash - ep->path] = 0;
-            leaf = slash + 1;
-        }
-        int dfd = open_staged(x, dir, e);
+        const char* leaf;
+        int dfd = open_staged_parent(x, ep->path, &leaf, e);
         if (dfd < 0) return -1;
         if (create_entry(x, dfd, leaf, ep, e) != 0) return -1;
     }
@@ -759,15 +766,8 @@ static int receive(struct rx* x, struct sw_copy_entry* ep, int fd, const char* d
         struct dir_attr* a = &x->dirs[i];
         int dfd = a->path[0] ? -1 : x->base;
         if (a->path[0]) {
-            char* slash = strrchr(a->path, '/');
-            char dir[SW_COPY_MAX_PATH + 1] = "";
-            const char* leaf = a->path;
-            if (slash) {
-                memcpy(dir, a->path, (size_t)(slash - a->path));
-                dir[slash - a->path] = 0;
-                leaf = slash + 1;
-            }
-            int p = open_staged(x, dir, e);
+            const char* leaf;
+            int p = open_staged_parent(x, a->path, &leaf, e);
             if (p < 0) return -1;
             dfd = openat(p, leaf, O_RDONLY | O_DIRECTORY | O_NOFOLLOW | O_CLOEXEC);
             if (dfd < 0)

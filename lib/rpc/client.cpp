@@ -497,28 +497,26 @@ void copy_answer(const json& answer, const std::string& method) {
 
 }  // namespace
 
-api::Empty RpcClient::cp_out(const api::CpOutParams& p, const api::CpIo& io) {
-    if (!has_method("sandbox.cp_out"))
+api::Empty RpcClient::copy_request(const std::string& method, const json& params,
+                                   const api::CpIo& io) {
+    if (!has_method(method))
         throw Error(ErrorCode::runtime, impl_->peer + " cannot copy files (its sandweave is " +
                                             impl_->hello.server + "; update it)");
     api::RunIo run;
     run.out = io.out;
-    run.forward_own_signals = io.forward_own_signals;
-    run.control = io.control;
-    copy_answer(streamed("sandbox.cp_out", api::to_json(p), run), "sandbox.cp_out");
-    return {};
-}
-
-api::Empty RpcClient::cp_in(const api::CpInParams& p, const api::CpIo& io) {
-    if (!has_method("sandbox.cp_in"))
-        throw Error(ErrorCode::runtime, impl_->peer + " cannot copy files (its sandweave is " +
-                                            impl_->hello.server + "; update it)");
-    api::RunIo run;
     run.stdin_fd = io.in_fd;
     run.forward_own_signals = io.forward_own_signals;
     run.control = io.control;
-    copy_answer(streamed("sandbox.cp_in", api::to_json(p), run), "sandbox.cp_in");
+    copy_answer(streamed(method, params, run), method);
     return {};
+}
+
+api::Empty RpcClient::cp_out(const api::CpOutParams& p, const api::CpIo& io) {
+    return copy_request("sandbox.cp_out", api::to_json(p), io);
+}
+
+api::Empty RpcClient::cp_in(const api::CpInParams& p, const api::CpIo& io) {
+    return copy_request("sandbox.cp_in", api::to_json(p), io);
 }
 
 api::VersionResult RpcClient::version() {

@@ -89,6 +89,10 @@ class RpcClient final : public api::Api {
     nlohmann::json streamed(const std::string& method, const nlohmann::json& params,
                             const api::RunIo& io);
 
+    // sandbox.cp_in / cp_out: a streamed request whose stream is io's.
+    api::Empty copy_request(const std::string& method, const nlohmann::json& params,
+                            const api::CpIo& io);
+
     struct Impl;
     std::unique_ptr<Impl> impl_;
 };
