@@ -235,6 +235,7 @@ int main_impl(int argc, char** argv) {
     register_run(app, g, out, command);
     register_sandbox_verbs(app, g, out);
     register_process_verbs(app, g, out);
+    register_cp(app, g, out);
     register_template(app, g, out);
     register_image(app, g, out);
     register_doctor(app, g, out);

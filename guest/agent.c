@@ -33,6 +33,7 @@
 #include <unistd.h>
 
 #include "agent_proto.h"
+#include "copy.h"
 
 #define CHANNEL 0
 #define READ_CHUNK (64u << 10)
@@ -397,6 +398,37 @@ static void __attribute__((noreturn)) child_fail(int report, char stage, int err
     _exit(127);
 }
 
+/* ---- sandweave cp: the copier, in a fork of its own ---------------------------- */
+
+static void __attribute__((noreturn)) copy_child(const struct exec_req* r) {
+    struct sw_copy_error e;
+    int rc;
+    /* No execve closes the agent's descriptors here: without this the copier
+     * would hold its own stdin pipe's write end and never see the EOF. */
+    if (syscall(SYS_close_range, 3u, ~0u, 0u) != 0) {
+        DIR* d = opendir("/proc/self/fd");
+        int keep = d ? dirfd(d) : -1;
+        struct dirent* de;
+        while (d && (de = readdir(d)) != NULL) {
+            int fd = atoi(de->d_name);
+            if (fd > 2 && fd != keep) close(fd);
+        }
+        if (d) closedir(d);
+    }
+    if (r->flags & SW_EXEC_COPY_OUT)
+        rc = sw_copy_send(r->argv[0], 1, NULL, &e);
+    else
+        rc = sw_copy_receive(0, r->argv[0], r->argv[1] ? r->argv[1] : "",
+                             (r->flags & SW_EXEC_COPY_CONTENTS) ? SW_COPY_CONTENTS : 0, NULL, &e);
+    if (rc != 0) {
+        size_t n = strlen(e.msg);
+        e.msg[n < sizeof e.msg - 1 ? n : n - 1] = '\n';
+        if (write(2, e.msg, n < sizeof e.msg - 1 ? n + 1 : n) < 0) {
+        }
+    }
+    _exit(rc == 0 ? 0 : 1);
+}
+
 /* The child of start_command, between vfork and execve: system calls only
  * (it runs on the agent's memory), never returns. */
 static void __attribute__((noreturn))
@@ -431,6 +463,7 @@ exec_child(const struct exec_req* r, int master, const char* slave, int in, int 
     /* A non-root user gets no capabilities (setresuid dropped them) and cannot
      * regain any through setuid files, as with runsc exec. */
     if (r->uid != 0) prctl(PR_SET_NO_NEW_PRIVS, 1, 0, 0, 0);
+    if (r->flags & (SW_EXEC_COPY_OUT | SW_EXEC_COPY_IN)) copy_child(r);
     child_fail(report, 'e', exec_search(r->argv, r->env));
 }
 
@@ -483,7 +516,10 @@ static void start_command(uint32_t id, const unsigned char* p, const unsigned ch
     /* vfork: the child borrows our address space until its execve, so the
      * runtime builds one new address space per command instead of two (a
      * fork's copy, then the exec's). exec_child only makes system calls. */
-    pid_t pid = vfork();
+    /* A copy runs the agent's own code in the child: a real fork. */
+    int copying = (r.flags & (SW_EXEC_COPY_OUT | SW_EXEC_COPY_IN)) != 0;
+    if (copying && (r.flags & SW_EXEC_PTY)) goto bad_fds;
+    pid_t pid = copying ? fork() : vfork();
     if (pid < 0) goto sys;
     if (pid == 0) exec_child(&r, master, slave, in[0], out[1], err[1], rep[1]);
 
@@ -526,6 +562,9 @@ sys : {
     send_exit(&tmp, SW_NOT_STARTED, e, msg);
     return;
 }
+bad_fds:
+    errno = EINVAL;
+    goto sys;
 bad : {
     send_text(SW_ERROR, id, "malformed EXEC request");
     struct session tmp = {.id = id};

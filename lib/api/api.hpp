@@ -308,6 +308,47 @@ struct RunIo {
     RunControl* control = nullptr;
 };
 
+// ---- sandbox.cp_in / sandbox.cp_out: sandweave cp -------------------------
+// The data is a copy stream (guest/copy.h): the client turns local files or a
+// tar into one and back (lib/api/client_copy.cpp); the worker's guest agent
+// does the file work in the sandbox.
+
+struct CpOutParams {
+    std::string id;
+    std::string path;                 // absolute, in the guest
+    std::optional<std::string> user;  // UID[:GID] reading it; root by default
+    template <class V>
+    void fields(V& v) {
+        v.required("id", id);
+        v.required("path", path);
+        v.optional("user", user);
+    }
+};
+
+struct CpInParams {
+    std::string id;
+    std::string path;                 // the destination, absolute, in the guest
+    std::string name;                 // the copy's name when path is a directory
+    bool contents = false;            // merge the root directory's contents into path
+    std::optional<std::string> user;  // UID[:GID] writing it; root by default
+    template <class V>
+    void fields(V& v) {
+        v.required("id", id);
+        v.required("path", path);
+        v.optional("name", name);
+        v.optional("contents", contents);
+        v.optional("user", user);
+    }
+};
+
+// Where a copy's stream goes or comes from on the worker's caller.
+struct CpIo {
+    OutputSink out;  // cp_out: the stream
+    int in_fd = -1;  // cp_in: the stream, read to its end
+    bool forward_own_signals = false;
+    RunControl* control = nullptr;  // cancel: stop the copy
+};
+
 // sandbox.ls: every term must hold (lib/sandbox/filter.hpp), e.g.
 // ["label=team=a", "state=running", "older-than=2h"].
 struct LsParams {
@@ -687,6 +728,10 @@ class Api {
     virtual Empty desktop_type(const TypeParams& p) = 0;
     virtual Empty desktop_key(const KeyParams& p) = 0;
 
+    // sandweave cp: the guest side of a copy (the stream through `io`).
+    virtual Empty cp_out(const CpOutParams& p, const CpIo& io) = 0;
+    virtual Empty cp_in(const CpInParams& p, const CpIo& io) = 0;
+
     // Whether the worker serves `method` (docs/protocol.md's name); a client
     // checks before starting work that would need it half-way.
     virtual bool offers(const std::string& method) const {
@@ -738,6 +783,8 @@ class LocalApi final : public Api {
     Empty desktop_move(const PointerParams& p) override;
     Empty desktop_type(const TypeParams& p) override;
     Empty desktop_key(const KeyParams& p) override;
+    Empty cp_out(const CpOutParams& p, const CpIo& io) override;
+    Empty cp_in(const CpInParams& p, const CpIo& io) override;
 
   private:
     Context ctx_;
@@ -747,6 +794,8 @@ class LocalApi final : public Api {
 // params into the library's request, or throws Error(usage) saying what is
 // wrong in the API's terms.
 CreateRequest to_create_request(const CreateParams& p);
+// "UID[:GID]" as a user; throws Error(usage).
+UserSpec parse_user_param(const std::string& text);
 RunRequest to_run_request(const RunParams& p);
 
 // ---- the one-shot run ------------------------------------------------------
@@ -790,6 +839,28 @@ CreateParams for_remote_worker(CreateParams p, const std::filesystem::path& clie
 // arrived.
 audit::Status export_to_client(Api& api, const std::string& id, const std::string& path,
                                const std::string& via);
+
+// ---- sandweave cp on the client ----------------------------------------------
+
+// One side of `sandweave cp`: "ID:/path" in a sandbox, or a local path ("-":
+// a tar on stdin or stdout). A colon before the first slash names a sandbox,
+// as with docker cp (write ./a:b for a local file named a:b).
+struct CopyEndpoint {
+    std::optional<std::string> sandbox;
+    std::string path;
+};
+CopyEndpoint parse_copy_endpoint(const std::string& text);
+
+struct CopyParams {
+    CopyEndpoint src, dst;
+    std::optional<std::string> user;
+    // The tar of a "-" side (stdin / stdout).
+    int tar_in = 0, tar_out = 1;
+};
+// Copies between this host and a sandbox of `api` (either direction; exactly
+// one side is in a sandbox). Throws Error(usage) for a copy between two local
+// or two sandbox paths. Progress goes to the thread's progress sink.
+void copy(Api& api, const CopyParams& p);
 
 // ---- a screenshot written on the client --------------------------------------
 

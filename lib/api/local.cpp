@@ -26,8 +26,6 @@
 
 namespace sandweave::api {
 
-namespace {
-
 UserSpec parse_user_param(const std::string& text) {
     auto u = parse_user(text);
     if (!u)
@@ -35,6 +33,8 @@ UserSpec parse_user_param(const std::string& text) {
                     "user '" + text + "': expected UID[:GID] with numeric ids (e.g. 1001:1001)");
     return *u;
 }
+
+namespace {
 
 // A call that acts on a sandbox counts as its activity for the idle timeout
 // (lib/sandbox/activity.hpp); reading its state (ls, inspect, audit status)

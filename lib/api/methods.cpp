@@ -136,6 +136,9 @@ std::vector<Method> build_table() {
     t.push_back(Method{"run.resize", &check_resize, nullptr, nullptr});
     t.push_back(Method{"audit.fetch", &check_as<IdParams>, nullptr, nullptr});
     t.push_back(Method{"desktop.screenshot", &check_as<IdParams>, nullptr, nullptr});
+    // sandweave cp: streams, served by the connection like sandbox.run.
+    t.push_back(Method{"sandbox.cp_in", &check_as<CpInParams>, nullptr, nullptr});
+    t.push_back(Method{"sandbox.cp_out", &check_as<CpOutParams>, nullptr, nullptr});
     std::sort(t.begin(), t.end(),
               [](const Method& a, const Method& b) { return std::string(a.name) < b.name; });
     return t;

@@ -431,6 +431,8 @@ void Relay::exec(Client& c, std::uint32_t csid, const std::string& payload) {
     s.csid = csid;
     s.user = std::to_string(spec.uid) + ":" + std::to_string(spec.gid);
     for (const auto& a : spec.argv) s.command += (s.command.empty() ? "" : " ") + a;
+    if (spec.flags & SW_EXEC_COPY_OUT) s.command = "(sandweave cp from) " + spec.argv[0];
+    if (spec.flags & SW_EXEC_COPY_IN) s.command = "(sandweave cp to) " + spec.argv[0];
     s.started_at = utc_now();
     if (!s.detached) c.sessions[csid] = s.id;
     agent_send(agent::encode(SW_EXEC, s.id, payload));

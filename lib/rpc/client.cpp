@@ -373,19 +373,8 @@ R decoded(const json& j, const std::string& method) {
 
 }  // namespace
 
-api::RunResult RpcClient::run(const api::RunParams& p_in, const api::RunIo& io) {
-    if (!has_method("sandbox.run"))
-        throw Error(ErrorCode::runtime, impl_->peer + " does not offer 'sandbox.run'");
-    api::RunParams p = p_in;
-    p.stdin = io.stdin_fd >= 0;
-    // A pty in the guest follows our terminal's size, when we have one.
-    bool follow_window = p.tty && p.stdin && ::isatty(io.stdin_fd) && io.forward_own_signals &&
-                         has_method("run.resize");
-    if (follow_window) {
-        winsize ws{};
-        if (::ioctl(io.stdin_fd, TIOCGWINSZ, &ws) == 0 && ws.ws_row && ws.ws_col)
-            p.rows = ws.ws_row, p.cols = ws.ws_col;
-    }
+json RpcClient::streamed(const std::string& request_method, const json& request_params,
+                         const api::RunIo& io, bool follow_window) {
     Fd finished(::eventfd(0, EFD_CLOEXEC | EFD_NONBLOCK));  // tells the stdin feeder to stop
     Fd answered(::eventfd(0, EFD_CLOEXEC | EFD_NONBLOCK));  // the reader saw the response
     if (!finished.valid() || !answered.valid()) throw_errno("eventfd");
@@ -411,7 +400,7 @@ api::RunResult RpcClient::run(const api::RunParams& p_in, const api::RunIo& io) 
     Impl::Pending sinks;
     sinks.run = &io;
     sinks.wake_fd = answered.get();
-    std::int64_t id = impl_->start("sandbox.run", api::to_json(p), std::move(sinks));
+    std::int64_t id = impl_->start(request_method, request_params, std::move(sinks));
     auto notify = [&](const char* method, json params) {
         params["request"] = id;
         impl_->send_line({{"jsonrpc", "2.0"}, {"method", method}, {"params", params}});
@@ -419,7 +408,7 @@ api::RunResult RpcClient::run(const api::RunParams& p_in, const api::RunIo& io) 
 
     // stdin: one chunk in flight at a time, each acknowledged by the server.
     std::thread feeder;
-    if (p.stdin) {
+    if (io.stdin_fd >= 0) {
         feeder = std::thread([&] {
             block_all_signals();
             char buf[rpc::max_chunk_bytes];
@@ -479,8 +468,27 @@ api::RunResult RpcClient::run(const api::RunParams& p_in, const api::RunIo& io) 
         throw;
     }
     if (feeder.joinable()) feeder.join();
-    const auto& error = answer.error;
-    const json& result = answer.result;
+    if (answer.error) return {{"error", *answer.error}};
+    return {{"result", answer.result}};
+}
+
+api::RunResult RpcClient::run(const api::RunParams& p_in, const api::RunIo& io) {
+    if (!has_method("sandbox.run"))
+        throw Error(ErrorCode::runtime, impl_->peer + " does not offer 'sandbox.run'");
+    api::RunParams p = p_in;
+    p.stdin = io.stdin_fd >= 0;
+    // A pty in the guest follows our terminal's size, when we have one.
+    bool follow_window = p.tty && p.stdin && ::isatty(io.stdin_fd) && io.forward_own_signals &&
+                         has_method("run.resize");
+    if (follow_window) {
+        winsize ws{};
+        if (::ioctl(io.stdin_fd, TIOCGWINSZ, &ws) == 0 && ws.ws_row && ws.ws_col)
+            p.rows = ws.ws_row, p.cols = ws.ws_col;
+    }
+    json answer = streamed("sandbox.run", api::to_json(p), io, follow_window);
+    std::optional<json> error;
+    if (answer.contains("error")) error = answer["error"];
+    const json result = answer.value("result", json());
     if (error) {
         int c = error->value("code", 1);
         if (c == code::request_cancelled) {
@@ -491,6 +499,42 @@ api::RunResult RpcClient::run(const api::RunParams& p_in, const api::RunIo& io) 
         throw Error(code_of(c), error->value("message", std::string("error")));
     }
     return decoded<api::RunResult>(result, "sandbox.run");
+}
+
+// ---- sandweave cp: streams like a run's (docs/protocol.md) ---------------------
+
+namespace {
+
+void copy_answer(const json& answer, const std::string& method) {
+    if (!answer.contains("error")) return;
+    const json& e = answer["error"];
+    int c = e.value("code", 1);
+    if (c == code::request_cancelled) throw Error(ErrorCode::general, method + ": cancelled");
+    throw Error(code_of(c), e.value("message", std::string("error")));
+}
+
+}  // namespace
+
+api::Empty RpcClient::copy_request(const std::string& method, const json& params,
+                                   const api::CpIo& io) {
+    if (!has_method(method))
+        throw Error(ErrorCode::runtime, impl_->peer + " cannot copy files (its sandweave is " +
+                                            impl_->hello.server + "; update it)");
+    api::RunIo run;
+    run.out = io.out;
+    run.stdin_fd = io.in_fd;
+    run.forward_own_signals = io.forward_own_signals;
+    run.control = io.control;
+    copy_answer(streamed(method, params, run), method);
+    return {};
+}
+
+api::Empty RpcClient::cp_out(const api::CpOutParams& p, const api::CpIo& io) {
+    return copy_request("sandbox.cp_out", api::to_json(p), io);
+}
+
+api::Empty RpcClient::cp_in(const api::CpInParams& p, const api::CpIo& io) {
+    return copy_request("sandbox.cp_in", api::to_json(p), io);
 }
 
 api::VersionResult RpcClient::version() {

@@ -76,11 +76,24 @@ class RpcClient final : public api::Api {
     api::Empty desktop_move(const api::PointerParams& p) override;
     api::Empty desktop_type(const api::TypeParams& p) override;
     api::Empty desktop_key(const api::KeyParams& p) override;
+    api::Empty cp_out(const api::CpOutParams& p, const api::CpIo& io) override;
+    api::Empty cp_in(const api::CpInParams& p, const api::CpIo& io) override;
 
     bool offers(const std::string& method) const override { return has_method(method); }
 
   private:
     void handshake();
+    // A request that streams like sandbox.run (output notifications, run.stdin
+    // from io.stdin_fd, signals and io.control forwarded): {"result": ...} or
+    // {"error": ...}. With follow_window, our terminal's SIGWINCH becomes
+    // run.resize (a tty run).
+    nlohmann::json streamed(const std::string& method, const nlohmann::json& params,
+                            const api::RunIo& io, bool follow_window = false);
+
+    // sandbox.cp_in / cp_out: a streamed request whose stream is io's.
+    api::Empty copy_request(const std::string& method, const nlohmann::json& params,
+                            const api::CpIo& io);
+
     struct Impl;
     std::unique_ptr<Impl> impl_;
 };

@@ -172,6 +172,14 @@ class Connection {
     void dispatch(Request r);
     void hello(const Request& r);
     void start_run(Request r);
+    void start_copy(Request r);
+    // sandbox.run and sandbox.cp_*: output as run.output notifications, stdin
+    // (when asked) from run.stdin requests, signals and cancel through
+    // run.signal / run.cancel. `call` does the work; it may add to the data of
+    // the "cancelled" error it gets when the client cancelled it.
+    using StreamingCall =
+        std::function<json(const json& id, const api::RunIo& io, json& cancelled)>;
+    void start_streaming(Request r, bool with_stdin, StreamingCall call);
     // audit.fetch and desktop.screenshot: bytes as <noun>.data notifications, then the result.
     void start_fetch(Request r);
     void run_stdin(const Request& r);
@@ -364,6 +372,8 @@ void Connection::dispatch(Request r) {
         in_flight_.insert(key);
     }
     if (r.method == "sandbox.run") return start_run(std::move(r));
+    if (r.method == "sandbox.cp_in" || r.method == "sandbox.cp_out")
+        return start_copy(std::move(r));
     if (r.method == "audit.fetch") return start_fetch(std::move(r));
     if (r.method == "desktop.screenshot") return start_fetch(std::move(r));
 
@@ -415,10 +425,37 @@ std::shared_ptr<Running> Connection::find_run(const json& request_id) {
 
 void Connection::start_run(Request r) {
     auto p = api::from_json<api::RunParams>(r.params);
+    bool with_stdin = p.stdin;
+    start_streaming(
+        std::move(r), with_stdin,
+        [this, p = std::move(p)](const json& id, const api::RunIo& io, json& cancelled) {
+            api::RunResult res = api_.run(p, io);
+            notify("run.exit",
+                   {{"request", id}, {"exit_code", res.exit_code}, {"timed_out", res.timed_out}});
+            cancelled["exit_code"] = res.exit_code;
+            return api::to_json(res);
+        });
+}
+
+// sandweave cp: the copy stream as a run's stdin (cp_in) or output (cp_out).
+void Connection::start_copy(Request r) {
+    bool in = r.method == "sandbox.cp_in";
+    json params = r.params;
+    start_streaming(std::move(r), in, [this, in, params](const json&, const api::RunIo& io, json&) {
+        api::CpIo cio;
+        cio.in_fd = io.stdin_fd;
+        cio.out = io.out;
+        cio.control = io.control;
+        if (in) return api::to_json(api_.cp_in(api::from_json<api::CpInParams>(params), cio));
+        return api::to_json(api_.cp_out(api::from_json<api::CpOutParams>(params), cio));
+    });
+}
+
+void Connection::start_streaming(Request r, bool with_stdin, StreamingCall call) {
     std::string key = key_of(r.id);
     auto running = std::make_shared<Running>();
     Fd stdin_read;
-    if (p.stdin) {
+    if (with_stdin) {
         Pipe pipe = make_pipe();
         stdin_read = std::move(pipe.read);
         running->feed = std::make_shared<StdinFeed>();
@@ -433,7 +470,7 @@ void Connection::start_run(Request r) {
     if (running->feed) start_thread([this, feed = running->feed] { stdin_writer(feed); });
 
     auto stdin_fd = std::make_shared<Fd>(std::move(stdin_read));
-    start_thread([this, r = std::move(r), p = std::move(p), running, stdin_fd, key] {
+    start_thread([this, r = std::move(r), call = std::move(call), running, stdin_fd, key] {
         RequestLogger logger(*this, r.id);
         ThreadLogger scope(logger);
         auto stream = [this, id = r.id](const char* name) {
@@ -448,17 +485,15 @@ void Connection::start_run(Request r) {
         io.out = stream("stdout");
         io.err = stream("stderr");
         io.control = &running->control;
-        std::optional<api::RunResult> res;
+        bool returned = false;
+        json cancelled{{"exit_status", 1}};
         std::string line = answer(r.id, [&] {
-            res = api_.run(p, io);
-            notify(
-                "run.exit",
-                {{"request", r.id}, {"exit_code", res->exit_code}, {"timed_out", res->timed_out}});
-            return api::to_json(*res);
+            json res = call(r.id, io, cancelled);
+            returned = true;
+            return res;
         });
-        if (res && running->control.cancelled())
-            line = encode_error(r.id, code::request_cancelled, "cancelled",
-                                {{"exit_code", res->exit_code}, {"exit_status", 1}});
+        if (returned && running->control.cancelled())
+            line = encode_error(r.id, code::request_cancelled, "cancelled", cancelled);
         stdin_fd->reset();
         if (running->feed) {
             std::lock_guard<std::mutex> g(running->feed->mu);

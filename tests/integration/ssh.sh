@@ -193,6 +193,24 @@ assert_eq "run: a command that does not read its stdin ends (the client's stdin 
     "done" "$(timeout 20 "${RSW[@]}" run "$ID" -- echo "done" <"$T/open-stdin")"
 kill "$HOLDER" 2>/dev/null
 
+# ---------------------------------------------------------------- sandweave cp over ssh://
+mkdir -p "$T/cptree/sub"
+printf 'a\n' >"$T/cptree/a.txt"
+cp "$T/big.in" "$T/cptree/sub/big.bin"
+ln -s a.txt "$T/cptree/link"
+capture rsw cp "$T/cptree" "$ID:/tmp"
+assert_eq "cp over ssh: a tree into the sandbox, exit 0" "0:" "$LAST_RC:$LAST_ERR"
+assert_eq "cp over ssh: its file arrived byte-exact" "$(sha "$T/big.in")" \
+    "$(rsw run "$ID" -- sha256sum /tmp/cptree/sub/big.bin | cut -d' ' -f1)"
+capture rsw cp "$ID:/tmp/cptree" "$T/cpback"
+assert_eq "cp over ssh: back out to the client, exit 0" "0:" "$LAST_RC:$LAST_ERR"
+assert_true "cp over ssh: written on the client, byte-exact" cmp -s "$T/big.in" "$T/cpback/sub/big.bin"
+assert_eq "cp over ssh: the symlink as a symlink" a.txt "$(readlink "$T/cpback/link")"
+assert_true "cp over ssh: nothing of it on the worker's side" test ! -e "$WSTATE/cpback"
+capture rsw cp "$ID:/no/such" "$T/cpnone"
+assert_eq "cp over ssh: a missing guest path exits 1 as locally" 1 "$LAST_RC"
+assert_match "cp over ssh: ... and says so" "No such file or directory" "$LAST_ERR"
+
 # ================================================================ 4. Ctrl-C
 ctrl_c() {  # LABEL WHO(remote|local): run ID -- sleep 30, then SIGINT it
     local label=$1 t0

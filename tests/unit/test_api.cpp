@@ -313,9 +313,11 @@ TEST_SUITE("api") {
                               "desktop.click",
                               "desktop.move",
                               "desktop.type",
-                              "desktop.key"})
+                              "desktop.key",
+                              "sandbox.cp_in",
+                              "sandbox.cp_out"})
             CHECK_MESSAGE(find_method(m) != nullptr, m);
-        CHECK(names.size() == 41);
+        CHECK(names.size() == 43);
         try {
             check_params("sandbox.frob", json::object());
             FAIL("no error");
