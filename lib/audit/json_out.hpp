@@ -33,6 +33,14 @@ class JsonOut {
         return data_.get() + size_;
     }
     void advance(std::size_t n) { size_ += n; }
+    std::size_t capacity() const { return cap_; }
+    // When empty and grown past `max`: back to the initial size, so a burst's
+    // memory goes back to the heap.
+    void release(std::size_t max) {
+        if (size_ != 0 || cap_ <= max) return;
+        data_.reset(new char[kInitial]);
+        cap_ = kInitial;
+    }
 
     void raw(std::string_view s) {
         std::memcpy(room(s.size()), s.data(), s.size());

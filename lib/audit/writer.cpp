@@ -843,7 +843,7 @@ void Writer::publish_live() {
 // idle sandbox's writer costs what it holds, not what it once needed. At most
 // once per kSyncInterval, off the busy path.
 void Writer::release_idle_memory() {
-    if (out_.buf().capacity() > kIdleBufferBytes) std::string().swap(out_.buf());
+    out_.release(kIdleBufferBytes);
     ::malloc_trim(0);
 }
 
