@@ -13,6 +13,7 @@
 #include "lib/core/progress.hpp"
 #include "lib/core/units.hpp"
 #include "lib/runtime/runsc.hpp"
+#include "lib/sandbox/agent_client.hpp"
 #include "lib/sandbox/audit_glue.hpp"
 
 namespace sandweave {
@@ -115,6 +116,24 @@ void start_refill(Context& ctx, const std::string& name) {
         // The caller's sandbox is already handed out; the pool refills on the next call.
         log().warn("pool " + name + ": starting the background refill: " + e.what());
     }
+}
+
+// Whether an idle member's runtime still runs. Its supervisor's relay knows
+// at once: the agent's connection ends with the sandbox. Asking it is a
+// round trip to a local process, where `runsc state` is a runtime process
+// start (~10 ms, most of an acquire); runsc is asked only when the relay
+// cannot say yes (no agent, a supervisor gone, an agent down).
+bool runtime_running(Context& ctx, const SandboxRecord& r) {
+    if (r.agent) {
+        try {
+            if (auto agent = AgentClient::try_connect(agent_socket_path(ctx, r.id), r.id))
+                if (agent->status().value("agent", "") == "ready") return true;
+        } catch (const Error& e) {
+            log().debug("pool member " + r.id + ": its relay: " + e.what());
+        }
+    }
+    auto st = Runsc(ctx.runner, r.runsc, r.runsc_flags).state(r.id);
+    return st && st->status == "running";
 }
 
 std::optional<std::uint64_t> audit_position(Context& ctx, const SandboxRecord& r) {
@@ -253,8 +272,7 @@ SandboxRecord acquire_from_pool(Context& ctx, const std::string& name) {
                 continue;
             // Never hand out a member whose runtime died while it waited
             // (a host restart, a killed sandbox): mark it for the refill.
-            auto st = Runsc(ctx.runner, fresh->runsc, fresh->runsc_flags).state(fresh->id);
-            if (!st || st->status != "running") {
+            if (!runtime_running(ctx, *fresh)) {
                 fresh->state = SandboxState::failed;
                 fresh->error = "its runtime died while it waited in the pool";
                 ctx.store.save(*fresh);
@@ -263,7 +281,8 @@ SandboxRecord acquire_from_pool(Context& ctx, const std::string& name) {
             fresh->pool_state = "acquired";
             fresh->acquired_at = now_rfc3339();
             start_lifetime_clock(ctx.store, *fresh);
-            ctx.store.save(*fresh);
+            // A host crash ends the member too, so the claim need not outlive one.
+            ctx.store.save(*fresh, Durability::live);
             picked = std::move(*fresh);
             break;
         }
