@@ -37,7 +37,8 @@ void fsync_dir(const fs::path& dir) {
     if (::fsync(fd.get()) != 0) throw_errno("fsync " + dir.string());
 }
 
-void write_file_atomic(const fs::path& path, std::string_view data, mode_t mode) {
+void write_file_atomic(const fs::path& path, std::string_view data, mode_t mode,
+                       Durability durability) {
     fs::path dir = path.parent_path().empty() ? fs::path(".") : path.parent_path();
     fs::path tmp = dir / ("." + path.filename().string() + ".tmp-" + random_hex(8));
     Fd fd(::open(tmp.c_str(), O_WRONLY | O_CREAT | O_EXCL | O_CLOEXEC, mode));
@@ -45,11 +46,12 @@ void write_file_atomic(const fs::path& path, std::string_view data, mode_t mode)
     try {
         if (::fchmod(fd.get(), mode) != 0) throw_errno("chmod " + tmp.string());
         write_all(fd.get(), data, tmp);
-        if (::fsync(fd.get()) != 0) throw_errno("fsync " + tmp.string());
+        bool durable = durability == Durability::durable;
+        if (durable && ::fsync(fd.get()) != 0) throw_errno("fsync " + tmp.string());
         // close() can report a write error (NFS, quotas): checked, not left to ~Fd.
         if (::close(fd.release()) != 0) throw_errno("close " + tmp.string());
         if (::rename(tmp.c_str(), path.c_str()) != 0) throw_errno("rename to " + path.string());
-        fsync_dir(dir);
+        if (durable) fsync_dir(dir);
     } catch (...) {
         fd.reset();
         ::unlink(tmp.c_str());

@@ -18,10 +18,20 @@ namespace sandweave {
 
 namespace fs = std::filesystem;
 
+// How long a write must last. `durable` survives a crash of the host (the file
+// and its directory are fsynced). `live` survives the crash of any process but
+// may revert to the previous content if the host itself goes down: for files
+// that only describe something that cannot outlive the host (a running
+// sandbox's state, its runsc bundle), where two fsyncs would cost several ms
+// of a command's latency for nothing.
+enum class Durability { durable, live };
+
 // Replaces `path` with `data` atomically: readers see the old or the new file,
-// never a mix, and after return the new content is durable. Mode applies to the
-// new file. Throws Error naming the path on failure (and leaves no temp file).
-void write_file_atomic(const fs::path& path, std::string_view data, mode_t mode = 0600);
+// never a mix, and after return the new content is as durable as asked. Mode
+// applies to the new file. Throws Error naming the path on failure (and leaves
+// no temp file).
+void write_file_atomic(const fs::path& path, std::string_view data, mode_t mode = 0600,
+                       Durability durability = Durability::durable);
 
 // Reads a whole file, refusing files larger than max_bytes.
 std::string read_file(const fs::path& path, std::size_t max_bytes = 16u << 20);

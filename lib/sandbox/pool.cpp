@@ -1,9 +1,14 @@
 #include "lib/sandbox/pool.hpp"
 
+#include <fcntl.h>
+#include <poll.h>
+#include <sys/inotify.h>
 #include <sys/stat.h>
+#include <unistd.h>
 
 #include <algorithm>
 #include <cerrno>
+#include <cstring>
 
 #include "lib/core/error.hpp"
 #include "lib/core/fault.hpp"
@@ -13,6 +18,7 @@
 #include "lib/core/progress.hpp"
 #include "lib/core/units.hpp"
 #include "lib/runtime/runsc.hpp"
+#include "lib/sandbox/agent_client.hpp"
 #include "lib/sandbox/audit_glue.hpp"
 
 namespace sandweave {
@@ -92,10 +98,26 @@ void set_last_error(Context& ctx, const std::string& name, const std::optional<s
     write_pool(ctx, name, *j);
 }
 
-// Starts `sandweave __pool-refill` in the background. Ready as soon as it was
-// exec'd: acquire must not wait for a process to start up; what the refill
-// itself runs into is recorded in pool.json (last_error) for the next acquire.
+// A refill that has filled its pool stays, waiting for a change in the pool's
+// directory; acquire and resize write this file to wake it. Starting a new
+// process per acquire (two forks and an exec, ~5 ms of a loaded machine's
+// scheduling) was most of an acquire.
+constexpr const char* refill_wake_file = "refill.wake";
+
+// Wakes the standing refill, or starts `sandweave __pool-refill` in the
+// background when none runs. Ready as soon as it was exec'd: acquire must not
+// wait for a process to start up; what the refill itself runs into is
+// recorded in pool.json (last_error) for the next acquire.
 void start_refill(Context& ctx, const std::string& name) {
+    fs::path dir = pool_dir(ctx, name);
+    if (!FileLock::try_lock(dir / "refill.lock").locked()) {
+        // It watches the directory before it counts members, so a change
+        // saved before this write is seen either way.
+        Fd wake(::open((dir / refill_wake_file).c_str(),
+                       O_WRONLY | O_CREAT | O_TRUNC | O_NOFOLLOW | O_CLOEXEC, 0600));
+        if (wake) return;
+        log().debug("pool " + name + ": waking the refill: " + std::strerror(errno));
+    }
     HelperSpec spec;
     spec.argv = {self_exe().string(), pool_refill_verb, "--state-dir", ctx.store.root().string(),
                  name};
@@ -115,6 +137,29 @@ void start_refill(Context& ctx, const std::string& name) {
         // The caller's sandbox is already handed out; the pool refills on the next call.
         log().warn("pool " + name + ": starting the background refill: " + e.what());
     }
+}
+
+// Whether an idle member's supervisor relays a live agent. The relay knows at
+// once: the agent's connection ends with the sandbox. Asking it is a round
+// trip to a local process, where `runsc state` is a runtime process start
+// (~10 ms, most of an acquire).
+bool agent_ready(Context& ctx, const SandboxRecord& r) {
+    if (!r.agent) return false;
+    try {
+        if (auto agent = AgentClient::try_connect(agent_socket_path(ctx, r.id), r.id))
+            return agent->status().value("agent", "") == "ready";
+    } catch (const Error& e) {
+        log().debug("pool member " + r.id + ": its relay: " + e.what());
+    }
+    return false;
+}
+
+// runsc is asked only when the relay cannot say yes (no agent, a supervisor
+// gone, an agent still connecting or down).
+bool runtime_running(Context& ctx, const SandboxRecord& r) {
+    if (agent_ready(ctx, r)) return true;
+    auto st = Runsc(ctx.runner, r.runsc, r.runsc_flags).state(r.id);
+    return st && st->status == "running";
 }
 
 std::optional<std::uint64_t> audit_position(Context& ctx, const SandboxRecord& r) {
@@ -245,28 +290,34 @@ SandboxRecord acquire_from_pool(Context& ctx, const std::string& name) {
     std::optional<SandboxRecord> picked;
     {
         FileLock lock(pool_dir(ctx, name) / "lock");
-        for (auto& r : members(ctx, name)) {
-            if (r.pool_state != "idle" || r.state != SandboxState::running) continue;
-            auto sandbox_lock = ctx.store.lock(r.id);
-            auto fresh = ctx.store.try_load(r.id);
-            if (!fresh || fresh->pool_state != "idle" || fresh->state != SandboxState::running)
-                continue;
-            // Never hand out a member whose runtime died while it waited
-            // (a host restart, a killed sandbox): mark it for the refill.
-            auto st = Runsc(ctx.runner, fresh->runsc, fresh->runsc_flags).state(fresh->id);
-            if (!st || st->status != "running") {
-                fresh->state = SandboxState::failed;
-                fresh->error = "its runtime died while it waited in the pool";
-                ctx.store.save(*fresh);
-                continue;
+        auto candidates = members(ctx, name);
+        // First pass: a member whose agent is ready (the common case, a
+        // round trip each); then any other idle one, checked with runsc
+        // (one that is still connecting, or lost its supervisor).
+        for (int pass = 0; pass < 2 && !picked; ++pass)
+            for (auto& r : candidates) {
+                if (r.pool_state != "idle" || r.state != SandboxState::running) continue;
+                auto sandbox_lock = ctx.store.lock(r.id);
+                auto fresh = ctx.store.try_load(r.id);
+                if (!fresh || fresh->pool_state != "idle" || fresh->state != SandboxState::running)
+                    continue;
+                if (pass == 0 && !agent_ready(ctx, *fresh)) continue;
+                // Never hand out a member whose runtime died while it waited
+                // (a host restart, a killed sandbox): mark it for the refill.
+                if (pass == 1 && !runtime_running(ctx, *fresh)) {
+                    fresh->state = SandboxState::failed;
+                    fresh->error = "its runtime died while it waited in the pool";
+                    ctx.store.save(*fresh);
+                    continue;
+                }
+                fresh->pool_state = "acquired";
+                fresh->acquired_at = now_rfc3339();
+                start_lifetime_clock(ctx.store, *fresh);
+                // A host crash ends the member too, so the claim need not outlive one.
+                ctx.store.save(*fresh, Durability::live);
+                picked = std::move(*fresh);
+                break;
             }
-            fresh->pool_state = "acquired";
-            fresh->acquired_at = now_rfc3339();
-            start_lifetime_clock(ctx.store, *fresh);
-            ctx.store.save(*fresh);
-            picked = std::move(*fresh);
-            break;
-        }
     }
     if (picked) {
         SANDWEAVE_FAULT_POINT("pool.acquired");
@@ -404,7 +455,20 @@ int pool_refill_main(Context& ctx, const std::string& name) {
     fs::path dir = pool_dir(ctx, name);
     auto refill = FileLock::try_lock(dir / "refill.lock");
     if (!refill.locked()) return 0;  // another refill is at work
-    for (int created = 0; created < 1000; ++created) {
+    // Watched before each count, so a change made after the count wakes us.
+    Fd watch(::inotify_init1(IN_CLOEXEC | IN_NONBLOCK));
+    if (!watch) throw_errno("inotify_init1");
+    if (::inotify_add_watch(
+            watch.get(), dir.c_str(),
+            IN_CLOSE_WRITE | IN_MOVED_TO | IN_DELETE | IN_DELETE_SELF | IN_MOVE_SELF) < 0)
+        throw_errno("inotify_add_watch " + dir.string());
+    auto drain = [&] {
+        char buf[4096];
+        while (::read(watch.get(), buf, sizeof buf) > 0) {
+        }
+    };
+    for (int created = 0; created < 1000;) {
+        drain();
         auto j = read_pool(ctx, name);
         if (!j) return 0;
         auto m = members(ctx, name);
@@ -423,7 +487,14 @@ int pool_refill_main(Context& ctx, const std::string& name) {
         }
         m = members(ctx, name);
         PoolInfo info = info_from(name, *j, m);
-        if (info.warm + info.starting >= info.size) return 0;
+        if (info.warm + info.starting >= info.size) {
+            // Full: wait for an acquire, a resize or the pool's removal (or
+            // a minute, for members that died meanwhile).
+            pollfd p{watch.get(), POLLIN, 0};
+            if (::poll(&p, 1, 60'000) < 0 && errno != EINTR) throw_errno("poll");
+            continue;
+        }
+        ++created;
         CreateRequest req = pool_request_from_json((*j)["request"], name);
         SandboxRecord r;
         try {

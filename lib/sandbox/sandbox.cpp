@@ -216,7 +216,9 @@ SandboxRecord create_sandbox(Context& ctx, const CreateRequest& req) {
                 SANDWEAVE_FAULT_POINT("create.writer-started");
             }
             BundleInput in{spec, dir / "rootfs", init, "sandweave"};
-            write_file_atomic(dir / "bundle/config.json", build_oci_config(in).dump(2), 0600);
+            // Read once, by the runsc started next; a host crash ends what it describes.
+            write_file_atomic(dir / "bundle/config.json", build_oci_config(in).dump(2), 0600,
+                              Durability::live);
 
             Runsc runsc(ctx.runner, runsc_path, r.runsc_flags);
             fs::path agent_socket = r.agent ? agent_socket_path(ctx, r.id) : fs::path();
@@ -229,7 +231,9 @@ SandboxRecord create_sandbox(Context& ctx, const CreateRequest& req) {
             SANDWEAVE_FAULT_POINT("create.launched");
             r.state = SandboxState::running;
             start_lifetime_clock(ctx.store, r);
-            ctx.store.save(r);
+            // Not fsynced: after a host crash the durable "creating" (with a free
+            // lock) reads as failed, which is then the truth.
+            ctx.store.save(r, Durability::live);
             // A memory restore brings its display back with its memory.
             if (spec.desktop && !memory_restore) start_desktop(ctx, r);
             ensure_lifetime_watcher(ctx, r);

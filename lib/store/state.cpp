@@ -469,8 +469,9 @@ SandboxRecord StateStore::load(const std::string& id) const {
     }
 }
 
-void StateStore::save(const SandboxRecord& r) const {
-    write_file_atomic(sandbox_dir(r.id) / "sandbox.json", to_json(r).dump(2) + "\n", 0600);
+void StateStore::save(const SandboxRecord& r, Durability durability) const {
+    write_file_atomic(sandbox_dir(r.id) / "sandbox.json", to_json(r).dump(2) + "\n", 0600,
+                      durability);
 }
 
 std::vector<SandboxRecord> StateStore::list() const {

@@ -193,7 +193,9 @@ class StateStore {
 
     SandboxRecord load(const std::string& id) const;
     std::optional<SandboxRecord> try_load(const std::string& id) const;
-    void save(const SandboxRecord& r) const;
+    // `live` for a change that a host crash makes moot (it ends the sandbox):
+    // see Durability in fsutil.hpp.
+    void save(const SandboxRecord& r, Durability durability = Durability::durable) const;
     std::vector<SandboxRecord> list() const;
 
     FileLock lock(const std::string& id) const;
