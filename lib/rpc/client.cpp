@@ -377,6 +377,17 @@ api::RunResult RpcClient::run(const api::RunParams& p_in, const api::RunIo& io) 
         throw Error(ErrorCode::runtime, impl_->peer + " does not offer 'sandbox.run'");
     api::RunParams p = p_in;
     p.stdin = io.stdin_fd >= 0;
+    // A worker without "run.entrypoint" runs argv as it is: [] means just
+    // that, and anything else it cannot do.
+    const auto& caps = impl_->hello.capabilities;
+    if (!p.attach && std::find(caps.begin(), caps.end(), "run.entrypoint") == caps.end()) {
+        if (p.entrypoint && p.entrypoint->empty()) p.entrypoint.reset();
+        if (p.entrypoint || p.argv.empty())
+            throw Error(ErrorCode::runtime,
+                        impl_->peer +
+                            " cannot run a sandbox's entrypoint or cmd (its sandweave is " +
+                            impl_->hello.server + "; update it, or give the whole command)");
+    }
     Fd finished(::eventfd(0, EFD_CLOEXEC | EFD_NONBLOCK));  // tells the stdin feeder to stop
     Fd answered(::eventfd(0, EFD_CLOEXEC | EFD_NONBLOCK));  // the reader saw the response
     if (!finished.valid() || !answered.valid()) throw_errno("eventfd");
