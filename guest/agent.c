@@ -612,8 +612,15 @@ static void handle(uint8_t type, uint32_t id, const unsigned char* p, uint32_t l
         }
         case SW_RESIZE: {
             if (!s || !s->pty || len != 4 || s->in_fd < 0) return;
-            struct winsize ws = {.ws_row = get16(p), .ws_col = get16(p + 2)};
-            ioctl(s->in_fd, TIOCSWINSZ, &ws);
+            struct winsize ws = {.ws_row = get16(p), .ws_col = get16(p + 2)}, was;
+            int changed = ioctl(s->in_fd, TIOCGWINSZ, &was) != 0 || was.ws_row != ws.ws_row ||
+                          was.ws_col != ws.ws_col;
+            if (ioctl(s->in_fd, TIOCSWINSZ, &ws) != 0 || !changed) return;
+            /* Linux tells the foreground process group of a resized terminal
+             * with SIGWINCH; gVisor's pty does not, so the agent does. */
+            pid_t fg = 0;
+            if (ioctl(s->in_fd, TIOCGPGRP, &fg) != 0 || fg <= 0) fg = s->pid;
+            kill(-fg, SIGWINCH);
             return;
         }
         case SW_OUTPUT_ACK: {

@@ -204,6 +204,8 @@ struct RunParams {
     // `attach` (argv empty), then with `follow` its live output until it ends.
     std::optional<std::int64_t> attach;
     bool follow = false;
+    // With tty: the client terminal's size (run.resize follows it).
+    std::optional<std::int64_t> rows, cols;
     template <class V>
     void fields(V& v) {
         v.required("id", id);
@@ -218,6 +220,8 @@ struct RunParams {
         v.optional("detach", detach);
         v.optional("attach", attach);
         v.optional("follow", follow);
+        v.optional("rows", rows);
+        v.optional("cols", cols);
     }
 };
 

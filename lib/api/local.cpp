@@ -119,6 +119,9 @@ RunRequest to_run_request(const RunParams& p) {
         return req;
     }
     if (p.follow) throw Error(ErrorCode::usage, "follow: only with attach");
+    if ((p.rows || p.cols) && !p.tty) throw Error(ErrorCode::usage, "rows, cols: only with tty");
+    if (p.rows) (void)window_dimension(*p.rows, "rows");
+    if (p.cols) (void)window_dimension(*p.cols, "cols");
     if (p.detach && p.stdin)
         throw Error(ErrorCode::usage, "detach: a detached command has no stdin");
     req.argv = p.argv;  // composed with the sandbox's entrypoint and cmd by run_in_sandbox
@@ -187,6 +190,10 @@ RunResult LocalApi::run(const RunParams& p, const RunIo& io) {
     attach.err = io.err;
     attach.forward_own_signals = io.forward_own_signals;
     attach.control = io.control;
+    if (p.rows && p.cols) {
+        attach.rows = window_dimension(*p.rows, "rows");
+        attach.cols = window_dimension(*p.cols, "cols");
+    }
     RunOutcome o = run_in_sandbox(ctx_, req, attach);
     RunResult r = to_result(o);
     if (o.handle) r.handle = *o.handle;

@@ -55,6 +55,13 @@ void validate_run(const json& params) {
 void validate_signal(const json& params) {
     (void)parse_signal(from_json<SignalParams>(params).signal);
 }
+// Checked whole before the reader applies it (it has no validate step).
+void check_resize(const json& params) {
+    check_as<ResizeParams>(params);
+    auto p = from_json<ResizeParams>(params);
+    (void)window_dimension(p.rows, "rows");
+    (void)window_dimension(p.cols, "cols");
+}
 void validate_kill(const json& params) {
     (void)parse_signal(from_json<KillParams>(params).signal);
 }
@@ -125,6 +132,7 @@ std::vector<Method> build_table() {
     t.push_back(Method{"run.stdin", &check_as<StdinParams>, nullptr, nullptr});
     t.push_back(Method{"run.signal", &check_as<SignalParams>, &validate_signal, nullptr});
     t.push_back(Method{"run.cancel", &check_as<RequestRef>, nullptr, nullptr});
+    t.push_back(Method{"run.resize", &check_resize, nullptr, nullptr});
     t.push_back(Method{"audit.fetch", &check_as<IdParams>, nullptr, nullptr});
     t.push_back(Method{"desktop.screenshot", &check_as<IdParams>, nullptr, nullptr});
     std::sort(t.begin(), t.end(),
@@ -160,6 +168,13 @@ void check_params(const std::string& method, const json& params) {
     if (!m) throw Error(ErrorCode::not_found, "unknown method '" + method + "'");
     m->check(params);
     if (m->validate) m->validate(params);
+}
+
+std::uint16_t window_dimension(std::int64_t n, const char* name) {
+    if (n < 1 || n > 65535)
+        throw Error(ErrorCode::usage, std::string(name) + ": " + std::to_string(n) +
+                                          " is not a terminal size (1 to 65535)");
+    return static_cast<std::uint16_t>(n);
 }
 
 int parse_signal(const json& sig) {

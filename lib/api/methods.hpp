@@ -68,6 +68,20 @@ struct SignalParams {
     }
 };
 
+struct ResizeParams {
+    json request;
+    std::int64_t rows = 0, cols = 0;
+    template <class V>
+    void fields(V& v) {
+        v.required("request", request);
+        v.required("rows", rows);
+        v.required("cols", cols);
+    }
+};
+
+// A terminal dimension from a client: 1..65535, else Error(usage) naming it.
+std::uint16_t window_dimension(std::int64_t n, const char* name);
+
 // "TERM", "SIGTERM" or 15 -> 15; throws Error(usage) for anything else.
 int parse_signal(const json& sig);
 

@@ -285,6 +285,7 @@ void pump(Fd& from, const OutputSink& sink, short revents) {
 struct RunControl::State {
     std::mutex mu;
     std::vector<int> signals;
+    std::optional<std::pair<std::uint16_t, std::uint16_t>> window;
     bool cancelled = false;
     Fd efd;
 };
@@ -302,6 +303,12 @@ RunControl::~RunControl() {
 void RunControl::signal(int sig) {
     std::lock_guard<std::mutex> g(s_->mu);
     s_->signals.push_back(sig);
+    std::uint64_t one = 1;
+    (void)!::write(s_->efd.get(), &one, sizeof one);
+}
+void RunControl::resize(std::uint16_t rows, std::uint16_t cols) {
+    std::lock_guard<std::mutex> g(s_->mu);
+    s_->window = std::make_pair(rows, cols);
     std::uint64_t one = 1;
     (void)!::write(s_->efd.get(), &one, sizeof one);
 }
@@ -323,6 +330,10 @@ std::vector<int> RunControl::take_signals() {
     std::uint64_t n;
     (void)!::read(s_->efd.get(), &n, sizeof n);
     return std::exchange(s_->signals, {});
+}
+std::optional<std::pair<std::uint16_t, std::uint16_t>> RunControl::take_resize() {
+    std::lock_guard<std::mutex> g(s_->mu);
+    return std::exchange(s_->window, std::nullopt);
 }
 
 CommandResult LocalRunner::run_attached(const Command& cmd_in, const AttachOptions& opts) {

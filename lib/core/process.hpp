@@ -12,11 +12,13 @@
 #include <sys/types.h>
 
 #include <chrono>
+#include <cstdint>
 #include <filesystem>
 #include <functional>
 #include <optional>
 #include <string>
 #include <string_view>
+#include <utility>
 #include <vector>
 
 namespace sandweave {
@@ -80,6 +82,8 @@ class RunControl {
     RunControl& operator=(const RunControl&) = delete;
 
     void signal(int sig);
+    // A new window size for the command's pty (the latest one wins).
+    void resize(std::uint16_t rows, std::uint16_t cols);
     // Ends the command: on_timeout's stop hook, then SIGKILL after the grace.
     void cancel();
     bool cancelled() const;
@@ -87,6 +91,8 @@ class RunControl {
     // For the waiting loop: readable while something is pending.
     int fd() const;
     std::vector<int> take_signals();
+    // The size asked for since the last call, if any; call after take_signals.
+    std::optional<std::pair<std::uint16_t, std::uint16_t>> take_resize();
 
   private:
     struct State;
@@ -106,6 +112,9 @@ struct AttachOptions {
     std::function<void(int sig)> forward_signal;
 
     int stdin_fd = 0;  // handed to the child; -1 for /dev/null
+    // The pty's first window size when stdin_fd is not the terminal itself
+    // (a remote client's terminal); 0: the terminal's, else the agent's default.
+    std::uint16_t rows = 0, cols = 0;
     OutputSink out{1, {}};
     OutputSink err{2, {}};
     // SIGINT, SIGTERM, SIGHUP and SIGQUIT sent to this process are forwarded

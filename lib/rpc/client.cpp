@@ -3,6 +3,7 @@
 #include <poll.h>
 #include <signal.h>
 #include <sys/eventfd.h>
+#include <sys/ioctl.h>
 #include <sys/signalfd.h>
 #include <sys/socket.h>
 #include <unistd.h>
@@ -388,6 +389,14 @@ api::RunResult RpcClient::run(const api::RunParams& p_in, const api::RunIo& io) 
                             " cannot run a sandbox's entrypoint or cmd (its sandweave is " +
                             impl_->hello.server + "; update it, or give the whole command)");
     }
+    // A pty in the guest follows our terminal's size, when we have one.
+    bool follow_window = p.tty && p.stdin && ::isatty(io.stdin_fd) && io.forward_own_signals &&
+                         has_method("run.resize");
+    if (follow_window) {
+        winsize ws{};
+        if (::ioctl(io.stdin_fd, TIOCGWINSZ, &ws) == 0 && ws.ws_row && ws.ws_col)
+            p.rows = ws.ws_row, p.cols = ws.ws_col;
+    }
     Fd finished(::eventfd(0, EFD_CLOEXEC | EFD_NONBLOCK));  // tells the stdin feeder to stop
     Fd answered(::eventfd(0, EFD_CLOEXEC | EFD_NONBLOCK));  // the reader saw the response
     if (!finished.valid() || !answered.valid()) throw_errno("eventfd");
@@ -396,6 +405,7 @@ api::RunResult RpcClient::run(const api::RunParams& p_in, const api::RunIo& io) 
     sigset_t forward, old;
     sigemptyset(&forward);
     for (int s : {SIGINT, SIGTERM, SIGHUP, SIGQUIT}) sigaddset(&forward, s);
+    if (follow_window) sigaddset(&forward, SIGWINCH);
     Fd sfd;
     if (io.forward_own_signals) {
         ::pthread_sigmask(SIG_BLOCK, &forward, &old);
@@ -455,8 +465,16 @@ api::RunResult RpcClient::run(const api::RunParams& p_in, const api::RunIo& io) 
                          {answered.get(), POLLIN, 0}};
         if (::poll(fds, 3, -1) < 0 && errno != EINTR) throw_errno("poll");
         signalfd_siginfo si;
-        while (sfd.valid() && ::read(sfd.get(), &si, sizeof si) == static_cast<ssize_t>(sizeof si))
-            notify("run.signal", {{"signal", static_cast<int>(si.ssi_signo)}});
+        while (sfd.valid() &&
+               ::read(sfd.get(), &si, sizeof si) == static_cast<ssize_t>(sizeof si)) {
+            if (si.ssi_signo != SIGWINCH) {
+                notify("run.signal", {{"signal", static_cast<int>(si.ssi_signo)}});
+                continue;
+            }
+            winsize ws{};
+            if (::ioctl(io.stdin_fd, TIOCGWINSZ, &ws) == 0 && ws.ws_row && ws.ws_col)
+                notify("run.resize", {{"rows", ws.ws_row}, {"cols", ws.ws_col}});
+        }
         if (io.control && (fds[1].revents & POLLIN)) {
             for (int sig : io.control->take_signals()) notify("run.signal", {{"signal", sig}});
             if (io.control->cancelled()) notify("run.cancel", json::object());

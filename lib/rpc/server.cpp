@@ -176,6 +176,7 @@ class Connection {
     void start_fetch(Request r);
     void run_stdin(const Request& r);
     void run_signal(const Request& r);
+    void run_resize(const Request& r);
     void run_cancel(const Request& r);
     void start_thread(std::function<void()> fn);
     void finish_request(const std::string& key);
@@ -338,6 +339,7 @@ void Connection::dispatch(Request r) {
         if (r.method == "hello") return hello(r);
         if (r.method == "run.stdin") return run_stdin(r);
         if (r.method == "run.signal") return run_signal(r);
+        if (r.method == "run.resize") return run_resize(r);
         if (r.method == "run.cancel") return run_cancel(r);
     } catch (const Error& e) {
         int status = static_cast<int>(e.code());
@@ -398,8 +400,8 @@ void Connection::hello(const Request& r) {
     api::HelloResult res;
     res.protocol = std::min(p.protocol, protocol_version);
     res.server = opts_.server_name;
-    res.capabilities = {"log",        "progress", "run.cancel", "run.entrypoint",
-                        "run.signal", "run.stdin"};
+    res.capabilities = {"log",        "progress",   "run.cancel", "run.entrypoint",
+                        "run.resize", "run.signal", "run.stdin"};
     for (const auto& name : api::method_names())
         if (std::find(opts_.without.begin(), opts_.without.end(), name) == opts_.without.end())
             res.methods.push_back(name);
@@ -582,6 +584,22 @@ void Connection::run_signal(const Request& r) {
         return;
     }
     running->control.signal(sig);
+    if (!r.is_notification()) send(encode_result(r.id, json::object()));
+}
+
+void Connection::run_resize(const Request& r) {
+    auto p = api::from_json<api::ResizeParams>(r.params);
+    auto rows = api::window_dimension(p.rows, "rows");
+    auto cols = api::window_dimension(p.cols, "cols");
+    auto running = find_run(p.request);
+    if (!running) {
+        if (!r.is_notification())
+            send(encode_error(r.id, code::invalid_params,
+                              "no running command has request id " + p.request.dump(),
+                              error_data(2)));
+        return;
+    }
+    running->control.resize(rows, cols);
     if (!r.is_notification()) send(encode_result(r.id, json::object()));
 }
 

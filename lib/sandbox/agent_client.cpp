@@ -161,6 +161,8 @@ RunOutcome AgentClient::run(const agent::ExecSpec& spec_in, const AttachOptions&
         winsize ws{};
         if (::ioctl(io.stdin_fd, TIOCGWINSZ, &ws) == 0)
             spec.rows = ws.ws_row, spec.cols = ws.ws_col;
+    } else if (pty && io.rows && io.cols) {
+        spec.rows = io.rows, spec.cols = io.cols;  // a remote client's terminal
     }
     if (io.timeout) spec.timeout_ms = static_cast<std::uint32_t>(io.timeout->count());
     std::uint32_t sid = next_session_++;
@@ -290,6 +292,8 @@ RunOutcome AgentClient::run(const agent::ExecSpec& spec_in, const AttachOptions&
         }
         if (ctl_at >= 0 && p[ctl_at].revents) {
             for (int sig : io.control->take_signals()) forward(sig);
+            if (auto w = io.control->take_resize(); w && pty)
+                send(agent::encode_resize(sid, w->first, w->second));
             if (io.control->cancelled() && !cancelled) {
                 cancelled = true;
                 send(agent::encode_signal(sid, SIGKILL, SW_TO_TREE));

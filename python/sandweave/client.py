@@ -68,7 +68,7 @@ DEFAULT_MAX_IN_FLIGHT = 256
 INSTALLED_LOCATIONS: Tuple[str, ...] = ("/usr/local/bin/sandweave",)
 
 # Served by the server's reader, in order, outside the in-flight limit.
-_CONTROL = frozenset({"run.stdin", "run.signal", "run.cancel"})
+_CONTROL = frozenset({"run.stdin", "run.signal", "run.resize", "run.cancel"})
 _LOG_LEVELS = {
     "debug": logging.DEBUG,
     "info": logging.INFO,

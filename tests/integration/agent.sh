@@ -102,7 +102,14 @@ tmux send-keys -t agent 'tty; stty size' Enter
 wait_for 10 sh -c "tmux capture-pane -p -t agent | grep -q '^30 100'"
 assert_match "-it: a pty in the guest" "^/dev/pts/[0-9]+" "$(pane | grep /dev/pts)"
 assert_match "-it: the terminal's size" "^30 100" "$(pane | grep '^30 ')"
+# A foreground job that traps SIGWINCH (an interactive busybox sh at its
+# prompt takes the signal for its own line editor).
+tmux send-keys -t agent "sh -c 'trap \"echo got-winch\" WINCH; echo trapping; while :; do sleep 0.1; done'" Enter
+wait_for 10 sh -c "tmux capture-pane -p -t agent | grep -q '^trapping'"
 tmux resize-window -t agent -x 120 -y 40
+assert_true "-it: a resize sends the guest's foreground process SIGWINCH" \
+    wait_for 10 sh -c "tmux capture-pane -p -t agent | grep -q '^got-winch'"
+tmux send-keys -t agent C-c
 sleep 0.5
 tmux send-keys -t agent 'stty size' Enter
 assert_true "-it: a resize reaches the guest" \

@@ -258,7 +258,7 @@ class A_Handshake(ServeCase):
     def test_doc_parsed(self):
         self.assertGreaterEqual(len(DOC_METHODS), 25, f"methods parsed from {DOC}: {DOC_METHODS}")
         self.assertEqual(sorted(DOC_CAPABILITIES),
-                         ["log", "progress", "run.cancel", "run.entrypoint", "run.signal", "run.stdin"],
+                         ["log", "progress", "run.cancel", "run.entrypoint", "run.resize", "run.signal", "run.stdin"],
                          f"capabilities parsed from {DOC}")
 
     def test_hello_result(self):
@@ -1003,6 +1003,25 @@ class K_CancelSignal(ServeCase):
         self.checkRunResult(req, res, 0, "run.signal 10 (USR1) to a shell trapping it")
         self.assertEqual(bytes(req.stdout), b"ready\ngot-usr1\n", "the integer signal reached the command's process")
         self.expectError("run.signal", {"request": req.id}, -32602, "run.signal without signal")
+
+    def test_tty_window_and_resize(self):
+        # The pty starts at the size the client gives and follows run.resize:
+        # the guest shell sees SIGWINCH and the new size.
+        script = 'trap "stty size" WINCH; stty size; echo ready; while :; do sleep 0.1; done'
+        req = self.c.start_run(S.sandbox, ["sh", "-c", script], tty=True, rows=33, cols=77)
+        req.wait_output(lambda r: b"ready" in r.stdout, 15, "ready")
+        self.assertIn(b"33 77", bytes(req.stdout), "tty with rows/cols: the pty's first size")
+        self.assertEqual(self.c.call("run.resize", {"request": req.id, "rows": 40, "cols": 120}), {},
+                         "run.resize result")
+        req.wait_output(lambda r: b"40 120" in r.stdout, 15, "the resized window (40 120)")
+        self.expectError("run.resize", {"request": req.id, "rows": 0, "cols": 80}, -32602, "run.resize rows 0")
+        self.expectError("run.resize", {"request": req.id, "rows": 24, "cols": 70000}, -32602,
+                         "run.resize cols 70000")
+        self.expectError("run.resize", {"request": 987654, "rows": 24, "cols": 80}, -32602,
+                         "run.resize of no running command")
+        self.assertEqual(self.c.call("run.cancel", {"request": req.id}), {"cancelled": True}, "cancelled")
+        self.expectError("sandbox.run", {"id": S.sandbox, "argv": ["true"], "rows": 24, "cols": 80}, 2,
+                         "rows/cols without tty (a usage error, as timeout_ms 0)")
 
 
 class L_BadInput(ServeCase):

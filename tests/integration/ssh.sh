@@ -22,7 +22,7 @@
 source "$(dirname "${BASH_SOURCE[0]}")/lib.sh"
 require_root "runsc, mounts, sshd"
 [[ -x /usr/sbin/sshd ]] || skip "/usr/sbin/sshd is missing (apt-get install openssh-server)"
-require_cmd jq sha256sum ssh-keygen python3
+require_cmd jq sha256sum ssh-keygen python3 tmux
 # Short paths: the audit writer's socket path must stay under 100 bytes.
 TMPDIR=/tmp sw_setup
 T=$SCRATCH
@@ -221,6 +221,38 @@ assert_true "Ctrl-C over ssh: ends promptly (${CC_MS} ms < 3000)" test "$CC_MS" 
 wait_for 5 guest_no_sleep "$ID"
 assert_no_match "Ctrl-C over ssh: no sleep 30 left in the guest (seen from a new run)" \
     $'(^|\n)sleep 30(\n|$)' "$(rsw run "$ID" -- ps -o args)"
+
+# ================================================================ 4b. a terminal over ssh
+# `run -it` over ssh: the guest pty starts at the client terminal's size and
+# follows its resizes (run.resize), Ctrl-C reaches the guest's foreground job.
+{
+    printf '#!/bin/bash\n'
+    printf '%q ' "${RSW[@]}"
+    printf 'run -it %q sh\necho "EXITED=$?"\nsleep 60\n' "$ID"
+} >"$T/rtty.sh"
+chmod +x "$T/rtty.sh"
+export TMUX_TMPDIR="$T"
+tmux new-session -d -s rtty -x 100 -y 30 "$T/rtty.sh"
+rpane() { tmux capture-pane -p -t rtty; }
+wait_for 30 sh -c "tmux capture-pane -p -t rtty | grep -q '# '"
+tmux send-keys -t rtty 'stty size' Enter
+assert_true "run -it over ssh: the guest pty has the client terminal's size (30 100)" \
+    wait_for 10 sh -c "tmux capture-pane -p -t rtty | grep -q '^30 100'"
+tmux resize-window -t rtty -x 120 -y 40
+sleep 0.5
+tmux send-keys -t rtty 'stty size' Enter
+assert_true "run -it over ssh: a resize reaches the guest (40 120)" \
+    wait_for 10 sh -c "tmux capture-pane -p -t rtty | grep -q '^40 120'"
+tmux send-keys -t rtty 'sleep 305' Enter
+sleep 1
+tmux send-keys -t rtty C-c
+tmux send-keys -t rtty 'echo after-$((6*7))' Enter
+assert_true "run -it over ssh: Ctrl-C interrupts the guest's foreground command" \
+    wait_for 10 sh -c "tmux capture-pane -p -t rtty | grep -q '^after-42'"
+tmux send-keys -t rtty 'exit 5' Enter
+assert_true "run -it over ssh: the shell's exit status comes back (5)" \
+    wait_for 10 sh -c "tmux capture-pane -p -t rtty | grep -q 'EXITED=5'" || rpane >&2
+tmux kill-server
 
 # ================================================================ 5. ls, inspect, terminate, rm, prune
 same_as_local "ls" ls

@@ -266,6 +266,7 @@ TEST_SUITE("api") {
                               "sandbox.wait",
                               "run.stdin",
                               "run.signal",
+                              "run.resize",
                               "run.cancel",
                               "audit.export",
                               "audit.status",
@@ -292,7 +293,7 @@ TEST_SUITE("api") {
                               "desktop.type",
                               "desktop.key"})
             CHECK_MESSAGE(find_method(m) != nullptr, m);
-        CHECK(names.size() == 40);
+        CHECK(names.size() == 41);
         try {
             check_params("sandbox.frob", json::object());
             FAIL("no error");
