@@ -9,7 +9,8 @@
 // What a value is, is said once where the option is declared, by its type
 // name (shown by --help too): SANDBOX, TEMPLATE, IMAGE, SNAPSHOT, POOL (names
 // asked of the connection, so `--host ssh://...` and `--state-dir` given on
-// the line are honoured), FILE, DIR, SOURCE (`transport:PATH`), or a list of
+// the line are honoured), RECIPE (the built-in image recipes), FILE, DIR,
+// SOURCE (`transport:PATH`), or a list of
 // choices "a|b|c". An untyped positional called id or ids is a sandbox (the
 // verbs that predate the type names: run, desktop).
 //
@@ -25,6 +26,7 @@
 
 #include "cmd/common.hpp"
 #include "lib/core/error.hpp"
+#include "lib/sandbox/image.hpp"
 
 namespace sandweave::cli {
 namespace {
@@ -84,6 +86,10 @@ std::vector<CLI::App*> visible_subcommands(CLI::App* level) {
 // Names the connection knows, for a value of `kind`.
 std::vector<Candidate> query(const GlobalOptions& g, const std::string& kind) {
     std::vector<Candidate> out;
+    if (kind == "RECIPE") {
+        for (const auto& r : ImageStore::recipes()) out.push_back({r, "built-in image recipe"});
+        return out;
+    }
     try {
         Session s(g);
         auto& api = s.api();

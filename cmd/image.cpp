@@ -9,11 +9,14 @@ void register_image(CLI::App& app, GlobalOptions& g, Outcome& out) {
         "image", "Build, import, list, inspect and remove root filesystem images");
     image->require_subcommand(1);
 
-    auto* build = image->add_subcommand(
-        "build", "Build an image (base: busybox; coding: Debian with Python and git)");
+    auto* build = image->add_subcommand("build",
+                                        "Build an image (base: busybox; coding: Debian with Python "
+                                        "and git; desktop: an X display)");
     auto name = std::make_shared<std::string>();
     auto force = std::make_shared<bool>(false);
-    build->add_option("name", *name, "Image name: base or coding")->required()->type_name("IMAGE");
+    build->add_option("name", *name, "A built-in recipe: base, coding or desktop")
+        ->required()
+        ->type_name("RECIPE");
     build->add_flag("--force", *force, "Rebuild even if it exists");
     build->callback([&g, &out, name, force] {
         Session s(g);

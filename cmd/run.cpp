@@ -16,6 +16,7 @@ struct RunFlags {
     std::string id;
     CreateFlags create;
     std::string user, cwd, timeout, shell, audit_log;
+    std::optional<std::string> entrypoint;  // --entrypoint ('' clears the sandbox's)
     std::vector<std::string> env;
     bool tty = false, interactive = false, detach = false;
 };
@@ -47,11 +48,17 @@ api::RunParams to_run_params(const RunFlags& f, std::vector<std::string> command
     if (!f.shell.empty() && !command.empty())
         throw Error(ErrorCode::usage,
                     "run: give either -c 'shell string' or `-- COMMAND`, not both");
-    if (!f.shell.empty()) command = {"/bin/sh", "-c", f.shell};
-    if (command.empty())
-        throw Error(
-            ErrorCode::usage,
-            "run: missing command: put it after `--` (sandweave run ID -- id -u) or use -c");
+    // docker run's rule (RunParams): no command runs the sandbox's entrypoint
+    // and cmd; -c is the shell as entrypoint, like `--entrypoint /bin/sh -- -c S`.
+    if (!f.shell.empty() && f.entrypoint)
+        throw Error(ErrorCode::usage, "run: give either -c or --entrypoint, not both");
+    if (!f.shell.empty()) {
+        command = {"/bin/sh", "-c", f.shell};
+        p.entrypoint = std::vector<std::string>{};
+    } else if (f.entrypoint) {
+        p.entrypoint = f.entrypoint->empty() ? std::vector<std::string>{}
+                                             : std::vector<std::string>{*f.entrypoint};
+    }
     p.argv = std::move(command);
     if (!f.user.empty()) {
         check_user_flag("--user", f.user);
@@ -140,7 +147,10 @@ void register_run(CLI::App& app, GlobalOptions& g, Outcome& out,
     sub->footer(
         "Usage: sandweave run ID [options] -- COMMAND [ARGS...]\n"
         "       sandweave run ID [options] -c 'shell string'\n"
-        "       sandweave run --template T [create options] -- COMMAND [ARGS...]");
+        "       sandweave run --template T [create options] -- COMMAND [ARGS...]\n"
+        "With an entrypoint (an imported image's, or the template's), the words after `--`\n"
+        "are its arguments and no words run its cmd, as in docker run; --entrypoint ''\n"
+        "runs the words as they are.");
     auto f = std::make_shared<RunFlags>();
     sub->add_option("id", f->id, "Sandbox id or name (omit with --template for a one-shot run)");
     add_create_flags(*sub, f->create, false);
@@ -151,6 +161,9 @@ void register_run(CLI::App& app, GlobalOptions& g, Outcome& out,
     sub->add_option("--timeout", f->timeout,
                     "Kill the command after this long (exit 124), e.g. 30s");
     sub->add_option("-c", f->shell, "Run this string with /bin/sh -c");
+    sub->add_option("--entrypoint", f->entrypoint,
+                    "Run this program instead of the sandbox's entrypoint, dropping its cmd ('' "
+                    "runs the command as given)");
     sub->add_flag(
         "-t,--tty", f->tty,
         "Give the command a terminal (a pty in the guest; raw mode here when stdin is one)");

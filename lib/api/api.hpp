@@ -187,7 +187,12 @@ struct CreateParams {
 
 struct RunParams {
     std::string id;
+    // docker run's rule: the command is the sandbox's entrypoint followed by
+    // argv, or by its cmd when argv is empty; `entrypoint` replaces the
+    // sandbox's own (and drops its cmd), [] runs argv as it is
+    // (capability "run.entrypoint"; command_line in lib/spec/options.hpp).
     std::vector<std::string> argv;
+    std::optional<std::vector<std::string>> entrypoint;
     std::optional<std::string> user;
     std::optional<std::string> cwd;
     std::vector<std::string> env;
@@ -205,6 +210,7 @@ struct RunParams {
     void fields(V& v) {
         v.required("id", id);
         v.optional("argv", argv);
+        v.optional("entrypoint", entrypoint);
         v.optional("user", user);
         v.optional("cwd", cwd);
         v.optional("env", env);

@@ -111,8 +111,8 @@ RunRequest to_run_request(const RunParams& p) {
     req.detach = p.detach;
     req.follow = p.follow;
     if (p.attach) {
-        if (!p.argv.empty() || p.detach || p.tty)
-            throw Error(ErrorCode::usage, "attach: takes no argv, detach or tty");
+        if (!p.argv.empty() || p.entrypoint || p.detach || p.tty)
+            throw Error(ErrorCode::usage, "attach: takes no argv, entrypoint, detach or tty");
         if (*p.attach <= 0 || *p.attach > UINT32_MAX)
             throw Error(ErrorCode::usage, "attach: not a process handle");
         req.attach = static_cast<std::uint32_t>(*p.attach);
@@ -124,9 +124,8 @@ RunRequest to_run_request(const RunParams& p) {
     if (p.cols) (void)window_dimension(*p.cols, "cols");
     if (p.detach && p.stdin)
         throw Error(ErrorCode::usage, "detach: a detached command has no stdin");
-    if (p.argv.empty()) throw Error(ErrorCode::usage, "argv: no command given");
-    if (p.argv[0].empty()) throw Error(ErrorCode::usage, "argv[0]: empty program name");
-    req.argv = p.argv;
+    req.argv = p.argv;  // composed with the sandbox's entrypoint and cmd by run_in_sandbox
+    req.entrypoint = p.entrypoint;
     if (p.user) req.user = parse_user_param(*p.user);
     if (p.cwd) {
         if (p.cwd->empty() || (*p.cwd)[0] != '/')

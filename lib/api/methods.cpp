@@ -45,10 +45,9 @@ void validate_ls(const json& params) {
     (void)parse_filter(from_json<LsParams>(params).filter);
 }
 // argv is required, except to attach to a detached command.
+// argv may be absent: the sandbox's own command (entrypoint and cmd) runs.
 void check_run(const json& params) {
     check_as<RunParams>(params);
-    if (!params.contains("argv") && !params.contains("attach"))
-        throw Error(ErrorCode::usage, "params.argv: required (the command to run)");
 }
 void validate_run(const json& params) {
     (void)to_run_request(from_json<RunParams>(params));

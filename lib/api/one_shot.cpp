@@ -7,6 +7,7 @@
 
 #include "lib/api/api.hpp"
 #include "lib/core/log.hpp"
+#include "lib/spec/options.hpp"
 
 namespace sandweave::api {
 
@@ -17,6 +18,15 @@ OneShotResult one_shot(Api& api, const OneShotParams& p, const RunIo& io) {
         throw Error(ErrorCode::runtime, *p.via +
                                             " cannot send an audit log to the client (its "
                                             "sandweave is older; update it); nothing was run");
+    if (p.run.argv.empty() && p.create.template_ref && !p.create.from_snapshot) {
+        // The command is the template's (its image's) own: refuse before
+        // creating anything when it has none.
+        TemplateShowResult t = api.template_show(TemplateShowParams{*p.create.template_ref});
+        SandboxSpec own;
+        own.entrypoint = t.resolved.value("entrypoint", std::vector<std::string>{});
+        own.cmd = t.resolved.value("cmd", std::vector<std::string>{});
+        (void)command_line(own, {}, p.run.entrypoint, "template " + t.name);
+    }
     SandboxView created = api.create(p.create);
     const std::string id = created.record.id;
     OneShotResult out;

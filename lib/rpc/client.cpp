@@ -477,6 +477,17 @@ api::RunResult RpcClient::run(const api::RunParams& p_in, const api::RunIo& io) 
         throw Error(ErrorCode::runtime, impl_->peer + " does not offer 'sandbox.run'");
     api::RunParams p = p_in;
     p.stdin = io.stdin_fd >= 0;
+    // A worker without "run.entrypoint" runs argv as it is: [] means just
+    // that, and anything else it cannot do.
+    const auto& caps = impl_->hello.capabilities;
+    if (!p.attach && std::find(caps.begin(), caps.end(), "run.entrypoint") == caps.end()) {
+        if (p.entrypoint && p.entrypoint->empty()) p.entrypoint.reset();
+        if (p.entrypoint || p.argv.empty())
+            throw Error(ErrorCode::runtime,
+                        impl_->peer +
+                            " cannot run a sandbox's entrypoint or cmd (its sandweave is " +
+                            impl_->hello.server + "; update it, or give the whole command)");
+    }
     // A pty in the guest follows our terminal's size, when we have one.
     bool follow_window = p.tty && p.stdin && ::isatty(io.stdin_fd) && io.forward_own_signals &&
                          has_method("run.resize");

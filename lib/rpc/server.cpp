@@ -410,7 +410,8 @@ void Connection::hello(const Request& r) {
     api::HelloResult res;
     res.protocol = std::min(p.protocol, protocol_version);
     res.server = opts_.server_name;
-    res.capabilities = {"log", "progress", "run.cancel", "run.resize", "run.signal", "run.stdin"};
+    res.capabilities = {"log",        "progress",   "run.cancel", "run.entrypoint",
+                        "run.resize", "run.signal", "run.stdin"};
     for (const auto& name : api::method_names())
         if (std::find(opts_.without.begin(), opts_.without.end(), name) == opts_.without.end())
             res.methods.push_back(name);

@@ -46,6 +46,7 @@ GuestOutput run_as_desktop(Context& ctx, const SandboxRecord& r, std::vector<std
     RunRequest req;
     req.id = r.id;
     req.argv = std::move(argv);
+    req.entrypoint = std::vector<std::string>{};  // never the image's entrypoint
     req.user = d.user;
     req.cwd = "/";
     req.env = {std::string("DISPLAY=") + desktop_display, "SANDWEAVE_SCREEN=" + d.screen.str()};

@@ -253,7 +253,7 @@ void ImageStore::debootstrap(const fs::path& rootfs, const std::string& image,
     std::size_t lines = 0;
     // Progress: debootstrap's phase ("Retrieving", "Unpacking", ...) and how
     // many of its steps so far.
-    Progress shown("building image 'coding'");
+    Progress shown("building image '" + image + "'");
     std::string phase;
     auto progress = [&](const std::string& line) {
         ++lines;
@@ -262,8 +262,9 @@ void ImageStore::debootstrap(const fs::path& rootfs, const std::string& image,
             if (word != phase) shown.step("debootstrap: " + (phase = word));
             shown.advance(1);
         }
+        // Each step is progress (shown on a terminal or with --progress), not a log line.
         if (line.rfind("I: ", 0) == 0)
-            log().info(image + ": " + line.substr(3));
+            log().debug(image + ": " + line.substr(3));
         else if (line.rfind("W: ", 0) == 0 || line.rfind("E: ", 0) == 0)
             log().warn(image + ": " + line);
     };

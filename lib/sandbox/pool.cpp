@@ -264,8 +264,9 @@ PoolInfo create_pool(Context& ctx, const std::string& name, int size, const Crea
             made.push_back(create_sandbox(ctx, member).id);
             progress.set(static_cast<std::uint64_t>(i + 1));
             SANDWEAVE_FAULT_POINT("pool.member-made");
-            log().info("pool " + name + ": " + std::to_string(i + 1) + "/" + std::to_string(size) +
-                       " warm");
+            // Progress, not a log line: quiet when stderr is not a terminal.
+            log().debug("pool " + name + ": " + std::to_string(i + 1) + "/" + std::to_string(size) +
+                        " warm");
         }
     } catch (const Error& e) {
         // A pool whose sandboxes cannot start is reported, not left spinning.

@@ -302,10 +302,9 @@ RunOutcome run_in_sandbox(Context& ctx, const RunRequest& req, const AttachOptio
         }
         return out;
     }
-    if (req.argv.empty() || req.argv[0].empty()) throw Error(ErrorCode::usage, "no command to run");
     ExecRequest ex;
+    ex.argv = command_line(r.spec, req.argv, req.entrypoint, "sandbox " + id);
     SANDWEAVE_FAULT_POINT("run.started");
-    ex.argv = req.argv;
     ex.user = req.user.value_or(r.spec.user);
     ex.cwd = req.cwd.value_or(r.spec.cwd);
     SandboxSpec env_spec = r.spec;

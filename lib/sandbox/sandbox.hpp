@@ -43,7 +43,12 @@ SandboxRecord create_sandbox(Context& ctx, const CreateRequest& req);
 
 struct RunRequest {
     std::string id;
+    // The arguments; the command is docker run's composition of them with the
+    // sandbox's entrypoint and cmd (command_line, lib/spec/options.hpp):
+    // `entrypoint` unset keeps the sandbox's, set replaces it ([] runs argv as
+    // it is). sandweave's own guest commands (desktop.cpp) set [].
     std::vector<std::string> argv;
+    std::optional<std::vector<std::string>> entrypoint;
     std::optional<UserSpec> user;
     std::optional<std::string> cwd;
     std::vector<std::string> env;  // K=V

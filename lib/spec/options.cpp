@@ -126,6 +126,25 @@ SandboxSpec resolve_spec(const ResolvedTemplate& tmpl, const json* snapshot_sett
     return s;
 }
 
+// ---- the sandbox's own command: docker run's rule -------------------------------
+std::vector<std::string> command_line(const SandboxSpec& spec, const std::vector<std::string>& args,
+                                      const std::optional<std::vector<std::string>>& entrypoint,
+                                      const std::string& who) {
+    std::vector<std::string> argv = entrypoint.value_or(spec.entrypoint);
+    const std::vector<std::string>& rest = args.empty() && !entrypoint ? spec.cmd : args;
+    argv.insert(argv.end(), rest.begin(), rest.end());
+    if (argv.empty())
+        throw Error(ErrorCode::usage,
+                    entrypoint ? "no command given (the entrypoint was cleared and no arguments "
+                                 "follow)"
+                               : "no command given, and " + who +
+                                     " has none of its own (its template and image set no "
+                                     "entrypoint or cmd)");
+    if (argv[0].empty()) throw Error(ErrorCode::usage, "argv[0]: empty program name");
+    return argv;
+}
+// ---------------------------------------------------------------------------------
+
 json to_json(const SandboxSpec& s) {
     json res = json::object();
     if (s.resources.cpus) res["cpus"] = *s.resources.cpus;

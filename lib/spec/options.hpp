@@ -59,8 +59,8 @@ struct SandboxSpec {
     UserSpec user;  // default user for `run`
     std::map<std::string, std::string> env;
     std::string cwd = "/";
-    // What the image says its container runs (an imported image's config, or
-    // the template's entrypoint/cmd): recorded, shown by inspect.
+    // What the sandbox runs when asked to run "itself" (an imported image's
+    // Entrypoint and Cmd, or the template's): see command_line below.
     std::vector<std::string> entrypoint;
     std::vector<std::string> cmd;
     Resources resources;
@@ -86,6 +86,19 @@ struct FlagOverrides {
 // ({"hidepid": 2, "audit": true, ...}), if any.
 SandboxSpec resolve_spec(const ResolvedTemplate& tmpl, const nlohmann::json* snapshot_settings,
                          const std::string& snapshot_name, const FlagOverrides& flags);
+
+// ---- the sandbox's own command: docker run's rule -------------------------------
+// The command a run starts, from its arguments `args` and the sandbox's
+// entrypoint and cmd:
+//   no override:  entrypoint + args, or entrypoint + cmd when args is empty;
+//   an override:  override + args (the sandbox's cmd no longer applies, and
+//                 an empty override runs args as they are).
+// Throws a usage error when that leaves nothing to run. `who` names the
+// sandbox in the message.
+std::vector<std::string> command_line(const SandboxSpec& spec, const std::vector<std::string>& args,
+                                      const std::optional<std::vector<std::string>>& entrypoint,
+                                      const std::string& who);
+// ---------------------------------------------------------------------------------
 
 nlohmann::json to_json(const SandboxSpec& spec);
 SandboxSpec spec_from_json(const nlohmann::json& j);

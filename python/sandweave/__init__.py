@@ -10,7 +10,8 @@ The SDK drives a ``sandweave serve --stdio`` child process (one per
 connection, shared by every object on it) and speaks the protocol of
 ``docs/protocol.md``; every semantic lives in the sandweave binary. Every call
 has an async twin: ``await Sandbox.create.aio(...)``, ``await env.run.aio(...)``,
-``await env.audit_log.aio(path)``, ``await pool.acquire.aio()``.
+``await env.audit_log.aio(path)``, ``await pool.acquire.aio()``,
+``await Image.import_.aio(name, source)``.
 
 See ``python/README.md`` for the reference.
 """
@@ -27,6 +28,7 @@ from .errors import (
     SandweaveError,
     UsageError,
 )
+from .image import Image
 from .pool import Pool
 from .sandbox import RunResult, RunStream, Sandbox, Snapshot
 
@@ -35,6 +37,7 @@ __version__ = "0.1.0"
 __all__ = [
     "Sandbox",
     "Pool",
+    "Image",
     "Snapshot",
     "Desktop",
     "RunResult",

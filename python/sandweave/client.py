@@ -308,6 +308,10 @@ class Connection:
         assert child.hello is not None
         return dict(child.hello)
 
+    def has_capability(self, name: str) -> bool:
+        """True when the worker's ``hello`` lists capability ``name`` (``run.entrypoint``, ...)."""
+        return name in self.server_info().get("capabilities", [])
+
     def call(self, method: str, params: Optional[Mapping[str, Any]] = None) -> Any:
         """Sends one request and waits for its result (raises its error)."""
         return self.wait(self.start(method, params))

@@ -124,14 +124,27 @@ def _argv(cmd: Command) -> List[str]:
 
 
 def _run_params(
+    conn: Connection,
     sandbox_id: str,
-    cmd: Command,
+    cmd: Optional[Command],
+    entrypoint: Optional[Sequence[str]],
     user: Optional[str],
     cwd: Optional[PathLike],
     env: Union[None, Mapping[str, str], Sequence[str]],
     timeout: Optional[float],
 ) -> Dict[str, Any]:
-    params: Dict[str, Any] = {"id": sandbox_id, "argv": _argv(cmd)}
+    # docker run's rule (docs/protocol.md, sandbox.run): no cmd runs the
+    # sandbox's entrypoint and cmd, a list goes after its entrypoint, and a
+    # string is a shell command, never the entrypoint's arguments.
+    params: Dict[str, Any] = {"id": sandbox_id}
+    if cmd is not None:
+        params["argv"] = _argv(cmd)
+    if entrypoint is not None:
+        if isinstance(entrypoint, str):
+            raise TypeError("entrypoint: expected a list of str ([] runs cmd as it is), got a str")
+        params["entrypoint"] = _argv(list(entrypoint))
+    elif isinstance(cmd, str) and conn.has_capability("run.entrypoint"):
+        params["entrypoint"] = []
     if user is not None:
         params["user"] = user
     if cwd is not None:
@@ -695,8 +708,9 @@ class Sandbox:
     @twin
     def run(
         self,
-        cmd: Command,
+        cmd: Optional[Command] = None,
         *,
+        entrypoint: Optional[Sequence[str]] = None,
         user: Optional[str] = None,
         cwd: Optional[PathLike] = None,
         env: Union[None, Mapping[str, str], Sequence[str]] = None,
@@ -709,6 +723,11 @@ class Sandbox:
         """Runs a command in the sandbox and returns its :class:`RunResult`.
 
         - ``cmd``: a string runs under ``/bin/sh -c``; a list is the argv.
+          In a sandbox with an entrypoint (an imported image's Entrypoint, or
+          the template's), a list is its arguments and no ``cmd`` runs its
+          Cmd, as ``docker run`` does; ``entrypoint=[...]`` replaces it (and
+          drops the Cmd), ``entrypoint=[]`` runs the list as it is. Without
+          an entrypoint or Cmd, ``cmd`` is required.
         - ``user``: ``"UID[:GID]"``; default the sandbox's user.
         - ``cwd``: an absolute path in the guest; ``env``: a dict or a list of
           ``"KEY=VALUE"``, added to the sandbox's environment.
@@ -735,7 +754,7 @@ class Sandbox:
                 "that is read while it runs"
             )
         self._check_open()
-        params = _run_params(self.id, cmd, user, cwd, env, timeout)
+        params = _run_params(self._conn, self.id, cmd, entrypoint, user, cwd, env, timeout)
         out = _Output(on_stdout, on_stderr)
         if stdin is None:
             res = yield Call(self._conn, "sandbox.run", params, on_notify=out.notify, cancel_method="run.cancel")
@@ -753,8 +772,9 @@ class Sandbox:
     @twin
     def stream(
         self,
-        cmd: Command,
+        cmd: Optional[Command] = None,
         *,
+        entrypoint: Optional[Sequence[str]] = None,
         user: Optional[str] = None,
         cwd: Optional[PathLike] = None,
         env: Union[None, Mapping[str, str], Sequence[str]] = None,
@@ -769,7 +789,7 @@ class Sandbox:
         command through :meth:`RunStream.write` and :meth:`RunStream.close_stdin`.
         """
         self._check_open()
-        params = _run_params(self.id, cmd, user, cwd, env, timeout)
+        params = _run_params(self._conn, self.id, cmd, entrypoint, user, cwd, env, timeout)
         if stdin:
             params["stdin"] = True
         rs = RunStream(self)

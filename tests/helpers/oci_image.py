@@ -10,7 +10,8 @@ Layer 2 (plain tar): a whiteout of gone.txt, opq/ made opaque with
 opq/new.txt, a symlink link -> keep.txt.
 --escape adds a layer whose member is ../escape.txt; --hardlink-escape one
 with a hard link to ../../etc/passwd.
-The config: Env, WorkingDir /work, User agent, Entrypoint and Cmd.
+The config: Env, WorkingDir /work, User agent, an Entrypoint that prints
+its uid, cwd, $GREETING and arguments, and a Cmd of two arguments.
 """
 import gzip
 import hashlib
@@ -101,8 +102,9 @@ def main():
             "Env": ["PATH=/usr/local/bin:/usr/bin:/bin", "GREETING=hello from the image"],
             "WorkingDir": "/work",
             "User": "agent",
-            "Entrypoint": ["/bin/sh", "-c"],
-            "Cmd": ["echo hi"],
+            # Says who, where and with what it runs, then its arguments.
+            "Entrypoint": ["/bin/sh", "-c", 'echo "$(id -u) $PWD $GREETING: $*"', "entry"],
+            "Cmd": ["default", "cmd"],
         },
         "rootfs": {"type": "layers", "diff_ids": diff_ids},
     }

@@ -75,6 +75,8 @@ assert_has "sandbox names for run (an untyped id)" compl-box "$(comp 'sandweave 
 assert_has "every further word of rm is one more sandbox" compl-box "$(comp "sandweave rm $ID ")"
 assert_has "sandboxes for audit export's first word" compl-box "$(comp 'sandweave audit export ')"
 assert_has "images: the one built for the sandbox" base "$(comp 'sandweave image rm ')"
+assert_eq "image build: the built-in recipes" "base coding desktop" \
+    "$(comp 'sandweave image build ' | sort | tr '\n' ' ' | sed 's/ $//')"
 SNAP="$(sw snapshot create "$ID" --kind fs --name compl-snap)" || fail "a snapshot is made" "$SNAP"
 assert_has "snapshots for snapshot rm" compl-snap "$(comp 'sandweave snapshot rm ')"
 assert_has "snapshots for --from-snapshot" compl-snap "$(comp 'sandweave create --from-snapshot ')"

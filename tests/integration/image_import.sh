@@ -39,15 +39,16 @@ assert_eq "inspect: Env" '["PATH=/usr/local/bin:/usr/bin:/bin","GREETING=hello f
 assert_eq "inspect: WorkingDir" /work "$(jq -r .config.working_dir <<<"$I")"
 assert_eq "inspect: User as written" agent "$(jq -r .config.user <<<"$I")"
 assert_eq "inspect: User resolved in the image's passwd" 1001:1001 "$(jq -r .config.uid_gid <<<"$I")"
-assert_eq "inspect: Entrypoint" '["/bin/sh","-c"]' "$(jq -c .config.entrypoint <<<"$I")"
-assert_eq "inspect: Cmd" '["echo hi"]' "$(jq -c .config.cmd <<<"$I")"
+assert_eq "inspect: Entrypoint" '["/bin/sh","-c","echo \"$(id -u) $PWD $GREETING: $*\"","entry"]' \
+    "$(jq -c .config.entrypoint <<<"$I")"
+assert_eq "inspect: Cmd" '["default","cmd"]' "$(jq -c .config.cmd <<<"$I")"
 assert_eq "inspect: layers" 2 "$(jq -r .layers <<<"$I")"
 assert_match "inspect: the manifest digest" '^sha256:[0-9a-f]{64}$' "$(jq -r .digest <<<"$I")"
 assert_exit "inspect of an unknown image: exit 4" 4 sw image inspect nosuch
 
 # --- the layers, seen from inside a sandbox -----------------------------------------------
 ID="$(sw create --template '{"image": "web"}')" || fatal "a sandbox on the imported image starts" "$ID"
-in_box() { sw run "$ID" --user 0:0 -- "$@" 2>&1; }
+in_box() { sw run "$ID" --user 0:0 --entrypoint '' -- "$@" 2>&1; }
 assert_eq "a file deleted by a whiteout is gone" "no" "$(in_box /bin/sh -c 'test -e /gone.txt && echo yes || echo no')"
 assert_eq "the whiteout file itself is not in the tree" "" "$(in_box /bin/ls -a / | grep -F .wh.)"
 assert_eq "an opaque directory hides the lower layer's files" "new.txt" "$(in_box /bin/ls /opq)"
@@ -56,14 +57,43 @@ assert_eq "... that resolves" "kept" "$(in_box /bin/cat /link)"
 assert_eq "a setuid file keeps its mode" "4755 0 0" "$(in_box /bin/stat -c '%a %u %g' /usr/local/bin/suid)"
 assert_eq "the image's files keep their owners" "1001 1001" "$(in_box /bin/stat -c '%u %g' /work)"
 
-# The config as defaults of a template that names the image.
-assert_eq "a command runs as the image's user" "1001" "$(sw run "$ID" -- /bin/id -u)"
-assert_eq "... in the image's WorkingDir" "/work" "$(sw run "$ID" -- /bin/pwd)"
-assert_eq "... with the image's Env" "hello from the image" "$(sw run "$ID" -- /bin/sh -c 'echo "$GREETING"')"
+# The config as defaults of a template that names the image, as docker run has them:
+# no command runs Entrypoint + Cmd as the image's User, in its WorkingDir, with its Env.
+assert_exit "run ID with no command runs the image's own" 0 sw run "$ID"
+assert_eq "... Entrypoint + Cmd, as the User, in the WorkingDir, with the Env" \
+    "1001 /work hello from the image: default cmd" "$LAST_OUT"
+assert_eq "run ID -- ARGS: the ARGS replace the Cmd, the Entrypoint stays" \
+    "1001 /work hello from the image: one two" "$(sw run "$ID" -- one two)"
+assert_eq "flags override the image's User, WorkingDir and Env" "0 /tmp from a flag: x" \
+    "$(sw run "$ID" --user 0:0 --cwd /tmp -e GREETING='from a flag' -- x)"
+assert_eq "--entrypoint '' runs the command as it is" "1001" "$(sw run "$ID" --entrypoint '' -- /bin/id -u)"
+assert_eq "--entrypoint PROG replaces it, dropping the Cmd" "a b" "$(sw run "$ID" --entrypoint /bin/echo -- a b)"
+assert_eq "... (no Cmd without ARGS)" "" "$(sw run "$ID" --entrypoint /bin/echo)"
+assert_eq "-c runs the shell, not the Entrypoint" "hello from the image" "$(sw run "$ID" -c 'echo "$GREETING"')"
+assert_exit "--entrypoint '' and no command: a usage error" 2 sw run "$ID" --entrypoint ''
+assert_eq "... in one line" 1 "$(line_count "$LAST_ERR")"
+assert_match "... that says so" 'no command given' "$LAST_ERR"
+assert_eq "a detached run gets the Entrypoint too" "1001 /work hello from the image: bg" \
+    "$(h="$(sw run "$ID" -d -- bg)" && sw wait "$ID" "$h" >/dev/null && sw logs "$ID" "$h")"
 S="$(sw inspect "$ID")"
 assert_eq "inspect: the user came from the image" "image web" "$(jq -r '.spec.origin["/user"]' <<<"$S")"
-assert_eq "inspect: the entrypoint is recorded" '["/bin/sh","-c"]' "$(jq -c .spec.entrypoint <<<"$S")"
+assert_eq "inspect: the entrypoint" "echo \"\$(id -u) \$PWD \$GREETING: \$*\"" "$(jq -r '.spec.entrypoint[2]' <<<"$S")"
+assert_eq "inspect: ... from the image" "image web" "$(jq -r '.spec.origin["/entrypoint"]' <<<"$S")"
+assert_eq "inspect: the cmd" '["default","cmd"]' "$(jq -c .spec.cmd <<<"$S")"
+assert_eq "inspect: ... from the image" "image web" "$(jq -r '.spec.origin["/cmd"]' <<<"$S")"
 sw rm "$ID" >/dev/null
+
+# The one-shot run does the same; a template's own entrypoint/cmd win over the image's.
+assert_eq "run --template: the image's own command" "1001 /work hello from the image: default cmd" \
+    "$(sw run --template '{"image": "web"}')"
+assert_eq "run --template ... -- ARGS" "1001 /work hello from the image: z" \
+    "$(sw run --template '{"image": "web"}' -- z)"
+assert_eq "a template's cmd wins over the image's" "1001 /work hello from the image: mine" \
+    "$(sw run --template '{"image": "web", "cmd": ["mine"]}')"
+assert_exit "run --template with no command and none of its own: usage error" 2 sw run --template base
+assert_eq "... in one line" 1 "$(line_count "$LAST_ERR")"
+assert_match "... naming the template" "no command given, and template base has none of its own" "$LAST_ERR"
+assert_eq "... before anything was created" "" "$(sw ls --json | jq -r '.[].id')"
 
 TS="$(sw template show '{"image": "web", "env": {"GREETING": "from the template"}}' --json)"
 assert_eq "template show: the image's cwd" /work "$(jq -r .resolved.cwd <<<"$TS")"
@@ -71,12 +101,21 @@ assert_eq "template show: ... from the image" "image web" "$(jq -r '.origin["/cw
 assert_eq "template show: the template's own env wins" "from the template" "$(jq -r .resolved.env.GREETING <<<"$TS")"
 assert_eq "template show: ... and says so" inline "$(jq -r '.origin["/env/GREETING"]' <<<"$TS")"
 assert_eq "template show: the image's PATH" "image web" "$(jq -r '.origin["/env/PATH"]' <<<"$TS")"
-assert_eq "template show: Cmd" '["echo hi"]' "$(jq -c .resolved.cmd <<<"$TS")"
+assert_eq "template show: Cmd" '["default","cmd"]' "$(jq -c .resolved.cmd <<<"$TS")"
+assert_eq "template show: ... from the image" "image web" "$(jq -r '.origin["/cmd"]' <<<"$TS")"
+assert_eq "template show: the Entrypoint's origin" "image web" "$(jq -r '.origin["/entrypoint"]' <<<"$TS")"
 capture sw template show '{"image": "web"}'
 assert_match "template show (text) names the image as the origin" 'user: "1001:1001" +# from image web' "$LAST_OUT"
+assert_match "template show (text): the Cmd from the image" 'cmd: \["default","cmd"\] +# from image web' "$LAST_OUT"
 ID2="$(sw create --template '{"image": "web"}' --user 0:0)" || fail "a flag overrides the image's user"
-assert_eq "an explicit --user wins over the image's" 0 "$(sw run "$ID2" -- /bin/id -u)"
+assert_eq "an explicit create --user wins over the image's" "0 /work hello from the image: default cmd" \
+    "$(sw run "$ID2")"
 sw rm "$ID2" >/dev/null
+B="$(sw create)" || fatal "a base sandbox starts" "$B"
+assert_exit "run ID with no command, no entrypoint or cmd: usage error" 2 sw run "$B"
+assert_eq "... in one line" 1 "$(line_count "$LAST_ERR")"
+assert_match "... that says why" "no command given, and sandbox $B has none of its own" "$LAST_ERR"
+sw rm "$B" >/dev/null
 
 # --- bad input: one line each, nothing half-imported -------------------------------------
 before="$(images)"

@@ -44,6 +44,10 @@ assert_exit "pool create p --size 3 --hidepid 2 --audit" 0 sw pool create p --si
 # verdict is cached per runtime, so three members need at most one probe.
 assert_true "pool create: hidepid support is probed at most once (cached verdict)" \
     test "$(grep -c 'enforces hidepid' <<<"$LAST_ERR")" -le 1
+assert_no_match "pool create: no progress when stderr is not a terminal" 'warm|starting sandboxes' "$LAST_ERR"
+assert_exit "pool create with --progress" 0 sw --progress pool create pp --size 1
+assert_match "--progress: the members started, as plain lines" "creating pool pp: starting sandboxes +1 / 1 +100%" "$LAST_ERR"
+assert_exit "... removed" 0 sw pool rm pp
 assert_exit "pool create of an existing name: exit 2" 2 sw pool create p --size 1
 assert_exit "pool create --name: exit 2 (members have no names)" 2 sw pool create p2 --size 1 --name x
 assert_eq "... neither made a pool" "p" "$(pool_names | tr -d ' ')"

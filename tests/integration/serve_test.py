@@ -257,7 +257,8 @@ class ServeCase(unittest.TestCase):
 class A_Handshake(ServeCase):
     def test_doc_parsed(self):
         self.assertGreaterEqual(len(DOC_METHODS), 25, f"methods parsed from {DOC}: {DOC_METHODS}")
-        self.assertEqual(sorted(DOC_CAPABILITIES), ["log", "progress", "run.cancel", "run.resize", "run.signal", "run.stdin"],
+        self.assertEqual(sorted(DOC_CAPABILITIES),
+                         ["log", "progress", "run.cancel", "run.entrypoint", "run.resize", "run.signal", "run.stdin"],
                          f"capabilities parsed from {DOC}")
 
     def test_hello_result(self):
@@ -765,7 +766,11 @@ class H_Run(ServeCase):
         # "integer > 0": 0 has the right type and a bad value (2, like hidepid 3).
         self.expectError("sandbox.run", {"id": S.sandbox, "argv": ["true"], "timeout_ms": 0}, 2,
                          "sandbox.run timeout_ms 0 (a bad value)")
-        self.expectError("sandbox.run", {"id": S.sandbox}, -32602, "sandbox.run without argv")
+        # No argv is the sandbox's own entrypoint and cmd; a base sandbox has none (2).
+        err = self.expectError("sandbox.run", {"id": S.sandbox}, 2, "sandbox.run without argv, nothing of its own")
+        self.assertIn("no command given", err.message, "sandbox.run without argv: says why")
+        self.expectError("sandbox.run", {"id": S.sandbox, "entrypoint": "/bin/sh"}, -32602,
+                         "sandbox.run with a string entrypoint")
         self.expectError("sandbox.run", {"argv": ["true"]}, -32602, "sandbox.run without id")
 
     def test_exit_codes(self):

@@ -253,7 +253,13 @@ TEST_SUITE("api") {
         CHECK(!req.template_given);
         RunParams r;
         r.id = "x";
-        CHECK(usage_error([&] { to_run_request(r); }) == "argv: no command given");
+        CHECK(to_run_request(r).argv.empty());  // the sandbox's own command (command_line)
+        r.attach = 3;
+        r.entrypoint = std::vector<std::string>{};
+        CHECK(usage_error([&] { to_run_request(r); }).find("attach: takes no argv, entrypoint") ==
+              0);
+        r.attach.reset();
+        r.entrypoint.reset();
         r.argv = {"true"};
         r.cwd = "tmp";
         CHECK(usage_error([&] { to_run_request(r); }).find("must be an absolute path") !=
@@ -325,7 +331,11 @@ TEST_SUITE("api") {
             CHECK(e.code() == ErrorCode::not_found);
         }
         CHECK_NOTHROW(check_params("sandbox.run", {{"id", "x"}, {"argv", {"true"}}}));
-        CHECK_THROWS_AS(check_params("sandbox.run", {{"id", "x"}, {"argv", json::array()}}), Error);
+        // No argv: the sandbox's own entrypoint and cmd (an error only when it has none).
+        CHECK_NOTHROW(check_params("sandbox.run", {{"id", "x"}, {"argv", json::array()}}));
+        CHECK_NOTHROW(check_params("sandbox.run", {{"id", "x"}, {"entrypoint", json::array()}}));
+        CHECK_THROWS_AS(check_params("sandbox.run", {{"id", "x"}, {"entrypoint", "/bin/sh"}}),
+                        Error);
         CHECK_THROWS_AS(check_params("sandbox.create", {{"hidepid", 7}}), Error);
     }
 }

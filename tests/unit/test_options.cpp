@@ -3,7 +3,9 @@
 #include <doctest/doctest.h>
 
 #include <filesystem>
+#include <functional>
 
+#include "lib/core/error.hpp"
 #include "lib/spec/options.hpp"
 #include "lib/spec/template.hpp"
 
@@ -18,6 +20,17 @@ const fs::path builtins = fs::path(SANDWEAVE_SOURCE_DIR) / "templates";
 
 ResolvedTemplate tmpl(const std::string& ref) {
     return TemplateResolver({fixtures / "user"}, {builtins}).resolve(ref);
+}
+
+std::string usage_error(const std::function<void()>& fn) {
+    try {
+        fn();
+    } catch (const Error& e) {
+        CHECK(e.code() == ErrorCode::usage);
+        return e.what();
+    }
+    FAIL("no error");
+    return "";
 }
 
 }  // namespace
@@ -150,6 +163,31 @@ TEST_SUITE("options") {
         CHECK(back.env == s.env);
         CHECK(back.labels == s.labels);
         CHECK(back.origin == s.origin);
+    }
+
+    TEST_CASE("command_line: docker run's rule for the sandbox's entrypoint and cmd") {
+        using V = std::vector<std::string>;
+        SandboxSpec s;
+        s.entrypoint = {"/bin/ep", "-x"};
+        s.cmd = {"default"};
+        const std::optional<V> keep;
+        CHECK(command_line(s, {}, keep, "sandbox b") == V{"/bin/ep", "-x", "default"});
+        CHECK(command_line(s, {"a", "b"}, keep, "sandbox b") == V{"/bin/ep", "-x", "a", "b"});
+        CHECK(command_line(s, {"a"}, V{"/bin/other"}, "sandbox b") == V{"/bin/other", "a"});
+        CHECK(command_line(s, {}, V{"/bin/other"}, "sandbox b") == V{"/bin/other"});
+        CHECK(command_line(s, {"/bin/id"}, V{}, "sandbox b") == V{"/bin/id"});
+        CHECK(usage_error([&] {
+                  command_line(s, {}, V{}, "sandbox b");
+              }).find("no command given (the entrypoint was cleared") == 0);
+        SandboxSpec plain;
+        CHECK(command_line(plain, {"/bin/id", "-u"}, keep, "sandbox b") == V{"/bin/id", "-u"});
+        CHECK(usage_error([&] { command_line(plain, {}, keep, "sandbox b"); }) ==
+              "no command given, and sandbox b has none of its own (its template and image set "
+              "no entrypoint or cmd)");
+        plain.cmd = {"/bin/true"};
+        CHECK(command_line(plain, {}, keep, "sandbox b") == V{"/bin/true"});
+        CHECK(usage_error([&] { command_line(plain, {""}, keep, "sandbox b"); }) ==
+              "argv[0]: empty program name");
     }
 
 }  // TEST_SUITE
