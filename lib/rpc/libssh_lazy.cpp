@@ -1,60 +1,21 @@
-// libssh, opened on first use. A local command never needs it, yet linking it
-// made every `sandweave` invocation load libssh, libcrypto and the Kerberos
-// libraries and resolve their symbols: about 1.5 ms of each command's start
-// (bench/lifecycle.sh). So sandweave links no libssh; it defines the libssh
-// functions ssh.cpp calls (declared by <libssh/libssh.h>) as forwarders that
-// open the library once, on the first ssh:// connection, and call through.
-// A function ssh.cpp starts to use needs its line here (the link fails
-// otherwise, so it cannot be forgotten).
+// libssh, opened on first use (lib/core/lazy_library.hpp). A local command
+// never needs it, yet linking it made every `sandweave` invocation load
+// libssh, libcrypto and the Kerberos libraries and resolve their symbols:
+// about 1.5 ms of each command's start (bench/lifecycle.sh). A function
+// ssh.cpp starts to use needs its line here.
 
-#include <dlfcn.h>
 #include <libssh/libssh.h>
 
-#include <mutex>
-#include <string>
+#include "lib/core/lazy_library.hpp"
 
-#include "lib/core/error.hpp"
-
-namespace sandweave::rpc {
 namespace {
-
 // libssh's ABI has kept this soname since 0.5 (2011).
-constexpr const char* libssh_soname = "libssh.so.4";
-
-void* libssh_symbol(const char* name) {
-    static std::once_flag once;
-    static void* handle = nullptr;
-    static std::string error;
-    std::call_once(once, [] {
-        handle = ::dlopen(libssh_soname, RTLD_NOW | RTLD_LOCAL);
-        if (!handle) {
-            const char* e = ::dlerror();
-            error = e ? e : "unknown error";
-        }
-    });
-    if (!handle)
-        throw Error(ErrorCode::connection, std::string("ssh:// connections need ") + libssh_soname +
-                                               " (install libssh-4): " + error);
-    void* f = ::dlsym(handle, name);
-    if (!f)
-        throw Error(ErrorCode::connection, std::string(libssh_soname) + " has no function " + name);
-    return f;
-}
-
-template <typename F>
-F resolved(const char* name) {
-    return reinterpret_cast<F>(libssh_symbol(name));
-}
-
+constexpr sandweave::LazyLibrary libssh{"libssh.so.4", "ssh:// connections", "libssh-4",
+                                        sandweave::ErrorCode::connection};
 }  // namespace
-}  // namespace sandweave::rpc
 
-// Each forwarder resolves its function once (thread-safe static init).
-#define SANDWEAVE_LIBSSH(ret, name, params, args)                                  \
-    ret name params {                                                              \
-        static const auto real = sandweave::rpc::resolved<decltype(&name)>(#name); \
-        return real args;                                                          \
-    }
+#define SANDWEAVE_LIBSSH(ret, name, params, args) \
+    SANDWEAVE_LAZY_FORWARD(libssh, ret, name, params, args)
 
 extern "C" {
 SANDWEAVE_LIBSSH(ssh_session, ssh_new, (void), ())
