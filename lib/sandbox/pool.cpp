@@ -505,10 +505,13 @@ int pool_refill_main(Context& ctx, const std::string& name) {
             set_last_error(ctx, name, std::string(e.what()));
             return 1;
         }
-        if (!read_pool(ctx, name)) {
+        auto now = read_pool(ctx, name);
+        if (!now) {
             remove_sandbox(ctx, r.id);  // the pool was removed meanwhile
             return 0;
         }
+        // It works again: an earlier failure is no longer the pool's state.
+        if (now->contains("last_error")) set_last_error(ctx, name, std::nullopt);
     }
     return 0;
 }
