@@ -182,6 +182,22 @@ assert_true "... no pool directory is left" test ! -e "$STATE/pools/bad"
 assert_eq "... no sandbox is left" "$N_BEFORE" "$(sw_count)"
 assert_exit "... acquire from it: exit 4" 4 sw pool acquire bad
 
+# A refill that fails records the pool's last_error; one that works again clears it.
+assert_exit "pool create f --size 1" 0 sw pool create f --size 1
+# The refill this acquire starts inherits a runtime that cannot start.
+capture env SANDWEAVE_RUNSC=/bin/false "$SW" pool acquire f
+assert_eq "acquire f hands out the warm member" 0 "$LAST_RC"
+F1="$LAST_OUT"
+error_set() { [[ "$(pool_field f .last_error)" != "null" ]]; }
+assert_true "a failing refill records last_error" wait_for 20 error_set
+assert_exit "a later acquire from f works (a member made on demand)" 0 sw pool acquire f
+F2="$LAST_OUT"
+error_gone() { [[ "$(pool_field f .last_error)" == "null" ]]; }
+assert_true "a refill that works again clears last_error" wait_for 30 error_gone
+wait_for 20 warm_is f 1
+assert_exit "pool rm f" 0 sw pool rm f
+for id in $F1 $F2; do sw rm "$id" >/dev/null 2>&1; done
+
 # A refill killed with SIGKILL while it creates a member.
 assert_exit "pool create r --size 2" 0 sw pool create r --size 2
 KNOWN="$(find "$STATE/sandboxes" -mindepth 1 -maxdepth 1 -name 'sw-*' -printf '%f\n' | sort)"
