@@ -190,6 +190,9 @@ class Connection {
     void finish_request(const std::string& key);
     void cancel_all();
     std::shared_ptr<Running> find_run(const json& request_id);
+    // find_run for a control request (run.stdin, run.signal, run.resize):
+    // when nothing runs under that id, r gets the error and null is returned.
+    std::shared_ptr<Running> running_or_refuse(const Request& r, const json& request_id);
     void stdin_writer(std::shared_ptr<StdinFeed> feed);
 
     static std::string key_of(const json& id) { return id.dump(); }
@@ -418,6 +421,14 @@ void Connection::hello(const Request& r) {
     if (!r.is_notification()) send(encode_result(r.id, api::to_json(res)));
 }
 
+std::shared_ptr<Running> Connection::running_or_refuse(const Request& r, const json& request_id) {
+    auto running = find_run(request_id);
+    if (!running && !r.is_notification())
+        send(encode_error(r.id, code::invalid_params,
+                          "no running command has request id " + request_id.dump(), error_data(2)));
+    return running;
+}
+
 std::shared_ptr<Running> Connection::find_run(const json& request_id) {
     std::lock_guard<std::mutex> g(mu_);
     auto it = runs_.find(key_of(request_id));
@@ -577,10 +588,8 @@ void Connection::run_stdin(const Request& r) {
     auto refuse = [&](int c, const std::string& msg) {
         if (!r.is_notification()) send(encode_error(r.id, c, msg, error_data(2)));
     };
-    auto running = find_run(p.request);
-    if (!running)
-        return refuse(code::invalid_params,
-                      "no running command has request id " + p.request.dump());
+    auto running = running_or_refuse(r, p.request);
+    if (!running) return;
     if (!running->feed)
         return refuse(code::invalid_params,
                       "request " + p.request.dump() + " did not ask for stdin (\"stdin\": true)");
@@ -610,14 +619,8 @@ void Connection::run_stdin(const Request& r) {
 void Connection::run_signal(const Request& r) {
     auto p = api::from_json<api::SignalParams>(r.params);
     int sig = api::parse_signal(p.signal);
-    auto running = find_run(p.request);
-    if (!running) {
-        if (!r.is_notification())
-            send(encode_error(r.id, code::invalid_params,
-                              "no running command has request id " + p.request.dump(),
-                              error_data(2)));
-        return;
-    }
+    auto running = running_or_refuse(r, p.request);
+    if (!running) return;
     running->control.signal(sig);
     if (!r.is_notification()) send(encode_result(r.id, json::object()));
 }
@@ -626,14 +629,8 @@ void Connection::run_resize(const Request& r) {
     auto p = api::from_json<api::ResizeParams>(r.params);
     auto rows = api::window_dimension(p.rows, "rows");
     auto cols = api::window_dimension(p.cols, "cols");
-    auto running = find_run(p.request);
-    if (!running) {
-        if (!r.is_notification())
-            send(encode_error(r.id, code::invalid_params,
-                              "no running command has request id " + p.request.dump(),
-                              error_data(2)));
-        return;
-    }
+    auto running = running_or_refuse(r, p.request);
+    if (!running) return;
     running->control.resize(rows, cols);
     if (!r.is_notification()) send(encode_result(r.id, json::object()));
 }

@@ -16,9 +16,23 @@
 #include <utility>
 #include <vector>
 
+#include "lib/core/error.hpp"
 #include "lib/core/process.hpp"
 
 namespace sandweave::test {
+
+// What fn throws: it must be an Error(usage); its message, for the test to
+// compare. No error at all fails the test.
+inline std::string usage_error(const std::function<void()>& fn) {
+    try {
+        fn();
+    } catch (const Error& e) {
+        CHECK(e.code() == ErrorCode::usage);
+        return e.what();
+    }
+    FAIL("no error");
+    return "";
+}
 
 // A fresh directory, <parent>/sandweave-<name>-test.XXXXXX, removed with its
 // contents when the TempDir goes. parent defaults to $TMPDIR (or /tmp); a test

@@ -4,6 +4,7 @@
 
 #include "lib/api/api.hpp"
 #include "lib/api/methods.hpp"
+#include "tests/unit/fixtures.hpp"
 
 using namespace sandweave;
 using namespace sandweave::api;
@@ -23,16 +24,7 @@ void round_trips(const T& value) {
     CHECK(first != encode_value(T{}));
 }
 
-std::string usage_error(const std::function<void()>& fn) {
-    try {
-        fn();
-    } catch (const Error& e) {
-        CHECK(e.code() == ErrorCode::usage);
-        return e.what();
-    }
-    FAIL("no error");
-    return "";
-}
+using test::usage_error;
 
 SandboxView sample_view() {
     SandboxView v;

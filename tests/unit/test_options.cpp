@@ -8,6 +8,7 @@
 #include "lib/core/error.hpp"
 #include "lib/spec/options.hpp"
 #include "lib/spec/template.hpp"
+#include "tests/unit/fixtures.hpp"
 
 using namespace sandweave;
 namespace fs = std::filesystem;
@@ -22,16 +23,7 @@ ResolvedTemplate tmpl(const std::string& ref) {
     return TemplateResolver({fixtures / "user"}, {builtins}).resolve(ref);
 }
 
-std::string usage_error(const std::function<void()>& fn) {
-    try {
-        fn();
-    } catch (const Error& e) {
-        CHECK(e.code() == ErrorCode::usage);
-        return e.what();
-    }
-    FAIL("no error");
-    return "";
-}
+using test::usage_error;
 
 }  // namespace
 
