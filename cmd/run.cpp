@@ -1,6 +1,10 @@
 #include <signal.h>
+#include <sys/stat.h>
+#include <sys/sysmacros.h>
 #include <termios.h>
 #include <unistd.h>
+
+#include <cerrno>
 
 #include <optional>
 
@@ -92,9 +96,18 @@ api::RunParams to_run_params(const RunFlags& f, std::vector<std::string> command
 // The command's stdio is ours. A regular file opened without O_APPEND (`cmd >
 // log`) is written through a pipe: gVisor writes a donated file at offsets of
 // its own, from 0, and would clobber what the shell already wrote there.
+// A stdin that can only ever give EOF (/dev/null, or no fd 0 at all) is not
+// streamed: the command gets the guest's /dev/null, as a `docker exec` without
+// -i does, and the guest makes one pipe and the host one frame fewer.
+bool stdin_is_void() {
+    struct stat st;
+    if (::fstat(0, &st) != 0) return errno == EBADF;
+    return S_ISCHR(st.st_mode) && st.st_rdev == makedev(1, 3);
+}
+
 api::RunIo our_stdio() {
     api::RunIo io;
-    io.stdin_fd = 0;
+    io.stdin_fd = stdin_is_void() ? -1 : 0;
     io.out = relay_needed(1) ? relaying_sink(1) : OutputSink{1, {}};
     io.err = relay_needed(2) ? relaying_sink(2) : OutputSink{2, {}};
     io.forward_own_signals = true;
@@ -215,6 +228,7 @@ void register_run(CLI::App& app, GlobalOptions& g, Outcome& out,
             api::RunIo io = our_stdio();
             if (f->tty) {
                 // One stream from a pty: no relay needed, and none of stderr.
+                io.stdin_fd = 0;
                 io.out = OutputSink{1, {}};
             }
             std::optional<RawTerminal> raw;

@@ -49,7 +49,9 @@ struct session {
     int reaped;
     int in_fd;          /* command's stdin (pipe or pty master); -1 */
     int out_fd, err_fd; /* its output; -1 once drained */
-    int err_pipe;       /* exec failure report; -1 */
+    int err_pipe;       /* a forked child's failure report; -1 */
+    char fail_stage;    /* a vfork child's failure: 'c' chdir, 'e' exec; 0 */
+    int fail_errno;
     int pty;
     int stdin_eof; /* host sent EOF: close in_fd once pending is written */
     int timed_out;
@@ -66,6 +68,25 @@ static size_t in_len;
 static unsigned char outbuf[OUT_CAP];
 static size_t out_len;
 static int connected = 1; /* 0 after EOF: probe fd 0 now and then */
+
+/* What a command must not inherit from PID 1, found once at start: the
+ * signals whose disposition is not the default (execve resets handlers but
+ * keeps SIG_IGN), and /dev/null for a command without stdin. Each system
+ * call of the vfork child costs tens of microseconds under the ptrace
+ * platform, so it makes only the ones this command needs. */
+static int changed_signals[32];
+static int n_changed_signals;
+static int devnull = -1;
+/* PID 1's own credentials are root's with no supplementary groups, and its
+ * directory: a command asking for the same skips setgroups/setres*id/chdir. */
+static int plain_root;
+static char agent_cwd[256];
+/* A vfork child's exec failure, written into our memory (which it borrows
+ * until its execve) instead of through a pipe; read when vfork returns. */
+static volatile struct {
+    char stage; /* 0: none */
+    int err;
+} vfork_failure;
 
 /* ---- little-endian helpers ------------------------------------------------ */
 
@@ -205,8 +226,8 @@ static void kill_tree(pid_t sid, int sig) {
 static void maybe_finish(struct session* s) {
     if (!s->reaped || s->out_fd >= 0 || s->err_fd >= 0) return;
     if (out_len + SW_AGENT_HEADER + 512 > OUT_CAP) return; /* room for EXIT first */
-    int failed_errno = 0;
-    char stage = 0;
+    int failed_errno = s->fail_errno;
+    char stage = s->fail_stage;
     if (s->err_pipe >= 0) {
         unsigned char rep[5];
         if (read(s->err_pipe, rep, sizeof rep) == (ssize_t)sizeof rep) {
@@ -389,7 +410,13 @@ static int exec_search(char* const* argv, char* const* env) {
     return saw_eacces ? EACCES : ENOENT;
 }
 
+/* `report` is the pipe of a forked child, or -1 in a vfork child. */
 static void __attribute__((noreturn)) child_fail(int report, char stage, int err) {
+    if (report < 0) {
+        vfork_failure.err = err;
+        vfork_failure.stage = stage;
+        _exit(127);
+    }
     unsigned char rep[5];
     rep[0] = (unsigned char)stage;
     put32(rep + 1, (uint32_t)err);
@@ -437,7 +464,7 @@ exec_child(const struct exec_req* r, int master, const char* slave, int in, int 
     sigset_t none;
     sigemptyset(&none);
     struct sigaction dfl = {.sa_handler = SIG_DFL};
-    for (int sig = 1; sig < 32; sig++) sigaction(sig, &dfl, NULL);
+    for (int i = 0; i < n_changed_signals; i++) sigaction(changed_signals[i], &dfl, NULL);
     sigprocmask(SIG_SETMASK, &none, NULL);
     setsid();
     int i0, i1, i2;
@@ -447,18 +474,20 @@ exec_child(const struct exec_req* r, int master, const char* slave, int in, int 
         ioctl(fd, TIOCSCTTY, 0);
         i0 = i1 = i2 = fd;
     } else {
-        i0 = in >= 0 ? in : open("/dev/null", O_RDONLY | O_CLOEXEC);
+        i0 = in >= 0 ? in : devnull >= 0 ? devnull : open("/dev/null", O_RDONLY | O_CLOEXEC);
         i1 = out;
         i2 = err;
     }
     if (dup2(i0, 0) < 0 || dup2(i1, 1) < 0 || dup2(i2, 2) < 0) child_fail(report, 'e', errno);
     /* The directory is entered with init's rights, as runsc exec does: a
      * template may give uid 1001 a cwd only root can open. */
-    if (r->cwd[0] && chdir(r->cwd) != 0) child_fail(report, 'c', errno);
+    if (r->cwd[0] && strcmp(r->cwd, agent_cwd) != 0 && chdir(r->cwd) != 0)
+        child_fail(report, 'c', errno);
     /* Raw system calls: this task's credentials only (no libc broadcast). */
-    if (syscall(SYS_setgroups, 0, NULL) != 0 ||
-        syscall(SYS_setresgid, r->gid, r->gid, r->gid) != 0 ||
-        syscall(SYS_setresuid, r->uid, r->uid, r->uid) != 0)
+    int same_ids = plain_root && r->uid == 0 && r->gid == 0;
+    if (!same_ids && (syscall(SYS_setgroups, 0, NULL) != 0 ||
+                      syscall(SYS_setresgid, r->gid, r->gid, r->gid) != 0 ||
+                      syscall(SYS_setresuid, r->uid, r->uid, r->uid) != 0))
         child_fail(report, 'e', errno);
     /* A non-root user gets no capabilities (setresuid dropped them) and cannot
      * regain any through setuid files, as with runsc exec. */
@@ -500,7 +529,8 @@ static void start_command(uint32_t id, const unsigned char* p, const unsigned ch
     int in[2] = {-1, -1}, out[2] = {-1, -1}, err[2] = {-1, -1}, rep[2] = {-1, -1};
     int master = -1;
     char slave[64] = "";
-    if (pipe2(rep, O_CLOEXEC) != 0) goto sys;
+    int copying = (r.flags & (SW_EXEC_COPY_OUT | SW_EXEC_COPY_IN)) != 0;
+    if (copying && pipe2(rep, O_CLOEXEC) != 0) goto sys;
     if (r.flags & SW_EXEC_PTY) {
         master = posix_openpt(O_RDWR | O_NOCTTY | O_CLOEXEC);
         if (master < 0 || grantpt(master) || unlockpt(master) ||
@@ -516,18 +546,24 @@ static void start_command(uint32_t id, const unsigned char* p, const unsigned ch
     /* vfork: the child borrows our address space until its execve, so the
      * runtime builds one new address space per command instead of two (a
      * fork's copy, then the exec's). exec_child only makes system calls. */
-    /* A copy runs the agent's own code in the child: a real fork. */
-    int copying = (r.flags & (SW_EXEC_COPY_OUT | SW_EXEC_COPY_IN)) != 0;
+    /* A copy runs the agent's own code in the child: a real fork, which
+     * reports a failure through the pipe `rep`. */
     if (copying && (r.flags & SW_EXEC_PTY)) goto bad_fds;
+    vfork_failure.stage = 0;
+    vfork_failure.err = 0;
     pid_t pid = copying ? fork() : vfork();
     if (pid < 0) goto sys;
     if (pid == 0) exec_child(&r, master, slave, in[0], out[1], err[1], rep[1]);
 
-    close(rep[1]);
+    if (rep[1] >= 0) close(rep[1]);
     memset(s, 0, sizeof *s);
     s->id = id;
     s->pid = pid;
     s->err_pipe = rep[0];
+    if (!copying) {
+        s->fail_stage = vfork_failure.stage;
+        s->fail_errno = vfork_failure.err;
+    }
     s->credit = SW_AGENT_WINDOW;
     s->in_fd = s->out_fd = s->err_fd = -1;
     if (master >= 0) {
@@ -732,6 +768,18 @@ int agent_serve(const sigset_t* signals) {
     /* A command that stops reading its stdin, or a host that goes away,
      * must be an EPIPE here, never the end of PID 1. */
     signal(SIGPIPE, SIG_IGN);
+    for (int sig = 1; sig < 32; sig++) {
+        struct sigaction old;
+        if (sig != SIGKILL && sig != SIGSTOP && sigaction(sig, NULL, &old) == 0 &&
+            old.sa_handler != SIG_DFL)
+            changed_signals[n_changed_signals++] = sig;
+    }
+    devnull = open("/dev/null", O_RDONLY | O_CLOEXEC);
+    uid_t ru, eu, su;
+    gid_t rg, eg, sg;
+    plain_root = getresuid(&ru, &eu, &su) == 0 && getresgid(&rg, &eg, &sg) == 0 &&
+                 (ru | eu | su | rg | eg | sg) == 0 && getgroups(0, NULL) == 0;
+    if (!getcwd(agent_cwd, sizeof agent_cwd)) agent_cwd[0] = 0;
     fcntl(CHANNEL, F_SETFL, O_NONBLOCK);
     int sfd = signalfd(-1, signals, SFD_CLOEXEC | SFD_NONBLOCK);
     if (sfd < 0) return -1;
@@ -802,10 +850,14 @@ int agent_serve(const sigset_t* signals) {
         for (int i = 0; i < n && ready > 0; i++) {
             if (!pfd[i].revents) continue;
             if (pfd[i].fd == sfd) {
-                struct signalfd_siginfo si;
-                while (read(sfd, &si, sizeof si) == (ssize_t)sizeof si) {
-                    if (si.ssi_signo == SIGTERM || si.ssi_signo == SIGINT) return 0;
-                }
+                /* Several at a time: each read is a trip through the runtime. */
+                struct signalfd_siginfo si[8];
+                ssize_t got;
+                do {
+                    got = read(sfd, si, sizeof si);
+                    for (ssize_t k = 0; k < got / (ssize_t)sizeof si[0]; k++)
+                        if (si[k].ssi_signo == SIGTERM || si[k].ssi_signo == SIGINT) return 0;
+                } while (got == (ssize_t)sizeof si);
                 reap();
             } else if (pfd[i].fd == CHANNEL && owner[i] == NULL) {
                 if (pfd[i].revents & (POLLIN | POLLHUP | POLLERR)) read_channel();

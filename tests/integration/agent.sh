@@ -44,6 +44,10 @@ assert_eq "a non-root user has no capabilities" \
     "$(printf 'CapPrm: 0000000000000000\nCapEff: 0000000000000000')" "$LAST_OUT"
 capture sw run "$ID" -- sh -c 'grep ^CapEff /proc/self/status'
 assert_ne "root keeps its capabilities" "CapEff:	0000000000000000" "$LAST_OUT"
+capture sw run "$ID" -- sh -c '(sleep 0.3; echo hi; echo "status $?" >&2) | true'
+assert_eq "a command gets SIGPIPE's default, not init's SIG_IGN" "" "$LAST_ERR"
+capture sw run "$ID" --user 0:0 -- sh -c 'echo "$(pwd) $(id -u):$(id -g):$(id -G)"'
+assert_eq "root: the default cwd, no supplementary groups" "/ 0:0:0" "$LAST_OUT"
 capture sw run "$ID" --cwd /tmp -e GREETING=hi -- sh -c 'echo "$(pwd) $GREETING"'
 assert_eq "cwd and env" "/tmp hi" "$LAST_OUT"
 
