@@ -21,6 +21,8 @@ require_helpers audit_hostile_peer.py
 # Short paths: the writer's sink socket path must stay under 100 bytes.
 TMPDIR=/tmp test_setup
 T=$SCRATCH
+# Container ids unique to this run: runsc keys some host state by id alone.
+S=sw$$-s
 R=$T/runsc-root
 SANDBOXES=()
 MOUNTS=()
@@ -84,11 +86,11 @@ mode() { stat -c %a "$1"; }
 # ---------------------------------------------------------------- 1. happy path
 W1=$T/w1
 start_writer "$W1" >/dev/null || fail "writer 1 starts"
-start_sandbox "$W1" s1 || fail "sandbox 1 starts"
+start_sandbox "$W1" "${S}1" || fail "sandbox 1 starts"
 # Full paths: busybox sh would run bare applet names in-process (no execve).
-guest s1 '/bin/id; /bin/ls /proc; /bin/cat /etc/passwd' >"$T/s1.out" 2>&1
+guest "${S}1" '/bin/id; /bin/ls /proc; /bin/cat /etc/passwd' >"$T/s1.out" 2>&1
 assert_true "guest commands ran (id output)" grep -q 'uid=1001' "$T/s1.out"
-D=$(sentry_dropped s1)
+D=$(sentry_dropped "${S}1")
 assert_true "runsc trace list reports the sink's dropped count" test "$D" = 0
 mkdir -p "$T/out"
 "$TK" export --dir "$W1" --dest "$T/out/e1.jsonl" --sentry-dropped "$D" >"$T/e1.json"
@@ -127,11 +129,11 @@ assert_true "raw syscall records with sysno and args" \
 assert_true "context: uid 1001 on guest records" \
     jq -se 'any(.point=="sentry/execve" and .context_data.credentials.effective_uid==1001)' "$E"
 # terminate: final barrier, then the sandbox goes; the log stays exportable and complete.
-D=$(sentry_dropped s1)
+D=$(sentry_dropped "${S}1")
 "$TK" finish --dir "$W1" --sentry-dropped "$D" >"$T/fin1.json"
 assert_true "finish is complete" test "$(jq -r .complete "$T/fin1.json")" = true
-"$RUNSC" --root "$R" kill s1 KILL >/dev/null 2>&1
-"$RUNSC" --root "$R" delete -force s1 >/dev/null 2>&1
+"$RUNSC" --root "$R" kill "${S}1" KILL >/dev/null 2>&1
+"$RUNSC" --root "$R" delete -force "${S}1" >/dev/null 2>&1
 "$TK" export --dir "$W1" --dest "$T/out/after.jsonl" --sentry-dropped unavailable >/dev/null
 assert_true "export after terminate still complete" test "$(side "$T/out/after.jsonl" .complete)" = true
 assert_true "export after terminate has at least the earlier records" \
@@ -141,9 +143,9 @@ assert_true "writer exited after finish" test ! -S "$W1/control.sock"
 # ---------------------------------------------------------------- 2. byte limit
 W2=$T/w2
 start_writer "$W2" 65536 >/dev/null
-start_sandbox "$W2" s2
-guest s2 'i=0; while [ $i -lt 100 ]; do /bin/cat /etc/passwd >/dev/null; i=$((i+1)); done'
-"$TK" export --dir "$W2" --dest "$T/out/e2.jsonl" --sentry-dropped "$(sentry_dropped s2)" >/dev/null
+start_sandbox "$W2" "${S}2"
+guest "${S}2" 'i=0; while [ $i -lt 100 ]; do /bin/cat /etc/passwd >/dev/null; i=$((i+1)); done'
+"$TK" export --dir "$W2" --dest "$T/out/e2.jsonl" --sentry-dropped "$(sentry_dropped "${S}2")" >/dev/null
 rc=$?
 assert_true "byte limit: export exits 3 (incomplete)" test $rc = 3
 assert_true "byte limit: complete false, reason byte_limit" \
@@ -155,15 +157,15 @@ assert_true "byte limit: later events counted as dropped" test "$(side "$T/out/e
 # ---------------------------------------------------------------- 3. SIGSTOP
 W3=$T/w3
 P3=$(start_writer "$W3")
-start_sandbox "$W3" s3
-guest s3 '/bin/true'
+start_sandbox "$W3" "${S}3"
+guest "${S}3" '/bin/true'
 kill -STOP "$P3"
 # More events than the sentry's socket holds, also with batched points
 # (runtime/audit-batch.patch: its 8 MiB send buffer holds ~16 MiB of them).
-guest s3 'i=0; while [ $i -lt 30000 ]; do echo $i >/tmp/f; i=$((i+1)); done'
+guest "${S}3" 'i=0; while [ $i -lt 30000 ]; do echo $i >/tmp/f; i=$((i+1)); done'
 kill -CONT "$P3"
 sleep 1
-D3=$(sentry_dropped s3)
+D3=$(sentry_dropped "${S}3")
 "$TK" export --dir "$W3" --dest "$T/out/e3.jsonl" --sentry-dropped "$D3" >/dev/null
 rc=$?
 assert_true "SIGSTOP: the sentry dropped events ($D3)" test "$D3" -gt 0
@@ -178,12 +180,12 @@ assert_true "SIGSTOP: records after the gap are still written" \
 # ---------------------------------------------------------------- 4. SIGKILL
 W4=$T/w4
 P4=$(start_writer "$W4")
-start_sandbox "$W4" s4
-guest s4 '/bin/cat /etc/passwd >/dev/null'
+start_sandbox "$W4" "${S}4"
+guest "${S}4" '/bin/cat /etc/passwd >/dev/null'
 sleep 1.5 # let the writer persist a state
 kill -KILL "$P4"
-guest s4 '/bin/cat /etc/passwd >/dev/null'
-"$TK" export --dir "$W4" --dest "$T/out/e4.jsonl" --sentry-dropped "$(sentry_dropped s4)" >/dev/null
+guest "${S}4" '/bin/cat /etc/passwd >/dev/null'
+"$TK" export --dir "$W4" --dest "$T/out/e4.jsonl" --sentry-dropped "$(sentry_dropped "${S}4")" >/dev/null
 rc=$?
 assert_true "SIGKILL: export written but incomplete (exit 3)" test $rc = 3
 assert_true "SIGKILL: reason writer_died" test "$(side "$T/out/e4.jsonl" '.reasons|index("writer_died")!=null')" = true
@@ -200,11 +202,11 @@ P5=$(start_writer "$W5")
 python3 "$HELPERS/audit_hostile_peer.py" "$W5/sink.sock" bad-handshakes
 python3 "$HELPERS/audit_hostile_peer.py" "$W5/sink.sock" junk-stream
 assert_true "hostile: writer survives garbage" kill -0 "$P5"
-start_sandbox "$W5" s5 || fail "hostile: sandbox starts after hostile peers"
+start_sandbox "$W5" "${S}5" || fail "hostile: sandbox starts after hostile peers"
 out=$(python3 "$HELPERS/audit_hostile_peer.py" "$W5/sink.sock" intruder)
 assert_true "hostile: a second connection during the sandbox is refused" test "$out" = rejected
-guest s5 '/bin/cat /etc/passwd >/dev/null'
-"$TK" export --dir "$W5" --dest "$T/out/e5.jsonl" --sentry-dropped "$(sentry_dropped s5)" >/dev/null
+guest "${S}5" '/bin/cat /etc/passwd >/dev/null'
+"$TK" export --dir "$W5" --dest "$T/out/e5.jsonl" --sentry-dropped "$(sentry_dropped "${S}5")" >/dev/null
 E5=$T/out/e5.jsonl
 assert_true "hostile: writer still alive" kill -0 "$P5"
 assert_true "hostile: the real sandbox is still logged" \
@@ -241,9 +243,9 @@ mkdir -p "$T/small"
 mount -t tmpfs -o size=512k,mode=0700 tmpfs "$T/small" && MOUNTS+=("$T/small")
 W7=$T/small/w7
 P7=$(start_writer "$W7")
-start_sandbox "$W7" s7
-guest s7 'i=0; while [ $i -lt 300 ]; do /bin/cat /etc/passwd >/dev/null; i=$((i+1)); done'
-"$TK" export --dir "$W7" --dest "$T/out/e7.jsonl" --sentry-dropped "$(sentry_dropped s7)" >/dev/null
+start_sandbox "$W7" "${S}7"
+guest "${S}7" 'i=0; while [ $i -lt 300 ]; do /bin/cat /etc/passwd >/dev/null; i=$((i+1)); done'
+"$TK" export --dir "$W7" --dest "$T/out/e7.jsonl" --sentry-dropped "$(sentry_dropped "${S}7")" >/dev/null
 rc=$?
 E7=$T/out/e7.jsonl
 assert_true "disk full: writer did not crash" kill -0 "$P7"
@@ -254,7 +256,7 @@ assert_true "disk full: consistent prefix (whole lines, seq 1..N)" \
     jq -se 'length>0 and ([.[].seq] == [range(1; length+1)])' "$E7"
 assert_true "disk full: sha256 and bytes match" \
     test "$(side "$E7" .sha256),$(side "$E7" .bytes)" = "$(sha256sum "$E7" | cut -d' ' -f1),$(stat -c %s "$E7")"
-D7=$(sentry_dropped s7)
+D7=$(sentry_dropped "${S}7")
 "$TK" finish --dir "$W7" --sentry-dropped "$D7" >"$T/fin7.json"
 assert_true "disk full: final state persisted (finish reports disk_failure)" \
     test "$(jq -r '.reasons|index("disk_failure")!=null' "$T/fin7.json")" = true
