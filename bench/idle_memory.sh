@@ -5,8 +5,10 @@
 # measured from /proc/PID/smaps_rollup: PSS (shared pages split among their
 # users, so the kinds add up to the total) and USS (Private_Clean +
 # Private_Dirty: what removing that one process would free).
-# Prints, per kind, the count and the median PSS and USS, then the total PSS
-# per sandbox and the MemAvailable drop per sandbox.
+# Prints, per kind, the count, the median PSS and USS, the PSS per sandbox
+# and its anonymous part (Pss_Anon: the rest is file pages, the binaries'
+# text shared by all the sandboxes, so it shrinks as N grows), then the total
+# PSS per sandbox and the MemAvailable drop per sandbox.
 # Usage: bench/idle_memory.sh [N]   (default 10; needs root and a built tree;
 #        SANDWEAVE=path to the binary, CREATE_FLAGS to add flags)
 set -uo pipefail
@@ -66,24 +68,27 @@ members() {
       do { added = 0; for (p in parent) if (!(p in keep) && (parent[p] in keep)) { keep[p] = 1; added = 1; print p } } while (added)
     }'
 }
-declare -A pss uss cnt
+declare -A pss uss anon cnt
 total=0
+total_anon=0
 for pid in $(members | sort -u); do
   [[ "$pid" == "$$" ]] && continue
   k=$(kind "$pid")
-  read -r p u < <(awk '/^Pss:/ {p=$2} /^Private_(Clean|Dirty):/ {u+=$2} END {print p+0, u+0}' "/proc/$pid/smaps_rollup" 2>/dev/null)
+  read -r p u a < <(awk '/^Pss:/ {p=$2} /^Pss_Anon:/ {a=$2} /^Private_(Clean|Dirty):/ {u+=$2} END {print p+0, u+0, a+0}' "/proc/$pid/smaps_rollup" 2>/dev/null)
   [[ -n "${p:-}" ]] || continue
   pss[$k]+="$p "
   uss[$k]+="$u "
+  anon[$k]=$((${anon[$k]:-0} + a))
+  total_anon=$((total_anon + a))
   cnt[$k]=$((${cnt[$k]:-0} + 1))
   total=$((total + p))
 done
 echo "idle audited sandboxes: $n ($(nproc) cores, load $(cut -d' ' -f1 /proc/loadavg))"
-printf '  %-10s %6s %12s %12s %14s\n' kind count "median PSS" "median USS" "PSS/sandbox"
+printf '  %-10s %6s %12s %12s %14s %14s\n' kind count "median PSS" "median USS" "PSS/sandbox" "anon/sandbox"
 for k in $(printf '%s\n' "${!cnt[@]}" | sort); do
   sum=$(printf '%s\n' ${pss[$k]} | awk '{s+=$1} END {print s}')
-  printf '  %-10s %6d %9s KiB %9s KiB %10s KiB\n' "$k" "${cnt[$k]}" \
-    "$(printf '%s\n' ${pss[$k]} | median)" "$(printf '%s\n' ${uss[$k]} | median)" "$((sum / n))"
+  printf '  %-10s %6d %9s KiB %9s KiB %10s KiB %10s KiB\n' "$k" "${cnt[$k]}" \
+    "$(printf '%s\n' ${pss[$k]} | median)" "$(printf '%s\n' ${uss[$k]} | median)" "$((sum / n))" "$((${anon[$k]} / n))"
 done
-echo "  total PSS per sandbox: $((total / n)) KiB ($(awk -v t="$total" -v n="$n" 'BEGIN {printf "%.1f", t / n / 1024}') MiB)"
+echo "  total PSS per sandbox: $((total / n)) KiB ($(awk -v t="$total" -v n="$n" 'BEGIN {printf "%.1f", t / n / 1024}') MiB), anonymous $((total_anon / n)) KiB"
 echo "  MemAvailable drop per sandbox: $(( (avail0 - avail1) / n )) KiB"

@@ -311,7 +311,8 @@ int main(int argc, char** argv) {
     }
     // Internal entry points started by sandweave itself, not part of the CLI.
     if (argc >= 2 && std::strcmp(argv[1], sandweave::shim_verb) == 0)
-        return sandweave::shim_main(std::vector<std::string>(argv + 2, argv + argc));
+        return sandweave::shim_main(std::vector<std::string>(argv + 2, argv + argc),
+                                    sandweave::shim_lifetime_watcher);
     if (argc >= 2 && std::strcmp(argv[1], sandweave::pool_refill_verb) == 0) {
         // __pool-refill --state-dir DIR NAME [--runsc PATH]
         std::vector<std::string> a(argv + 2, argv + argc);

@@ -33,6 +33,7 @@ packages=(
   build-essential cmake pkg-config ccache
   libcli11-dev nlohmann-json3-dev libspdlog-dev libssh-dev libyaml-cpp-dev doctest-dev
   libprotobuf-dev protobuf-compiler libssl-dev
+  nettle-dev  # SHA-256 (lib/core/sha256.hpp); libssl-dev stays for the unit tests
   libarchive-dev  # sandweave cp: tar streams
   runsc golang-go golang-gvisor-gvisor-dev
   busybox-static debootstrap procps util-linux python3 python3-pip python3-setuptools python3-wheel

@@ -7,7 +7,6 @@
 // worker's count and sha256, and the new sidecar is written last.
 
 #include <fcntl.h>
-#include <openssl/evp.h>
 #include <unistd.h>
 
 #include <cerrno>
@@ -19,23 +18,10 @@
 #include "lib/core/fd.hpp"
 #include "lib/core/fsutil.hpp"
 #include "lib/core/progress.hpp"
+#include "lib/core/sha256.hpp"
 #include "lib/spec/template.hpp"
 
 namespace sandweave::api {
-
-namespace {
-
-std::string hex(const unsigned char* p, unsigned n) {
-    static const char* digits = "0123456789abcdef";
-    std::string s;
-    for (unsigned i = 0; i < n; ++i) {
-        s += digits[p[i] >> 4];
-        s += digits[p[i] & 15];
-    }
-    return s;
-}
-
-}  // namespace
 
 CreateParams for_remote_worker(CreateParams p, const std::filesystem::path& client_state_dir) {
     if (p.template_ref && is_template_file(*p.template_ref)) {
@@ -72,14 +58,12 @@ audit::Status export_to_client(Api& api, const std::string& id, const std::strin
         }
     } discard{tmp};
 
-    std::unique_ptr<EVP_MD_CTX, decltype(&EVP_MD_CTX_free)> md(EVP_MD_CTX_new(), EVP_MD_CTX_free);
-    if (!md || EVP_DigestInit_ex(md.get(), EVP_sha256(), nullptr) != 1)
-        throw Error(ErrorCode::general, "sha256: cannot initialise");
+    Sha256 md;
     std::uint64_t received = 0;
     // The size is known only at the end: progress once it is worth showing.
     std::optional<Progress> progress;
     audit::Status st = api.audit_fetch(IdParams{id}, [&](std::string_view chunk) {
-        EVP_DigestUpdate(md.get(), chunk.data(), chunk.size());
+        md.update(chunk);
         received += chunk.size();
         if (!progress && received >= (16u << 20))
             progress.emplace("fetching audit log from " + via, ProgressUnit::bytes);
@@ -91,10 +75,7 @@ audit::Status export_to_client(Api& api, const std::string& id, const std::strin
             chunk.remove_prefix(static_cast<std::size_t>(w));
         }
     });
-    unsigned char digest[EVP_MAX_MD_SIZE];
-    unsigned len = 0;
-    EVP_DigestFinal_ex(md.get(), digest, &len);
-    std::string got = hex(digest, len);
+    std::string got = md.hex_digest();
     if (received != st.bytes || got != st.sha256)
         throw Error(ErrorCode::general, "audit export via " + via + ": received " +
                                             std::to_string(received) + " bytes (sha256 " + got +

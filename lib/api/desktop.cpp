@@ -1,28 +1,15 @@
 // The desktop methods of LocalApi (lib/sandbox/desktop.hpp does the work) and
 // fetch_screenshot, which any client uses to get a checked PNG from any Api.
 
-#include <openssl/sha.h>
-
+#include "lib/sandbox/desktop.hpp"
 #include "lib/api/api.hpp"
 #include "lib/core/error.hpp"
 #include "lib/core/fsutil.hpp"
-#include "lib/sandbox/desktop.hpp"
+#include "lib/core/sha256.hpp"
 
 namespace sandweave::api {
 
 namespace {
-
-std::string sha256_hex(std::string_view data) {
-    unsigned char digest[SHA256_DIGEST_LENGTH];
-    SHA256(reinterpret_cast<const unsigned char*>(data.data()), data.size(), digest);
-    static const char hex[] = "0123456789abcdef";
-    std::string out;
-    for (unsigned char b : digest) {
-        out.push_back(hex[b >> 4]);
-        out.push_back(hex[b & 0xf]);
-    }
-    return out;
-}
 
 // Chunks of 48 KiB: base64 of one fits the protocol's 64 KiB data limit.
 constexpr std::size_t screenshot_chunk = 48u << 10;

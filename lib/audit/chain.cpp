@@ -3,6 +3,8 @@
 #include <cstring>
 #include <stdexcept>
 
+#include "lib/core/sha256.hpp"
+
 namespace sandweave::audit {
 
 namespace {
@@ -41,29 +43,13 @@ std::string chain_seed_hex() {
     return chain_hex(ChainValue{});
 }
 
-Chain::Chain() : md_(EVP_MD_fetch(nullptr, "SHA256", nullptr)), ctx_(EVP_MD_CTX_new()) {
-    // Bound to SHA-256 once: next() re-initialises with a null type, which
-    // reuses the provider's context instead of freeing and allocating one per
-    // line (a tenth of the writer's hashing time at ~400-byte lines).
-    if (md_ == nullptr || ctx_ == nullptr || EVP_DigestInit_ex2(ctx_, md_, nullptr) != 1)
-        throw std::runtime_error("OpenSSL has no SHA-256");
-}
-
-Chain::~Chain() {
-    EVP_MD_CTX_free(ctx_);
-    EVP_MD_free(md_);
-}
-
 ChainValue Chain::next(std::string_view body) const {
-    unsigned char md[EVP_MAX_MD_SIZE];
-    unsigned len = 0;
-    if (EVP_DigestInit_ex2(ctx_, nullptr, nullptr) != 1 ||
-        EVP_DigestUpdate(ctx_, value_.data(), value_.size()) != 1 ||
-        EVP_DigestUpdate(ctx_, body.data(), body.size()) != 1 ||
-        EVP_DigestFinal_ex(ctx_, md, &len) != 1 || len < kChainBytes)
-        throw std::runtime_error("SHA-256 failed");
+    Sha256 h;
+    h.update(value_.data(), value_.size());
+    h.update(body);
+    Sha256::Digest md = h.digest();
     ChainValue v;
-    std::memcpy(v.data(), md, kChainBytes);
+    std::memcpy(v.data(), md.data(), kChainBytes);
     return v;
 }
 

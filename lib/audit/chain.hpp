@@ -9,8 +9,6 @@
 // A line is `{...,"chain":"0123456789abcdef0123456789abcdef"}\n`: the field
 // is always last and of fixed length, so a reader finds it without parsing.
 
-#include <openssl/evp.h>
-
 #include <array>
 #include <cstdint>
 #include <string>
@@ -37,8 +35,7 @@ std::string chain_seed_hex();
 
 class Chain {
   public:
-    Chain();
-    ~Chain();
+    Chain() = default;
     Chain(const Chain&) = delete;
     Chain& operator=(const Chain&) = delete;
 
@@ -53,8 +50,6 @@ class Chain {
 
   private:
     ChainValue value_{};
-    EVP_MD* md_ = nullptr;
-    EVP_MD_CTX* ctx_ = nullptr;
 };
 
 // Splits a line (without its newline) into the body the chain covers and the

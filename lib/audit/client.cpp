@@ -17,8 +17,6 @@
 #include <sys/un.h>
 #include <unistd.h>
 
-#include <openssl/evp.h>
-
 #include <algorithm>
 #include <cerrno>
 #include <charconv>
@@ -34,6 +32,7 @@
 #include "lib/core/fsutil.hpp"
 #include "lib/core/helper.hpp"
 #include "lib/core/progress.hpp"
+#include "lib/core/sha256.hpp"
 
 namespace sandweave::audit {
 
@@ -397,25 +396,19 @@ std::string copy_prefix(const fs::path& src, const fs::path& tmp, std::uint64_t 
     std::string hash_error;
     std::string digest;
     std::thread hasher([&] {
-        EVP_MD_CTX* ctx = EVP_MD_CTX_new();
-        EVP_DigestInit_ex(ctx, EVP_sha256(), nullptr);
+        Sha256 h;
         void* map = nullptr;
         if (n > 0) {
             map = ::mmap(nullptr, n, PROT_READ, MAP_PRIVATE, in, 0);
             if (map == MAP_FAILED) {
                 hash_error = errno_message("mmap " + src.string());
-                EVP_MD_CTX_free(ctx);
                 return;
             }
             ::madvise(map, n, MADV_SEQUENTIAL);
-            EVP_DigestUpdate(ctx, map, n);
+            h.update(map, n);
             ::munmap(map, n);
         }
-        unsigned char md[EVP_MAX_MD_SIZE];
-        unsigned len = 0;
-        EVP_DigestFinal_ex(ctx, md, &len);
-        EVP_MD_CTX_free(ctx);
-        digest = hex_bytes(md, len);
+        digest = h.hex_digest();
     });
     std::string copy_error;
     std::uint64_t done = 0;

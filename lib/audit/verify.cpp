@@ -12,8 +12,6 @@
 #include <sys/stat.h>
 #include <unistd.h>
 
-#include <openssl/evp.h>
-
 #include <algorithm>
 #include <charconv>
 #include <thread>
@@ -24,6 +22,7 @@
 #include "lib/core/error.hpp"
 #include "lib/core/fd.hpp"
 #include "lib/core/fsutil.hpp"
+#include "lib/core/sha256.hpp"
 
 namespace sandweave::audit {
 
@@ -133,16 +132,7 @@ VerifyResult verify_log(const fs::path& log, const std::optional<fs::path>& side
     const std::string_view all(data ? data : "", size);
 
     std::string sha;
-    std::thread hasher([&] {
-        EVP_MD_CTX* ctx = EVP_MD_CTX_new();
-        unsigned char md[EVP_MAX_MD_SIZE];
-        unsigned len = 0;
-        if (ctx && EVP_DigestInit_ex(ctx, EVP_sha256(), nullptr) == 1 &&
-            EVP_DigestUpdate(ctx, all.data(), all.size()) == 1 &&
-            EVP_DigestFinal_ex(ctx, md, &len) == 1)
-            sha = hex_bytes(md, len);
-        EVP_MD_CTX_free(ctx);
-    });
+    std::thread hasher([&] { sha = sha256_hex(all); });
     struct Join {
         std::thread& t;
         ~Join() {

@@ -46,6 +46,10 @@ struct Command {
     // as the command's stdin (the sandbox init's channel, docs/agent.md) and
     // relays the guest agent to clients on this Unix socket.
     std::filesystem::path agent_socket;
+    // launch_detached only: the supervisor also watches the sandbox's
+    // lifetime (`--lifetime STATE_DIR ID`, lib/sandbox/lifetime.hpp), so the
+    // sandbox needs no watcher process of its own. Empty: no lifetime.
+    std::vector<std::string> shim_lifetime;
 };
 
 struct CommandResult {

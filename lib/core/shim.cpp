@@ -2,6 +2,7 @@
 
 #include <malloc.h>
 #include <signal.h>
+#include <sys/eventfd.h>
 #include <sys/mman.h>
 #include <sys/prctl.h>
 #include <sys/socket.h>
@@ -10,6 +11,7 @@
 
 #include <cerrno>
 #include <cstring>
+#include <thread>
 
 #include "lib/core/error.hpp"
 #include "lib/core/fd.hpp"
@@ -33,17 +35,62 @@ std::string read_all(int fd, std::size_t limit) {
     return out;
 }
 
+// The companion's thread (ShimCompanion): started with every signal blocked,
+// so SIGCHLD and the termination signals stay with the shim's main thread,
+// and stopped through an eventfd once the sandbox is gone.
+class CompanionThread {
+  public:
+    CompanionThread() = default;
+    CompanionThread(const CompanionThread&) = delete;
+    CompanionThread& operator=(const CompanionThread&) = delete;
+    ~CompanionThread() { stop(); }
+
+    void start(std::function<void(int)> body) {
+        if (!body) return;
+        stop_.reset(::eventfd(0, EFD_CLOEXEC | EFD_NONBLOCK));
+        if (!stop_) return;  // no watcher here: ls/inspect start one of its own
+        sigset_t all, old;
+        sigfillset(&all);
+        ::pthread_sigmask(SIG_SETMASK, &all, &old);
+        thread_ = std::thread([body = std::move(body), fd = stop_.get()] {
+            try {
+                body(fd);
+            } catch (const std::exception&) {
+                // The lock goes with the thread: ls/inspect start a watcher.
+            }
+        });
+        ::pthread_sigmask(SIG_SETMASK, &old, nullptr);
+    }
+    void stop() {
+        if (!thread_.joinable()) return;
+        std::uint64_t one = 1;
+        if (::write(stop_.get(), &one, sizeof one) < 0) {
+            // An eventfd takes a write unless its count overflows.
+        }
+        thread_.join();
+    }
+
+  private:
+    Fd stop_;
+    std::thread thread_;
+};
+
 }  // namespace
 
 LaunchResult launch_under_shim(const std::vector<std::string>& runsc_argv,
                                const std::filesystem::path& console_log,
                                std::chrono::milliseconds timeout,
-                               const std::filesystem::path& agent_socket) {
+                               const std::filesystem::path& agent_socket,
+                               const std::vector<std::string>& lifetime) {
     HelperSpec spec;
     spec.argv = {self_exe().string(), shim_verb};
     if (!agent_socket.empty()) {
         spec.argv.push_back("--agent");
         spec.argv.push_back(agent_socket.string());
+    }
+    if (lifetime.size() == 2) {
+        spec.argv.push_back("--lifetime");
+        spec.argv.insert(spec.argv.end(), lifetime.begin(), lifetime.end());
     }
     spec.argv.push_back(console_log.string());
     spec.argv.insert(spec.argv.end(), runsc_argv.begin(), runsc_argv.end());
@@ -81,12 +128,17 @@ LaunchResult launch_under_shim(const std::vector<std::string>& runsc_argv,
     return r;
 }
 
-int shim_main(const std::vector<std::string>& all_args) {
+int shim_main(const std::vector<std::string>& all_args, const ShimCompanion& companion) {
     std::vector<std::string> args = all_args;
     std::filesystem::path agent_socket;
     if (args.size() >= 2 && args[0] == "--agent") {
         agent_socket = args[1];
         args.erase(args.begin(), args.begin() + 2);
+    }
+    std::vector<std::string> lifetime;
+    if (args.size() >= 3 && args[0] == "--lifetime") {
+        lifetime.assign(args.begin() + 1, args.begin() + 3);
+        args.erase(args.begin(), args.begin() + 3);
     }
     if (args.size() < 2) return 2;
     ReadinessReporter report = ReadinessReporter::inherited();
@@ -139,6 +191,16 @@ int shim_main(const std::vector<std::string>& all_args) {
         return 1;
     }
     errors_fd.reset();
+    // Declared before the relay's objects: stopped (joined) after they are gone.
+    CompanionThread watcher;
+    std::function<void(int)> watch_body;
+    if (!lifetime.empty() && companion) {
+        try {
+            watch_body = companion(lifetime);
+        } catch (const std::exception&) {
+            // No watcher here: ls/inspect start one of its own.
+        }
+    }
     if (agent_end) {
         // The sandbox holds its own copy of the guest end now.
         Fd null(::open("/dev/null", O_RDONLY | O_CLOEXEC));
@@ -152,6 +214,7 @@ int shim_main(const std::vector<std::string>& all_args) {
         }
         ::malloc_trim(0);  // it idles for the sandbox's life: keep only what it holds
         report.ready();
+        watcher.start(std::move(watch_body));
         // Relays the agent and reaps the sandbox's processes until none are left.
         run_relay(std::move(agent_end), std::move(listener),
                   agent_socket.parent_path() / "activity");
@@ -160,6 +223,7 @@ int shim_main(const std::vector<std::string>& all_args) {
         return 0;
     }
     report.ready();
+    watcher.start(std::move(watch_body));
 
     // Adopt and reap the sandbox's processes until none are left.
     for (;;) {
@@ -171,7 +235,7 @@ int shim_main(const std::vector<std::string>& all_args) {
 LaunchResult LocalRunner::launch_detached(const Command& cmd,
                                           const std::filesystem::path& console_log) {
     return launch_under_shim(cmd.argv, console_log, cmd.timeout.value_or(std::chrono::seconds(120)),
-                             cmd.agent_socket);
+                             cmd.agent_socket, cmd.shim_lifetime);
 }
 
 }  // namespace sandweave

@@ -5,6 +5,9 @@
 // then waits seconds. So sandweave starts runsc under a tiny detached process of
 // its own (`sandweave __shim`) that is a child subreaper: it adopts the sandbox's
 // processes, reaps them the moment they exit, and exits itself when none are left.
+// For a sandbox with a lifetime it also hosts the lifetime watcher, in a thread
+// (`--lifetime STATE_DIR ID`; the body comes from the executable, see
+// ShimCompanion), so such a sandbox has no watcher process of its own.
 //
 // The shim is a detached helper (lib/core/helper.hpp): its readiness report is
 // "ok" once runsc exited 0, else "error STATUS\n" followed by runsc's own error
@@ -13,6 +16,7 @@
 
 #include <chrono>
 #include <filesystem>
+#include <functional>
 #include <string>
 #include <vector>
 
@@ -27,13 +31,25 @@ inline constexpr const char* shim_verb = "__shim";
 // the shim's session) after `timeout`.
 // With `agent_socket`, the shim also serves the guest agent there
 // (lib/core/relay.hpp).
+// With `lifetime` (state directory, sandbox id), the shim also watches the
+// sandbox's lifetime.
 LaunchResult launch_under_shim(const std::vector<std::string>& argv,
                                const std::filesystem::path& console_log,
                                std::chrono::milliseconds timeout,
-                               const std::filesystem::path& agent_socket = {});
+                               const std::filesystem::path& agent_socket = {},
+                               const std::vector<std::string>& lifetime = {});
 
-// Entry point of `sandweave __shim [--agent SOCKET] CONSOLE_LOG RUNSC ARGS...`
-// (fd 3: the report).
-int shim_main(const std::vector<std::string>& args);
+// What the shim runs beside the sandbox for `--lifetime ARGS`: called once
+// runsc has started the sandbox and before the shim reports ready (so it can
+// take a lock the launcher will find held); the body it returns then runs in
+// a thread with every signal blocked until it returns or `stop_fd` (an
+// eventfd) becomes readable, which it does when the sandbox's processes are
+// gone. cmd/main.cpp passes the lifetime watcher (lib/sandbox/lifetime.hpp).
+using ShimCompanion =
+    std::function<std::function<void(int stop_fd)>(const std::vector<std::string>& args)>;
+
+// Entry point of `sandweave __shim [--agent SOCKET] [--lifetime STATE_DIR ID]
+// CONSOLE_LOG RUNSC ARGS...` (fd 3: the report).
+int shim_main(const std::vector<std::string>& args, const ShimCompanion& companion = {});
 
 }  // namespace sandweave

@@ -147,17 +147,21 @@ void launch_or_throw(CommandRunner& runner, Command c, const fs::path& console_l
 }  // namespace
 
 void Runsc::run_detached(const std::string& id, const fs::path& bundle, const fs::path& console_log,
-                         const fs::path& agent_socket) {
+                         const fs::path& agent_socket,
+                         const std::vector<std::string>& shim_lifetime) {
     Command c;
     c.agent_socket = agent_socket;
+    c.shim_lifetime = shim_lifetime;
     c.argv = argv({"run", "--detach", "--bundle", bundle.string(), id});
     launch_or_throw(runner_, std::move(c), console_log, "runsc run");
 }
 
 void Runsc::restore_detached(const std::string& id, const fs::path& bundle, const fs::path& image,
-                             const fs::path& console_log, const fs::path& agent_socket) {
+                             const fs::path& console_log, const fs::path& agent_socket,
+                             const std::vector<std::string>& shim_lifetime) {
     Command c;
     c.agent_socket = agent_socket;
+    c.shim_lifetime = shim_lifetime;
     c.argv = argv(
         {"restore", "--detach", "--image-path", image.string(), "--bundle", bundle.string(), id});
     launch_or_throw(runner_, std::move(c), console_log, "runsc restore");

@@ -54,16 +54,19 @@ class Runsc {
     // `runsc run --detach`: creates and starts. The sandbox inherits stdio, so it
     // goes to `console_log`, never to a pipe we would wait on.
     // With `agent_socket`, init's stdin is the guest agent's channel and the
-    // supervisor serves it there (docs/agent.md).
+    // supervisor serves it there (docs/agent.md). With `shim_lifetime` (the
+    // state directory and the id), it also watches the sandbox's lifetime.
     void run_detached(const std::string& id, const std::filesystem::path& bundle,
                       const std::filesystem::path& console_log,
-                      const std::filesystem::path& agent_socket = {});
+                      const std::filesystem::path& agent_socket = {},
+                      const std::vector<std::string>& shim_lifetime = {});
 
     // `runsc restore --detach` of a checkpoint image into a new sandbox.
     void restore_detached(const std::string& id, const std::filesystem::path& bundle,
                           const std::filesystem::path& image,
                           const std::filesystem::path& console_log,
-                          const std::filesystem::path& agent_socket = {});
+                          const std::filesystem::path& agent_socket = {},
+                          const std::vector<std::string>& shim_lifetime = {});
 
     // Runs a process in the sandbox attached to the streams in `attach`;
     // returns its status.

@@ -4,17 +4,16 @@
 #include <unistd.h>
 
 #include <fcntl.h>
-#include <openssl/evp.h>
 #include <functional>
 #include <thread>
 
-#include <openssl/sha.h>
 #include <nlohmann/json.hpp>
 
 #include "lib/core/error.hpp"
 #include "lib/core/fd.hpp"
 #include "lib/core/fsutil.hpp"
 #include "lib/core/log.hpp"
+#include "lib/core/sha256.hpp"
 #include "lib/runtime/bundle.hpp"
 #include "lib/runtime/limits.hpp"
 #include "lib/runtime/runsc.hpp"
@@ -36,15 +35,7 @@ std::string runtime_key(const fs::path& runsc) {
     std::string id = runsc.string() + "|" + std::to_string(st.st_dev) + "|" +
                      std::to_string(st.st_ino) + "|" + std::to_string(st.st_size) + "|" +
                      std::to_string(st.st_mtim.tv_sec) + "." + std::to_string(st.st_mtim.tv_nsec);
-    unsigned char digest[SHA256_DIGEST_LENGTH];
-    SHA256(reinterpret_cast<const unsigned char*>(id.data()), id.size(), digest);
-    static const char hex[] = "0123456789abcdef";
-    std::string out;
-    for (int i = 0; i < 16; ++i) {
-        out.push_back(hex[digest[i] >> 4]);
-        out.push_back(hex[digest[i] & 0xf]);
-    }
-    return out;
+    return sha256_hex(id).substr(0, 32);
 }
 
 // What a probe sandbox did: how runsc ended, what the guest printed.
@@ -196,23 +187,12 @@ std::string runtime_version(Context& ctx, const fs::path& runsc) {
 namespace {
 
 std::string file_sha256(const fs::path& file) {
-    std::unique_ptr<EVP_MD_CTX, decltype(&EVP_MD_CTX_free)> md(EVP_MD_CTX_new(), EVP_MD_CTX_free);
-    if (!md || EVP_DigestInit_ex(md.get(), EVP_sha256(), nullptr) != 1)
-        throw Error(ErrorCode::general, "sha256: cannot initialise");
+    Sha256 h;
     read_chunks(file, [&](std::string_view chunk) {
-        EVP_DigestUpdate(md.get(), chunk.data(), chunk.size());
+        h.update(chunk);
         return true;
     });
-    unsigned char digest[EVP_MAX_MD_SIZE];
-    unsigned int len = 0;
-    EVP_DigestFinal_ex(md.get(), digest, &len);
-    static const char hex[] = "0123456789abcdef";
-    std::string out;
-    for (unsigned int i = 0; i < len; ++i) {
-        out.push_back(hex[digest[i] >> 4]);
-        out.push_back(hex[digest[i] & 0xf]);
-    }
-    return out;
+    return h.hex_digest();
 }
 
 }  // namespace

@@ -48,6 +48,103 @@ void end_sandbox(Context& ctx, const std::string& id, const std::string& why) {
     }
 }
 
+// Starts a detached `__lifetime` for `id`. Throws when it cannot start.
+void launch_watcher(const StateStore& store, const std::string& id) {
+    HelperSpec spec;
+    spec.argv = {self_exe().string(), lifetime_verb, "--state-dir", store.root().string(), id};
+    spec.log = store.sandbox_dir(id) / "logs/lifetime.log";
+    spec.timeout = std::chrono::seconds(10);
+    HelperReport report = launch_helper(spec);
+    if (!report.ok())
+        throw Error(ErrorCode::general,
+                    "starting the lifetime watcher of " + id + ": " +
+                        (report.detail.empty() ? "it exited without a word" : report.detail));
+}
+
+// An inotify watch of the sandbox's directory: a new record, an activity
+// mark, the directory renamed away or deleted. Invalid when it cannot be set.
+Fd watch_directory(const fs::path& dir) {
+    Fd in(::inotify_init1(IN_CLOEXEC | IN_NONBLOCK));
+    if (in && ::inotify_add_watch(in.get(), dir.c_str(),
+                                  IN_MOVED_TO | IN_ATTRIB | IN_CLOSE_WRITE | IN_MOVE_SELF |
+                                      IN_DELETE_SELF | IN_ONLYDIR) < 0)
+        in.reset();
+    return in;
+}
+
+// Sleeps until `wait` passes or the directory changes; false when it went
+// away (rm renames it) or `stop_fd` (when >= 0) became readable.
+bool wait_for_change(int in, milliseconds wait, int stop_fd = -1) {
+    pollfd pfd[2] = {{in, POLLIN, 0}, {stop_fd, POLLIN, 0}};
+    int rc = ::poll(pfd, stop_fd >= 0 ? 2 : 1, static_cast<int>(wait.count()));
+    if (rc <= 0) return true;
+    if (stop_fd >= 0 && (pfd[1].revents & POLLIN)) return false;
+    alignas(inotify_event) char buf[4096];
+    bool gone = false;
+    ssize_t n;
+    while ((n = ::read(in, buf, sizeof buf)) > 0) {
+        for (char* p = buf; p < buf + n;) {
+            auto* ev = reinterpret_cast<inotify_event*>(p);
+            if (ev->mask & (IN_MOVE_SELF | IN_DELETE_SELF | IN_IGNORED)) gone = true;
+            p += sizeof(inotify_event) + ev->len;
+        }
+    }
+    return !gone;
+}
+
+// Until the next deadline; a busy sandbox's idle clock is not running, so
+// look again each second for the command's end (its final activity mark
+// also wakes the watcher).
+milliseconds next_wait(const TimeLeft& left) {
+    milliseconds wait = std::chrono::minutes(10);
+    if (left.ttl) wait = std::min(wait, *left.ttl);
+    if (left.idle) wait = std::min(wait, left.busy ? milliseconds(1000) : *left.idle);
+    return std::max(wait, milliseconds(10));
+}
+
+bool ttl_passed(const TimeLeft& left) {
+    return left.ttl && left.ttl->count() <= 0;
+}
+bool idle_passed(const TimeLeft& left) {
+    return left.idle && !left.busy && left.idle->count() <= 0;
+}
+
+// The shim's watcher (shim_lifetime_watcher): waits, and hands over to a
+// `__lifetime` once a deadline passed.
+void watch_in_shim(const StateStore& store, const std::string& id, std::optional<FileLock> lock,
+                   int stop_fd) {
+    Fd in = watch_directory(store.sandbox_dir(id));
+    if (!in) return;  // ls/inspect start a watcher of their own
+    for (;;) {
+        if (!lock || !lock->locked()) {
+            lock.reset();
+            lock.emplace(FileLock::try_lock(watcher_lock(store, id)));
+        }
+        auto r = store.try_load(id);
+        if (!r) return;
+        // Being created (the record says running once the shim is ready) or
+        // watched by another watcher: look again in a second.
+        milliseconds wait(1000);
+        if (r->state != SandboxState::creating) {
+            if (r->state != SandboxState::running) return;
+            if (lock->locked()) {
+                // Without a clock yet (a warm pool member) the acquire that
+                // starts it saves the record, which wakes us.
+                wait = std::chrono::minutes(10);
+                if (auto left = time_left(store, *r, Clock::now())) {
+                    if (ttl_passed(*left) || idle_passed(*left)) {
+                        lock.reset();  // the watcher started now takes it
+                        launch_watcher(store, id);
+                        return;
+                    }
+                    wait = next_wait(*left);
+                }
+            }
+        }
+        if (!wait_for_change(in.get(), wait, stop_fd)) return;
+    }
+}
+
 }  // namespace
 
 std::optional<milliseconds> TimeLeft::soonest() const {
@@ -82,16 +179,17 @@ void start_lifetime_clock(const StateStore& store, SandboxRecord& r) {
 void ensure_lifetime_watcher(Context& ctx, const SandboxRecord& r) {
     if (r.state != SandboxState::running || !clock_started(r)) return;
     if (!FileLock::try_lock(watcher_lock(ctx.store, r.id)).locked()) return;  // one watches
-    HelperSpec spec;
-    spec.argv = {self_exe().string(), lifetime_verb, "--state-dir", ctx.store.root().string(),
-                 r.id};
-    spec.log = ctx.store.sandbox_dir(r.id) / "logs/lifetime.log";
-    spec.timeout = std::chrono::seconds(10);
-    HelperReport report = launch_helper(spec);
-    if (!report.ok())
-        throw Error(ErrorCode::general,
-                    "starting the lifetime watcher of " + r.id + ": " +
-                        (report.detail.empty() ? "it exited without a word" : report.detail));
+    launch_watcher(ctx.store, r.id);
+}
+
+std::function<void(int)> shim_lifetime_watcher(const std::vector<std::string>& args) {
+    if (args.size() != 2) return {};
+    auto store = std::make_shared<StateStore>(args[0]);
+    std::string id = args[1];
+    // Taken now, before the shim reports ready: the create that started it
+    // then finds the lock held and starts no watcher process.
+    auto lock = std::make_shared<FileLock>(FileLock::try_lock(watcher_lock(*store, id)));
+    return [store, id, lock](int stop_fd) { watch_in_shim(*store, id, std::move(*lock), stop_fd); };
 }
 
 int lifetime_watch_main(Context& ctx, const std::string& id) {
@@ -105,10 +203,8 @@ int lifetime_watch_main(Context& ctx, const std::string& id) {
         ready.ready("already watched");
         return 0;
     }
-    Fd in(::inotify_init1(IN_CLOEXEC | IN_NONBLOCK));
-    if (!in || ::inotify_add_watch(in.get(), dir.c_str(),
-                                   IN_MOVED_TO | IN_ATTRIB | IN_CLOSE_WRITE | IN_MOVE_SELF |
-                                       IN_DELETE_SELF | IN_ONLYDIR) < 0) {
+    Fd in = watch_directory(dir);
+    if (!in) {
         ready.error("watching " + dir.string() + ": " + std::strerror(errno));
         return 1;
     }
@@ -120,11 +216,11 @@ int lifetime_watch_main(Context& ctx, const std::string& id) {
         auto left = time_left(ctx.store, *r, Clock::now());
         if (!left) return 0;
         try {
-            if (left->ttl && left->ttl->count() <= 0) {
+            if (ttl_passed(*left)) {
                 end_sandbox(ctx, id, "ttl");
                 return 0;
             }
-            if (left->idle && !left->busy && left->idle->count() <= 0) {
+            if (idle_passed(*left)) {
                 // Held while terminating: a command that starts now waits,
                 // then finds the sandbox stopped.
                 FileLock idle = try_lock_idle(dir);
@@ -143,28 +239,7 @@ int lifetime_watch_main(Context& ctx, const std::string& id) {
             std::this_thread::sleep_for(std::chrono::seconds(2 * failures));
             continue;
         }
-        // Sleep until the next deadline; a busy sandbox's idle clock is not
-        // running, so look again each second for the command's end (its
-        // final activity mark also wakes us).
-        milliseconds wait = std::chrono::minutes(10);
-        if (left->ttl) wait = std::min(wait, *left->ttl);
-        if (left->idle) wait = std::min(wait, left->busy ? milliseconds(1000) : *left->idle);
-        wait = std::max(wait, milliseconds(10));
-        pollfd pfd{in.get(), POLLIN, 0};
-        int rc = ::poll(&pfd, 1, static_cast<int>(wait.count()));
-        if (rc > 0) {
-            alignas(inotify_event) char buf[4096];
-            bool gone = false;
-            ssize_t n;
-            while ((n = ::read(in.get(), buf, sizeof buf)) > 0) {
-                for (char* p = buf; p < buf + n;) {
-                    auto* ev = reinterpret_cast<inotify_event*>(p);
-                    if (ev->mask & (IN_MOVE_SELF | IN_DELETE_SELF | IN_IGNORED)) gone = true;
-                    p += sizeof(inotify_event) + ev->len;
-                }
-            }
-            if (gone) return 0;  // removed (rm renames the directory away)
-        }
+        if (!wait_for_change(in.get(), next_wait(*left))) return 0;  // removed (rm)
     }
 }
 

@@ -8,20 +8,26 @@
 // deadline is saved in the record (expires_at_ms); idleness is read from the
 // sandbox's activity file (lib/sandbox/activity.hpp).
 //
-// Enforcement is a small detached process per sandbox with a lifetime,
-// `sandweave __lifetime` (started with launch_helper), that holds
+// Enforcement is a watcher per sandbox with a lifetime that holds
 // <sandbox>/lifetime.lock for as long as it watches, sleeps until the next
 // deadline or until the sandbox's directory changes (inotify: a new record,
-// an activity mark, the directory renamed away by rm), and exits as soon as
-// the sandbox is no longer running. When it is due it terminates the sandbox
-// and records why (`ended_by`: "ttl" or "idle_timeout"). A watcher killed by
-// accident is started again by the next `ls` or `inspect` that finds the lock
-// free.
+// an activity mark, the directory renamed away by rm), and stops as soon as
+// the sandbox is no longer running. It is a thread of the sandbox's shim
+// (lib/core/shim.hpp, `__shim --lifetime`), so a sandbox with a lifetime
+// costs no process more. When it is due, the shim's watcher hands over to
+// a detached `sandweave __lifetime` (started with launch_helper), which
+// terminates the sandbox and records why (`ended_by`: "ttl" or
+// "idle_timeout"): terminating runs runsc commands, whose exit the shim, a
+// subreaper reaping every child, must not take from them. When no shim
+// watches (it was killed, or a sandbox from before), the next `ls` or
+// `inspect` that finds the lock free starts a `__lifetime` that watches too.
 
 #include <chrono>
 #include <cstdint>
+#include <functional>
 #include <optional>
 #include <string>
+#include <vector>
 
 #include "lib/sandbox/context.hpp"
 #include "lib/store/state.hpp"
@@ -52,5 +58,14 @@ void ensure_lifetime_watcher(Context& ctx, const SandboxRecord& r);
 
 // Body of `sandweave __lifetime --state-dir DIR ID`.
 int lifetime_watch_main(Context& ctx, const std::string& id);
+
+// The watcher hosted by the shim (a ShimCompanion, args: state directory and
+// sandbox id). Takes the watcher lock when it is free, then returns the
+// thread's body: it waits while the sandbox is being created or its clock has
+// not started (a warm pool member), takes the lock over if another watcher
+// held it and went away, and when a deadline passes releases the lock and
+// starts `__lifetime`, which ends the sandbox. It returns when the sandbox
+// stops running or is removed, or when stop_fd becomes readable.
+std::function<void(int stop_fd)> shim_lifetime_watcher(const std::vector<std::string>& args);
 
 }  // namespace sandweave

@@ -222,12 +222,16 @@ SandboxRecord create_sandbox(Context& ctx, const CreateRequest& req) {
 
             Runsc runsc(ctx.runner, runsc_path, r.runsc_flags);
             fs::path agent_socket = r.agent ? agent_socket_path(ctx, r.id) : fs::path();
+            // The shim watches the lifetime: no watcher process of its own.
+            std::vector<std::string> lifetime;
+            if (spec.lifetime.any()) lifetime = {ctx.store.root().string(), r.id};
             if (memory_restore)
                 runsc.restore_detached(r.id, dir / "bundle",
                                        snapshot_dir(ctx, snap->id) / "checkpoint",
-                                       dir / "logs/console.log", agent_socket);
+                                       dir / "logs/console.log", agent_socket, lifetime);
             else
-                runsc.run_detached(r.id, dir / "bundle", dir / "logs/console.log", agent_socket);
+                runsc.run_detached(r.id, dir / "bundle", dir / "logs/console.log", agent_socket,
+                                   lifetime);
             SANDWEAVE_FAULT_POINT("create.launched");
             r.state = SandboxState::running;
             start_lifetime_clock(ctx.store, r);

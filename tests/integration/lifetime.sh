@@ -9,9 +9,17 @@ sw_setup
 
 left_of() { sw ls --json | jq -r --arg id "$1" '.[] | select(.id == $id) | .time_left'; }
 ended_by() { sw inspect "$1" | jq -r '.ended_by // ""'; }
-# The brackets keep the pattern from matching the shell that runs pgrep.
-has_watcher() { pgrep -f -- "[_]_lifetime --state-dir $STATE $1" >/dev/null; }
+# A watcher holds the sandbox's lifetime.lock: the shim's thread, or a
+# `__lifetime` process (the brackets keep the pattern from matching the shell
+# that runs pgrep).
+has_watcher() {
+    local lock="$STATE/sandboxes/$1/lifetime.lock"
+    [[ -e "$lock" ]] && ! flock -n "$lock" true
+}
 no_watcher() { ! has_watcher "$1"; }
+has_watcher_process() { pgrep -f -- "[_]_lifetime --state-dir $STATE $1" >/dev/null; }
+no_watcher_process() { ! has_watcher_process "$1"; }
+shim_of() { pgrep -f -- "[_]_shim .*--lifetime $STATE $1 "; }
 recorded_state_is() { [[ "$(jq -r .state "$STATE/sandboxes/$1/sandbox.json")" == "$2" ]]; }
 
 # --- ttl, with audit: ended by itself, barrier first -------------------------------------
@@ -22,7 +30,9 @@ assert_match "ls --json: time_left.ttl_ms counts down from 4 s" '^[1-4][0-9]{3}$
 capture sw ls
 assert_match "ls: a LEFT column with the time left" "LEFT.*"$'\n'".*$T.* [1-4]s " "$LAST_OUT"
 assert_match "inspect: the deadline is recorded" '^[0-9]{13}$' "$(sw inspect "$T" | jq -r .expires_at_ms)"
-assert_true "a watcher process runs for it" has_watcher "$T"
+assert_true "it is watched" has_watcher "$T"
+assert_true "its shim watches it: no watcher process of its own" no_watcher_process "$T"
+assert_true "the shim was started with the lifetime" shim_of "$T"
 sw run "$T" -- sh -c 'echo x > /tmp/before-ttl' >/dev/null
 # Nothing of sandweave runs now; the watcher alone must end it.
 assert_true "ttl: stopped within 10 s with no sandweave command running" \
@@ -33,6 +43,7 @@ assert_exit "ttl: audit export after the ttl is complete (exit 0)" 0 sw audit ex
 assert_true "ttl: the export covers the command (barrier before the stop)" \
     grep -q '/tmp/before-ttl' "$SCRATCH/ttl.jsonl"
 assert_true "ttl: the watcher exited" wait_for 5 no_watcher "$T"
+assert_true "ttl: no watcher process left" wait_for 5 no_watcher_process "$T"
 assert_eq "ttl: no mounts left" "" "$(mounts_under "$STATE/sandboxes/$T")"
 
 # --- idle timeout: a running command keeps it alive, activity resets it ---------------------
@@ -66,13 +77,21 @@ N=$(sw_create) || fatal "create without a lifetime"
 assert_eq "no lifetime: no time_left" "null" "$(left_of "$N")"
 assert_true "no lifetime: no watcher" no_watcher "$N"
 
-# A watcher killed by accident is replaced by the next ls.
+# A shim killed by accident takes its watcher along: the next ls starts a
+# watcher process instead, and one killed in turn is replaced by the next ls.
+assert_true "before the kill: Y is watched by its shim" has_watcher "$Y"
+pkill -KILL -f -- "[_]_shim .*--lifetime $STATE $Y "
+sleep 0.3
+assert_true "a killed shim's watcher is gone with it" no_watcher "$Y"
+sw ls >/dev/null
+assert_true "ls starts a watcher process in the killed shim's place" wait_for 5 has_watcher_process "$Y"
 pkill -KILL -f -- "__lifetime --state-dir $STATE $Y"
 sleep 0.3
 sw ls >/dev/null
-assert_true "a killed watcher is started again by ls" wait_for 5 has_watcher "$Y"
+assert_true "a killed watcher is started again by ls" wait_for 5 has_watcher_process "$Y"
+assert_true "the new watcher holds the lock" has_watcher "$Y"
 assert_exit "rm of a watched sandbox" 0 sw rm "$Y"
-assert_true "rm: its watcher exits" wait_for 5 no_watcher "$Y"
+assert_true "rm: its watcher exits" wait_for 5 no_watcher_process "$Y"
 
 # --- pools: the clock starts at acquire ----------------------------------------------------
 assert_exit "pool create --ttl 3s --size 1" 0 sw pool create lp --size 1 --ttl 3s
