@@ -1,9 +1,11 @@
 // ls, inspect, terminate, rm, prune.
 #include <algorithm>
 #include <cstdio>
+#include <functional>
 
 #include "cmd/common.hpp"
 #include "lib/core/error.hpp"
+#include "lib/core/log.hpp"
 
 namespace sandweave::cli {
 namespace {
@@ -77,6 +79,31 @@ std::vector<std::string> targets(Session& s, const std::string& verb,
     return out;
 }
 
+// Acts on each target in turn. One that fails is reported on a line of its
+// own and the others still go, as `docker rm a b` does; the exit status is the
+// first failure's. A sandbox that filters or --all selected and that is gone
+// by the time it is reached (another rm, a prune or its ttl got there first)
+// is skipped: gone is what was asked for. With --json the failures are listed
+// as {"id", "message", "exit_status"} objects in `errors`.
+int for_each_target(const std::vector<std::string>& ids, bool selected,
+                    const std::function<void(const std::string&)>& act, nlohmann::json* errors) {
+    int status = 0;
+    for (const auto& id : ids) {
+        try {
+            act(id);
+        } catch (const Error& e) {
+            if (selected && e.code() == ErrorCode::not_found) continue;
+            log().error(e.what());
+            if (errors)
+                errors->push_back({{"id", id},
+                                   {"message", e.what()},
+                                   {"exit_status", static_cast<int>(e.code())}});
+            if (status == 0) status = static_cast<int>(e.code());
+        }
+    }
+    return status;
+}
+
 void add_filter_option(CLI::App* sub, std::vector<std::string>& filters) {
     sub->add_option("--filter", filters,
                     "Only sandboxes matching KEY=VALUE (repeatable, all must hold): label=K=V, "
@@ -123,15 +150,17 @@ void register_sandbox_verbs(CLI::App& app, GlobalOptions& g, Outcome& out) {
     term->callback([&g, &out, term_ids, term_filters] {
         Session s(g);
         nlohmann::json arr = nlohmann::json::array();
-        for (const auto& id : targets(s, "terminate", *term_ids, *term_filters, false)) {
-            auto v = s.api().terminate({id});
-            if (g.json)
-                arr.push_back(api::encode_value(v));
-            else
-                print_line(v.record.id);
-        }
+        out.exit_code = for_each_target(
+            targets(s, "terminate", *term_ids, *term_filters, false), term_ids->empty(),
+            [&](const std::string& id) {
+                auto v = s.api().terminate({id});
+                if (g.json)
+                    arr.push_back(api::encode_value(v));
+                else
+                    print_line(v.record.id);
+            },
+            nullptr);
         if (g.json) print_json(arr);
-        out.exit_code = 0;
     });
 
     auto* rm =
@@ -145,15 +174,22 @@ void register_sandbox_verbs(CLI::App& app, GlobalOptions& g, Outcome& out) {
     rm->callback([&g, &out, rm_ids, rm_filters, rm_all] {
         Session s(g);
         nlohmann::json arr = nlohmann::json::array();
-        for (const auto& ref : targets(s, "rm", *rm_ids, *rm_filters, *rm_all)) {
-            std::string id = s.api().rm({ref}).removed;
-            if (g.json)
-                arr.push_back(id);
-            else
-                print_line(id);
+        nlohmann::json errors = nlohmann::json::array();
+        out.exit_code = for_each_target(
+            targets(s, "rm", *rm_ids, *rm_filters, *rm_all), rm_ids->empty(),
+            [&](const std::string& ref) {
+                std::string id = s.api().rm({ref}).removed;
+                if (g.json)
+                    arr.push_back(id);
+                else
+                    print_line(id);
+            },
+            &errors);
+        if (g.json) {
+            nlohmann::json res = {{"removed", arr}};
+            if (!errors.empty()) res["errors"] = errors;
+            print_json(res);
         }
-        if (g.json) print_json({{"removed", arr}});
-        out.exit_code = 0;
     });
 
     auto* prune = app.add_subcommand("prune", "Remove every stopped or failed sandbox");
@@ -162,17 +198,19 @@ void register_sandbox_verbs(CLI::App& app, GlobalOptions& g, Outcome& out) {
     prune->callback([&g, &out, prune_filters] {
         Session s(g);
         std::vector<std::string> removed;
+        out.exit_code = 0;
         if (prune_filters->empty()) {
             removed = s.api().prune().removed;
         } else {
-            for (const auto& id : targets(s, "prune", {}, *prune_filters, false, true))
-                removed.push_back(s.api().rm({id}).removed);
+            out.exit_code = for_each_target(
+                targets(s, "prune", {}, *prune_filters, false, true), true,
+                [&](const std::string& id) { removed.push_back(s.api().rm({id}).removed); },
+                nullptr);
         }
         if (g.json)
             print_json({{"removed", removed}});
         else
             for (const auto& id : removed) print_line(id);
-        out.exit_code = 0;
     });
 }
 

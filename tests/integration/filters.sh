@@ -61,6 +61,13 @@ capture sw rm --filter label=run=1 --json
 assert_eq "rm --filter label=run=1: removes A1 only" "[\"$A1\"]" "$(jq -c .removed <<<"$LAST_OUT")"
 assert_eq "A2 remains" running "$(sw_state "$A2")"
 C1=$(sw create --label team=c) || fatal "create C1"
+D1=$(sw create --label team=d) || fatal "create D1"
+capture sw rm "$D1" no-such-sandbox --json
+assert_eq "rm of an existing and a missing id: exit 4" 4 "$LAST_RC"
+assert_eq "... the existing one is removed all the same" "[\"$D1\"]" "$(jq -c .removed <<<"$LAST_OUT")"
+assert_eq "... the missing one is listed in errors" "no-such-sandbox:4" \
+    "$(jq -r '.errors[] | "\(.id):\(.exit_status)"' <<<"$LAST_OUT")"
+assert_match "... and named on stderr" "no such sandbox: no-such-sandbox" "$LAST_ERR"
 capture sw rm --all
 assert_eq "rm --all: exit 0" 0 "$LAST_RC"
 assert_eq "rm --all: prints both ids" "$(sorted "$A2" "$C1")" "$(sorted $LAST_OUT)"
