@@ -85,14 +85,23 @@ std::vector<std::string> targets(Session& s, const std::string& verb,
 // by the time it is reached (another rm, a prune or its ttl got there first)
 // is skipped: gone is what was asked for. With --json the failures are listed
 // as {"id", "message", "exit_status"} objects in `errors`.
-int for_each_target(const std::vector<std::string>& ids, bool selected,
+bool sandbox_gone(Session& s, const std::string& id) {
+    try {
+        s.api().inspect({id});
+        return false;
+    } catch (const Error& e) {
+        return e.code() == ErrorCode::not_found;
+    }
+}
+
+int for_each_target(Session& s, const std::vector<std::string>& ids, bool selected,
                     const std::function<void(const std::string&)>& act, nlohmann::json* errors) {
     int status = 0;
     for (const auto& id : ids) {
         try {
             act(id);
         } catch (const Error& e) {
-            if (selected && e.code() == ErrorCode::not_found) continue;
+            if (selected && e.code() == ErrorCode::not_found && sandbox_gone(s, id)) continue;
             log().error(e.what());
             if (errors)
                 errors->push_back({{"id", id},
@@ -151,7 +160,7 @@ void register_sandbox_verbs(CLI::App& app, GlobalOptions& g, Outcome& out) {
         Session s(g);
         nlohmann::json arr = nlohmann::json::array();
         out.exit_code = for_each_target(
-            targets(s, "terminate", *term_ids, *term_filters, false), term_ids->empty(),
+            s, targets(s, "terminate", *term_ids, *term_filters, false), term_ids->empty(),
             [&](const std::string& id) {
                 auto v = s.api().terminate({id});
                 if (g.json)
@@ -176,7 +185,7 @@ void register_sandbox_verbs(CLI::App& app, GlobalOptions& g, Outcome& out) {
         nlohmann::json arr = nlohmann::json::array();
         nlohmann::json errors = nlohmann::json::array();
         out.exit_code = for_each_target(
-            targets(s, "rm", *rm_ids, *rm_filters, *rm_all), rm_ids->empty(),
+            s, targets(s, "rm", *rm_ids, *rm_filters, *rm_all), rm_ids->empty(),
             [&](const std::string& ref) {
                 std::string id = s.api().rm({ref}).removed;
                 if (g.json)
@@ -203,7 +212,7 @@ void register_sandbox_verbs(CLI::App& app, GlobalOptions& g, Outcome& out) {
             removed = s.api().prune().removed;
         } else {
             out.exit_code = for_each_target(
-                targets(s, "prune", {}, *prune_filters, false, true), true,
+                s, targets(s, "prune", {}, *prune_filters, false, true), true,
                 [&](const std::string& id) { removed.push_back(s.api().rm({id}).removed); },
                 nullptr);
         }

@@ -28,6 +28,7 @@
 #include "lib/audit/chain.hpp"
 #include "lib/audit/state.hpp"
 #include "lib/core/error.hpp"
+#include "lib/core/fault.hpp"
 #include "lib/core/fd.hpp"
 #include "lib/core/fsutil.hpp"
 #include "lib/core/helper.hpp"
@@ -339,6 +340,15 @@ Status make_status(const fs::path& dir, const WriterState& s, bool running,
 // there and never report less loss for the same prefix.
 Status offline_status(const fs::path& dir, std::optional<std::uint64_t> sentry_dropped,
                       const Reply& reply, bool persist, WriterState* merged = nullptr) {
+    std::error_code ec;
+    if (!fs::exists(state_path(dir), ec) && !ec) {
+        // The writer saves its state before the sandbox may launch: without
+        // it, the create that made this directory died before the writer ran.
+        // No record was ever written and there is no writer to stop.
+        WriterState none;
+        if (merged) *merged = none;
+        return make_status(dir, none, false, {"writer_never_started"});
+    }
     std::optional<DirLock> lock;
     if (persist) lock.emplace(dir);
     const std::string text = read_state_text(dir);
@@ -379,7 +389,9 @@ constexpr std::uint64_t large_export_bytes = 64u << 20;
 // Copies [0, n) of src into a new file `tmp`, hashing the same bytes on a
 // second thread (the copy itself stays in the kernel: copy_file_range).
 std::string copy_prefix(const fs::path& src, const fs::path& tmp, std::uint64_t n) {
+    // An empty prefix of a log never created (its writer never started).
     Fd in_fd(::open(src.c_str(), O_RDONLY | O_CLOEXEC));
+    if (!in_fd && errno == ENOENT && n == 0) in_fd = Fd(::open("/dev/null", O_RDONLY | O_CLOEXEC));
     if (!in_fd) throw_errno("open " + src.string());
     const int in = in_fd.get();
     struct stat st;
@@ -553,6 +565,7 @@ pid_t start_writer(const fs::path& self_exe, const WriterOptions& opts) {
             throw Error(ErrorCode::general,
                         "audit directory path too long for a unix socket: " + opts.dir.string());
         write_file_atomic(points_path(opts.dir), points_to_json(opts.points).dump() + "\n", 0600);
+        SANDWEAVE_FAULT_POINT("audit.points-written");  // no writer state yet
 
         WriterOptions child_opts = opts;
         child_opts.ready_fd = helper_report_fd;

@@ -274,9 +274,13 @@ SnapshotRecord create_snapshot(Context& ctx, const SnapshotRequest& req) {
             } catch (const Error& e) {
                 copy_error = e;
             }
-            runsc.raw({"delete", id});  // checkpoint stopped it; a leftover would block restore
-            SANDWEAVE_FAULT_POINT("snapshot.deleted");
             try {
+                // checkpoint stops the sandbox, but its sentry may still be on
+                // its way out (a loaded host): a plain delete then refuses a
+                // container "not stopped", and the leftover makes the restore
+                // fail with "already exists". --force waits for it.
+                runsc.remove(id, true);
+                SANDWEAVE_FAULT_POINT("snapshot.deleted");
                 runsc.restore_detached(id, sdir / "bundle", tmp / "checkpoint",
                                        sdir / "logs/console.log",
                                        r.agent ? sdir / "agent.sock" : fs::path());

@@ -72,7 +72,7 @@ assert_all_removable() {  # LABEL
 }
 
 # --- create ----------------------------------------------------------------------------
-for point in create.reserved create.mounted create.writer-started create.launched; do
+for point in create.reserved create.mounted audit.points-written create.writer-started create.launched; do
     crash "$point" create --audit --name crashy
     assert_eq "$point: ls shows it failed" "failed" "$(sw ls --json | jq -r '.[] | select(.name == "crashy") | .state')"
     assert_truthful "$point"
