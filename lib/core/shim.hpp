@@ -16,6 +16,7 @@
 #include <string>
 #include <vector>
 
+#include "lib/core/helper.hpp"
 #include "lib/core/process.hpp"
 
 namespace sandweave {
@@ -32,8 +33,27 @@ LaunchResult launch_under_shim(const std::vector<std::string>& argv,
                                std::chrono::milliseconds timeout,
                                const std::filesystem::path& agent_socket = {});
 
-// Entry point of `sandweave __shim [--agent SOCKET] CONSOLE_LOG RUNSC ARGS...`
-// (fd 3: the report).
+// launch_under_shim in two steps: start() starts the shim (a HeldHelper) and
+// returns at once, go() lets it run runsc and waits for the report (the
+// timeout counts from there). Create starts it before it mounts the overlay,
+// so the shim's exec and set-up are off its critical path. Dropped without
+// go(), the shim exits without starting anything.
+class HeldShim {
+  public:
+    static HeldShim start(const std::vector<std::string>& argv,
+                          const std::filesystem::path& console_log,
+                          std::chrono::milliseconds timeout,
+                          const std::filesystem::path& agent_socket = {});
+    LaunchResult go();
+
+  private:
+    HeldHelper helper_;
+    std::filesystem::path console_log_;
+    std::chrono::milliseconds timeout_{0};
+};
+
+// Entry point of `sandweave __shim [--agent SOCKET] [--held] CONSOLE_LOG RUNSC ARGS...`
+// (fd 3: the report; with --held, fd 4: the go socket).
 int shim_main(const std::vector<std::string>& args);
 
 }  // namespace sandweave
