@@ -3,6 +3,7 @@
 #include <fcntl.h>
 #include <poll.h>
 #include <signal.h>
+#include <sys/socket.h>
 #include <sys/stat.h>
 #include <sys/wait.h>
 #include <unistd.h>
@@ -30,6 +31,7 @@ Fd open_or_throw(const std::filesystem::path& p, int flags) {
 struct ChildPlan {
     std::vector<char*> argv;
     int null_fd, log_fd, report_fd;
+    int go_fd = -1;  // a held helper's go socket, moved to helper_go_fd
     bool report_on_fd3;
     std::string exec_error;
     std::string fork_error;
@@ -68,7 +70,8 @@ int lift(int fd) {
         if (s != SIGKILL && s != SIGSTOP) ::sigaction(s, &dfl, nullptr);
 
     int null_fd = lift(p.null_fd), log_fd = lift(p.log_fd), report_fd = lift(p.report_fd);
-    if (null_fd < 0 || log_fd < 0 || report_fd < 0) {
+    int go_fd = p.go_fd >= 0 ? lift(p.go_fd) : -1;
+    if (null_fd < 0 || log_fd < 0 || report_fd < 0 || (p.go_fd >= 0 && go_fd < 0)) {
         write_text(p.report_fd, p.exec_error);
         ::_exit(127);
     }
@@ -76,9 +79,12 @@ int lift(int fd) {
     ::dup2(log_fd, 1);
     ::dup2(log_fd, 2);
     if (p.report_on_fd3) ::dup2(report_fd, helper_report_fd);  // clears close-on-exec
+    if (go_fd >= 0) ::dup2(go_fd, helper_go_fd);
     // What we inherited from the caller stays behind at exec.
-    ::close_range(p.report_on_fd3 ? helper_report_fd + 1 : helper_report_fd, ~0U,
-                  CLOSE_RANGE_CLOEXEC);
+    ::close_range(go_fd >= 0        ? helper_go_fd + 1
+                  : p.report_on_fd3 ? helper_report_fd + 1
+                                    : helper_report_fd,
+                  ~0U, CLOSE_RANGE_CLOEXEC);
     ::execv(p.argv[0], p.argv.data());
     write_text(report_fd, p.exec_error);
     ::_exit(127);
@@ -110,9 +116,9 @@ HelperReport parse_report(std::string text, HelperSpec::Readiness readiness) {
     return r;
 }
 
-}  // namespace
-
-HelperReport launch_helper(const HelperSpec& spec) {
+// Forks the helper (through the intermediate) and returns its report pipe's
+// read end and its group; with `go`, the helper's fd 4 is that socket.
+std::pair<Fd, pid_t> spawn(const HelperSpec& spec, int go) {
     if (spec.argv.empty() || spec.argv[0].empty() || spec.argv[0][0] != '/')
         throw Error(ErrorCode::general, "internal: a helper needs an absolute program path");
     Fd null_fd = open_or_throw("/dev/null", O_RDWR);
@@ -127,6 +133,7 @@ HelperReport launch_helper(const HelperSpec& spec) {
     plan.null_fd = null_fd.get();
     plan.log_fd = log_fd.get();
     plan.report_fd = report.write.get();
+    plan.go_fd = go;
     plan.report_on_fd3 = spec.readiness == HelperSpec::Readiness::report;
     plan.exec_error = "error cannot execute " + spec.argv[0] + "\n";
     plan.fork_error = "error cannot fork " + spec.argv[0] + "\n";
@@ -134,42 +141,85 @@ HelperReport launch_helper(const HelperSpec& spec) {
     pid_t child = ::fork();
     if (child < 0) throw_errno("fork");
     if (child == 0) run_child(plan);
-    report.write.reset();
-    null_fd.reset();
-    log_fd.reset();
     // The intermediate exits at once; ECHILD (a caller ignoring SIGCHLD) is fine.
     while (::waitpid(child, nullptr, 0) < 0 && errno == EINTR) {
     }
+    return {std::move(report.read), child};
+}
 
+// Reads the report to EOF, for `timeout` at most (then kills the group).
+HelperReport await_report(const Fd& report, pid_t group, std::chrono::milliseconds timeout,
+                          HelperSpec::Readiness readiness) {
     std::string text;
     bool timed_out = false;
-    auto deadline = Clock::now() + spec.timeout;
+    auto deadline = Clock::now() + timeout;
     for (;;) {
         auto left = std::chrono::duration_cast<std::chrono::milliseconds>(deadline - Clock::now());
         if (left.count() <= 0) {
             timed_out = true;
             break;
         }
-        pollfd pfd{report.read.get(), POLLIN, 0};
+        pollfd pfd{report.get(), POLLIN, 0};
         int rc = ::poll(&pfd, 1, static_cast<int>(std::min<long long>(left.count(), 1000)));
         if (rc < 0 && errno != EINTR) throw_errno("poll");
         if (rc <= 0) continue;
         char buf[4096];
-        ssize_t n = ::read(report.read.get(), buf, sizeof buf);
+        ssize_t n = ::read(report.get(), buf, sizeof buf);
         if (n < 0 && errno == EINTR) continue;
         if (n <= 0) break;
         if (text.size() < max_report) text.append(buf, static_cast<std::size_t>(n));
     }
     if (timed_out) {
-        ::kill(-child, SIGKILL);
+        ::kill(-group, SIGKILL);
         HelperReport r;
         r.outcome = HelperReport::Outcome::timed_out;
-        r.group = child;
+        r.group = group;
         return r;
     }
-    HelperReport r = parse_report(std::move(text), spec.readiness);
-    r.group = child;
+    HelperReport r = parse_report(std::move(text), readiness);
+    r.group = group;
     return r;
+}
+
+}  // namespace
+
+HelperReport launch_helper(const HelperSpec& spec) {
+    auto [report, group] = spawn(spec, -1);
+    return await_report(report, group, spec.timeout, spec.readiness);
+}
+
+HeldHelper HeldHelper::start(const HelperSpec& spec) {
+    // A socket, not a pipe: go() to a helper that died sends with
+    // MSG_NOSIGNAL (EPIPE, not a SIGPIPE that would kill the launcher).
+    int sv[2];
+    if (::socketpair(AF_UNIX, SOCK_STREAM | SOCK_CLOEXEC, 0, sv) != 0) throw_errno("socketpair");
+    Fd ours(sv[0]), theirs(sv[1]);
+    HeldHelper h;
+    auto [report, group] = spawn(spec, theirs.get());
+    h.report_ = std::move(report);
+    h.go_ = std::move(ours);
+    h.group_ = group;
+    h.timeout_ = spec.timeout;
+    h.readiness_ = spec.readiness;
+    return h;
+}
+
+HelperReport HeldHelper::go() {
+    if (!go_) throw Error(ErrorCode::general, "internal: a held helper goes once");
+    while (::send(go_.get(), "g", 1, MSG_NOSIGNAL) < 0 && errno == EINTR) {
+    }
+    go_.reset();  // a helper that is gone already has reported why
+    return await_report(report_, group_, timeout_, readiness_);
+}
+
+bool HeldHelper::wait_for_go() {
+    char c = 0;
+    for (;;) {
+        ssize_t n = ::read(helper_go_fd, &c, 1);
+        if (n < 0 && errno == EINTR) continue;
+        ::close(helper_go_fd);
+        return n == 1 && c == 'g';
+    }
 }
 
 ReadinessReporter ReadinessReporter::inherited() {

@@ -32,6 +32,7 @@
 namespace sandweave {
 
 inline constexpr int helper_report_fd = 3;
+inline constexpr int helper_go_fd = 4;  // a held helper's go socket (HeldHelper)
 
 struct HelperSpec {
     enum class Readiness { report, exec };
@@ -60,6 +61,31 @@ struct HelperReport {
 // Starts the helper and waits for its report. Throws Error only when nothing
 // could be started at all (no pipe, no fork, the log not openable).
 HelperReport launch_helper(const HelperSpec& spec);
+
+// A helper started ahead of its work, so its start-up overlaps the caller's
+// (the sandbox supervisor execs while create mounts the overlay and writes the
+// bundle). It blocks in wait_for_go() on fd 4 (a socket) until go(); when the launcher
+// drops it without go() (a failed or killed create) it reads EOF and exits
+// without doing anything. The timeout counts from go().
+class HeldHelper {
+  public:
+    static HeldHelper start(const HelperSpec& spec);
+    HeldHelper() = default;
+    HeldHelper(HeldHelper&&) = default;
+    HeldHelper& operator=(HeldHelper&&) = default;
+
+    // Lets the helper go on, then waits for its report as launch_helper does.
+    HelperReport go();
+
+    // The helper's side: true once the launcher said go, false at EOF.
+    static bool wait_for_go();
+
+  private:
+    Fd report_, go_;
+    pid_t group_ = -1;
+    std::chrono::milliseconds timeout_{30000};
+    HelperSpec::Readiness readiness_ = HelperSpec::Readiness::report;
+};
 
 // The helper's end of the report. Reports at most once; destroying it without a
 // report closes the pipe, which the launcher sees as `silent`.

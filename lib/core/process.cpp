@@ -259,6 +259,28 @@ std::string CommandResult::describe() const {
     return s;
 }
 
+namespace {
+
+// What a runner without a supervisor of its own prepares: the whole launch, at go().
+class DeferredLaunch final : public PreparedLaunch {
+  public:
+    DeferredLaunch(CommandRunner& runner, Command cmd, std::filesystem::path console_log)
+        : runner_(runner), cmd_(std::move(cmd)), console_log_(std::move(console_log)) {}
+    LaunchResult go() override { return runner_.launch_detached(cmd_, console_log_); }
+
+  private:
+    CommandRunner& runner_;
+    Command cmd_;
+    std::filesystem::path console_log_;
+};
+
+}  // namespace
+
+std::unique_ptr<PreparedLaunch> CommandRunner::prepare_detached(
+    const Command& cmd, const std::filesystem::path& console_log) {
+    return std::make_unique<DeferredLaunch>(*this, cmd, console_log);
+}
+
 CommandResult LocalRunner::run(const Command& cmd) {
     ChildStdio stdio = prepare_stdio(cmd);
     pid_t pid = spawn(cmd, stdio, false);

@@ -15,6 +15,7 @@
 #include <cstdint>
 #include <filesystem>
 #include <functional>
+#include <memory>
 #include <optional>
 #include <string>
 #include <string_view>
@@ -134,9 +135,24 @@ struct LaunchResult {
     std::string runtime_error;  // what it wrote to its error log (fd 3), if anything
 };
 
+// A detaching launch prepared ahead: its supervisor may already be starting
+// up, and runs the command at go() (see prepare_detached). Dropped without
+// go(), nothing is run.
+class PreparedLaunch {
+  public:
+    virtual ~PreparedLaunch() = default;
+    virtual LaunchResult go() = 0;
+};
+
 class CommandRunner {
   public:
     virtual ~CommandRunner() = default;
+    // launch_detached in two steps, for a caller with work left before the
+    // command may start (create: mount, bundle): the local runner starts the
+    // supervisor now, so its start-up overlaps that work. This default
+    // starts nothing before go().
+    virtual std::unique_ptr<PreparedLaunch> prepare_detached(
+        const Command& cmd, const std::filesystem::path& console_log);
     // Runs a command that leaves long-lived processes behind (`runsc run
     // --detach`) under a supervisor that adopts and reaps them (lib/shim.hpp).
     // The command's fd 3 is an error log returned in the result; its stdout and
@@ -153,6 +169,8 @@ class CommandRunner {
 
 class LocalRunner final : public CommandRunner {
   public:
+    std::unique_ptr<PreparedLaunch> prepare_detached(
+        const Command& cmd, const std::filesystem::path& console_log) override;
     LaunchResult launch_detached(const Command& cmd,
                                  const std::filesystem::path& console_log) override;
     CommandResult run(const Command& cmd) override;

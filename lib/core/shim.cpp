@@ -77,27 +77,10 @@ class CompanionThread {
 
 }  // namespace
 
-LaunchResult launch_under_shim(const std::vector<std::string>& runsc_argv,
-                               const std::filesystem::path& console_log,
-                               std::chrono::milliseconds timeout,
-                               const std::filesystem::path& agent_socket,
-                               const std::vector<std::string>& lifetime) {
-    HelperSpec spec;
-    spec.argv = {self_exe().string(), shim_verb};
-    if (!agent_socket.empty()) {
-        spec.argv.push_back("--agent");
-        spec.argv.push_back(agent_socket.string());
-    }
-    if (lifetime.size() == 2) {
-        spec.argv.push_back("--lifetime");
-        spec.argv.insert(spec.argv.end(), lifetime.begin(), lifetime.end());
-    }
-    spec.argv.push_back(console_log.string());
-    spec.argv.insert(spec.argv.end(), runsc_argv.begin(), runsc_argv.end());
-    spec.log = console_log;
-    spec.timeout = timeout;
-    HelperReport report = launch_helper(spec);
+namespace {
 
+LaunchResult launch_result(const HelperReport& report, const std::filesystem::path& console_log,
+                           std::chrono::milliseconds timeout) {
     LaunchResult r;
     switch (report.outcome) {
         case HelperReport::Outcome::ready:
@@ -128,6 +111,47 @@ LaunchResult launch_under_shim(const std::vector<std::string>& runsc_argv,
     return r;
 }
 
+}  // namespace
+
+HeldShim HeldShim::start(const std::vector<std::string>& runsc_argv,
+                         const std::filesystem::path& console_log,
+                         std::chrono::milliseconds timeout,
+                         const std::filesystem::path& agent_socket,
+                         const std::vector<std::string>& lifetime) {
+    HelperSpec spec;
+    spec.argv = {self_exe().string(), shim_verb};
+    if (!agent_socket.empty()) {
+        spec.argv.push_back("--agent");
+        spec.argv.push_back(agent_socket.string());
+    }
+    spec.argv.push_back("--held");
+    if (lifetime.size() == 2) {
+        spec.argv.push_back("--lifetime");
+        spec.argv.insert(spec.argv.end(), lifetime.begin(), lifetime.end());
+    }
+    spec.argv.push_back(console_log.string());
+    spec.argv.insert(spec.argv.end(), runsc_argv.begin(), runsc_argv.end());
+    spec.log = console_log;
+    spec.timeout = timeout;
+    HeldShim s;
+    s.helper_ = HeldHelper::start(spec);
+    s.console_log_ = console_log;
+    s.timeout_ = timeout;
+    return s;
+}
+
+LaunchResult HeldShim::go() {
+    return launch_result(helper_.go(), console_log_, timeout_);
+}
+
+LaunchResult launch_under_shim(const std::vector<std::string>& runsc_argv,
+                               const std::filesystem::path& console_log,
+                               std::chrono::milliseconds timeout,
+                               const std::filesystem::path& agent_socket,
+                               const std::vector<std::string>& lifetime) {
+    return HeldShim::start(runsc_argv, console_log, timeout, agent_socket, lifetime).go();
+}
+
 int shim_main(const std::vector<std::string>& all_args, const ShimCompanion& companion) {
     std::vector<std::string> args = all_args;
     std::filesystem::path agent_socket;
@@ -135,6 +159,8 @@ int shim_main(const std::vector<std::string>& all_args, const ShimCompanion& com
         agent_socket = args[1];
         args.erase(args.begin(), args.begin() + 2);
     }
+    bool held = !args.empty() && args[0] == "--held";
+    if (held) args.erase(args.begin());
     std::vector<std::string> lifetime;
     if (args.size() >= 3 && args[0] == "--lifetime") {
         lifetime.assign(args.begin() + 1, args.begin() + 3);
@@ -173,6 +199,9 @@ int shim_main(const std::vector<std::string>& all_args, const ShimCompanion& com
     c.out = Command::Stdio::inherit;
     c.err = Command::Stdio::inherit;
     if (errors_fd) c.pass_fds = {{errors_fd.get(), 3}};
+    // Started ahead (HeldShim): all of the above overlapped the launcher's
+    // own work; runsc starts only when the bundle is complete.
+    if (held && !HeldHelper::wait_for_go()) return 0;
     int status = -1;
     try {
         LocalRunner runner;
@@ -230,6 +259,26 @@ int shim_main(const std::vector<std::string>& all_args, const ShimCompanion& com
         pid_t pid = ::waitpid(-1, nullptr, 0);
         if (pid < 0 && errno == ECHILD) return 0;
     }
+}
+
+namespace {
+
+class ShimLaunch final : public PreparedLaunch {
+  public:
+    explicit ShimLaunch(HeldShim shim) : shim_(std::move(shim)) {}
+    LaunchResult go() override { return shim_.go(); }
+
+  private:
+    HeldShim shim_;
+};
+
+}  // namespace
+
+std::unique_ptr<PreparedLaunch> LocalRunner::prepare_detached(
+    const Command& cmd, const std::filesystem::path& console_log) {
+    return std::make_unique<ShimLaunch>(
+        HeldShim::start(cmd.argv, console_log, cmd.timeout.value_or(std::chrono::seconds(120)),
+                        cmd.agent_socket, cmd.shim_lifetime));
 }
 
 LaunchResult LocalRunner::launch_detached(const Command& cmd,

@@ -20,6 +20,7 @@
 #include <string>
 #include <vector>
 
+#include "lib/core/helper.hpp"
 #include "lib/core/process.hpp"
 
 namespace sandweave {
@@ -39,6 +40,26 @@ LaunchResult launch_under_shim(const std::vector<std::string>& argv,
                                const std::filesystem::path& agent_socket = {},
                                const std::vector<std::string>& lifetime = {});
 
+// launch_under_shim in two steps: start() starts the shim (a HeldHelper) and
+// returns at once, go() lets it run runsc and waits for the report (the
+// timeout counts from there). Create starts it before it mounts the overlay,
+// so the shim's exec and set-up are off its critical path. Dropped without
+// go(), the shim exits without starting anything.
+class HeldShim {
+  public:
+    static HeldShim start(const std::vector<std::string>& argv,
+                          const std::filesystem::path& console_log,
+                          std::chrono::milliseconds timeout,
+                          const std::filesystem::path& agent_socket = {},
+                          const std::vector<std::string>& lifetime = {});
+    LaunchResult go();
+
+  private:
+    HeldHelper helper_;
+    std::filesystem::path console_log_;
+    std::chrono::milliseconds timeout_{0};
+};
+
 // What the shim runs beside the sandbox for `--lifetime ARGS`: called once
 // runsc has started the sandbox and before the shim reports ready (so it can
 // take a lock the launcher will find held); the body it returns then runs in
@@ -48,8 +69,9 @@ LaunchResult launch_under_shim(const std::vector<std::string>& argv,
 using ShimCompanion =
     std::function<std::function<void(int stop_fd)>(const std::vector<std::string>& args)>;
 
-// Entry point of `sandweave __shim [--agent SOCKET] [--lifetime STATE_DIR ID]
-// CONSOLE_LOG RUNSC ARGS...` (fd 3: the report).
+// Entry point of `sandweave __shim [--agent SOCKET] [--held] [--lifetime
+// STATE_DIR ID] CONSOLE_LOG RUNSC ARGS...` (fd 3: the report; with --held,
+// fd 4: the go socket).
 int shim_main(const std::vector<std::string>& args, const ShimCompanion& companion = {});
 
 }  // namespace sandweave

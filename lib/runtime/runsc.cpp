@@ -129,42 +129,69 @@ CommandResult Runsc::raw(std::vector<std::string> args) {
 
 namespace {
 
-void launch_or_throw(CommandRunner& runner, Command c, const fs::path& console_log,
-                     const std::string& what) {
+Command launch_command(std::vector<std::string> argv, const fs::path& agent_socket,
+                       const std::vector<std::string>& shim_lifetime) {
+    Command c;
+    c.agent_socket = agent_socket;
+    c.shim_lifetime = shim_lifetime;
+    c.argv = std::move(argv);
     c.argv.insert(c.argv.begin() + 1, "--log-fd=3");
     c.timeout = std::chrono::seconds(60);
-    LaunchResult r = runner.launch_detached(c, console_log);
+    return c;
+}
+
+}  // namespace
+
+void Runsc::Launch::go() {
+    if (!prepared_) throw Error(ErrorCode::general, "internal: a runsc launch goes once");
+    LaunchResult r = prepared_->go();
+    prepared_.reset();
     if (r.exit_status != 0) {
         auto msg = last_error_message(r.runtime_error);
         throw Error(ErrorCode::runtime,
-                    what + ": " +
+                    what_ + ": " +
                         (msg                       ? *msg
                          : r.runtime_error.empty() ? "exit status " + std::to_string(r.exit_status)
                                                    : r.runtime_error));
     }
 }
 
-}  // namespace
+Runsc::Launch Runsc::prepare_run_detached(const std::string& id, const fs::path& bundle,
+                                          const fs::path& console_log, const fs::path& agent_socket,
+                                          const std::vector<std::string>& shim_lifetime) {
+    Launch l;
+    l.what_ = "runsc run";
+    l.prepared_ = runner_.prepare_detached(
+        launch_command(argv({"run", "--detach", "--bundle", bundle.string(), id}), agent_socket,
+                       shim_lifetime),
+        console_log);
+    return l;
+}
+
+Runsc::Launch Runsc::prepare_restore_detached(const std::string& id, const fs::path& bundle,
+                                              const fs::path& image, const fs::path& console_log,
+                                              const fs::path& agent_socket,
+                                              const std::vector<std::string>& shim_lifetime) {
+    Launch l;
+    l.what_ = "runsc restore";
+    l.prepared_ = runner_.prepare_detached(
+        launch_command(argv({"restore", "--detach", "--image-path", image.string(), "--bundle",
+                             bundle.string(), id}),
+                       agent_socket, shim_lifetime),
+        console_log);
+    return l;
+}
 
 void Runsc::run_detached(const std::string& id, const fs::path& bundle, const fs::path& console_log,
                          const fs::path& agent_socket,
                          const std::vector<std::string>& shim_lifetime) {
-    Command c;
-    c.agent_socket = agent_socket;
-    c.shim_lifetime = shim_lifetime;
-    c.argv = argv({"run", "--detach", "--bundle", bundle.string(), id});
-    launch_or_throw(runner_, std::move(c), console_log, "runsc run");
+    prepare_run_detached(id, bundle, console_log, agent_socket, shim_lifetime).go();
 }
 
 void Runsc::restore_detached(const std::string& id, const fs::path& bundle, const fs::path& image,
                              const fs::path& console_log, const fs::path& agent_socket,
                              const std::vector<std::string>& shim_lifetime) {
-    Command c;
-    c.agent_socket = agent_socket;
-    c.shim_lifetime = shim_lifetime;
-    c.argv = argv(
-        {"restore", "--detach", "--image-path", image.string(), "--bundle", bundle.string(), id});
-    launch_or_throw(runner_, std::move(c), console_log, "runsc restore");
+    prepare_restore_detached(id, bundle, image, console_log, agent_socket, shim_lifetime).go();
 }
 
 Runsc::ExecResult Runsc::exec_attached(const std::string& id, const ExecRequest& req,

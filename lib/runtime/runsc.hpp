@@ -9,6 +9,7 @@
 #include <chrono>
 #include <filesystem>
 #include <map>
+#include <memory>
 #include <optional>
 #include <string>
 #include <vector>
@@ -67,6 +68,28 @@ class Runsc {
                           const std::filesystem::path& console_log,
                           const std::filesystem::path& agent_socket = {},
                           const std::vector<std::string>& shim_lifetime = {});
+
+    // The two above prepared ahead (CommandRunner::prepare_detached): the
+    // supervisor starts up now, runsc only at go(), which throws as they do.
+    // Dropped without go(), nothing runs.
+    class Launch {
+      public:
+        void go();
+
+      private:
+        friend class Runsc;
+        std::unique_ptr<PreparedLaunch> prepared_;
+        std::string what_;
+    };
+    Launch prepare_run_detached(const std::string& id, const std::filesystem::path& bundle,
+                                const std::filesystem::path& console_log,
+                                const std::filesystem::path& agent_socket = {},
+                                const std::vector<std::string>& shim_lifetime = {});
+    Launch prepare_restore_detached(const std::string& id, const std::filesystem::path& bundle,
+                                    const std::filesystem::path& image,
+                                    const std::filesystem::path& console_log,
+                                    const std::filesystem::path& agent_socket = {},
+                                    const std::vector<std::string>& shim_lifetime = {});
 
     // Runs a process in the sandbox attached to the streams in `attach`;
     // returns its status.

@@ -192,12 +192,34 @@ SandboxRecord create_sandbox(Context& ctx, const CreateRequest& req) {
 
     try {
         return with_context("creating sandbox " + r.id, [&] {
-            ctx.store.save(r);
-            SANDWEAVE_FAULT_POINT("create.reserved");
-            fs::path lower = images.ensure(spec.image);
             for (const char* sub : {"rootfs", "upper", "work", "bundle", "logs", "tmp"})
                 make_dirs(dir / sub, 0700);
             ::chmod((dir / "upper").c_str(), 0755);
+            // The supervisor starts up while the rest is prepared; it runs
+            // runsc at go(), and exits doing nothing if this create fails or
+            // dies first. Its runsc flags are final here, except with audit.
+            std::optional<Runsc::Launch> launch;
+            auto prepare_launch = [&] {
+                Runsc runsc(ctx.runner, runsc_path, r.runsc_flags);
+                fs::path agent_socket = r.agent ? agent_socket_path(ctx, r.id) : fs::path();
+                // The shim watches the lifetime: no watcher process of its own.
+                std::vector<std::string> lifetime;
+                if (spec.lifetime.any()) lifetime = {ctx.store.root().string(), r.id};
+                launch =
+                    memory_restore
+                        ? runsc.prepare_restore_detached(
+                              r.id, dir / "bundle", snapshot_dir(ctx, snap->id) / "checkpoint",
+                              dir / "logs/console.log", agent_socket, lifetime)
+                        : runsc.prepare_run_detached(r.id, dir / "bundle", dir / "logs/console.log",
+                                                     agent_socket, lifetime);
+            };
+            if (!spec.runtime.audit) prepare_launch();
+            // Whole or absent after a host crash, never torn: a directory
+            // without its record is an abandoned create, which prune removes
+            // and doctor lists, so the name needs no directory fsync.
+            ctx.store.save(r, Durability::unnamed);
+            SANDWEAVE_FAULT_POINT("create.reserved");
+            fs::path lower = images.ensure(spec.image);
             if (snap) {
                 with_context("restoring the snapshot's layer", [&] {
                     copy_tree(ctx, snapshot_dir(ctx, snap->id) / "layer", dir / "upper");
@@ -214,29 +236,19 @@ SandboxRecord create_sandbox(Context& ctx, const CreateRequest& req) {
                                                  spec.runtime.network, pod_init);
                 ctx.store.save(r);
                 SANDWEAVE_FAULT_POINT("create.writer-started");
+                prepare_launch();
             }
             BundleInput in{spec, dir / "rootfs", init, "sandweave"};
             // Read once, by the runsc started next; a host crash ends what it describes.
             write_file_atomic(dir / "bundle/config.json", build_oci_config(in).dump(2), 0600,
                               Durability::live);
-
-            Runsc runsc(ctx.runner, runsc_path, r.runsc_flags);
-            fs::path agent_socket = r.agent ? agent_socket_path(ctx, r.id) : fs::path();
-            // The shim watches the lifetime: no watcher process of its own.
-            std::vector<std::string> lifetime;
-            if (spec.lifetime.any()) lifetime = {ctx.store.root().string(), r.id};
-            if (memory_restore)
-                runsc.restore_detached(r.id, dir / "bundle",
-                                       snapshot_dir(ctx, snap->id) / "checkpoint",
-                                       dir / "logs/console.log", agent_socket, lifetime);
-            else
-                runsc.run_detached(r.id, dir / "bundle", dir / "logs/console.log", agent_socket,
-                                   lifetime);
+            launch->go();
             SANDWEAVE_FAULT_POINT("create.launched");
             r.state = SandboxState::running;
             start_lifetime_clock(ctx.store, r);
-            // Not fsynced: after a host crash the durable "creating" (with a free
-            // lock) reads as failed, which is then the truth.
+            // Not fsynced: after a host crash the "creating" record (with a free
+            // lock) reads as failed, or its absence as an abandoned create,
+            // which is then the truth.
             ctx.store.save(r, Durability::live);
             // A memory restore brings its display back with its memory.
             if (spec.desktop && !memory_restore) start_desktop(ctx, r);

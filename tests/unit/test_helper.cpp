@@ -186,4 +186,45 @@ TEST_SUITE("helper") {
         CHECK_FALSE(nowhere.active());
         CHECK_NOTHROW(nowhere.ready());
     }
+
+    // HeldHelper: the helper starts now and waits on fd 4; it goes on at go()
+    // and does nothing when the launcher drops it (a failed or killed create).
+    TEST_CASE("held: nothing happens before go(); go() lets it run and reads its report") {
+        HelperScratch t;
+        fs::path mark = t.path / "went";
+        // The byte from go() (nothing at EOF); only then the mark.
+        HeldHelper h =
+            HeldHelper::start(shell("[ \"$(head -c 1 <&4)\" = g ] || exit 0; exec 4<&-; touch " +
+                                    mark.string() + "; echo ok went >&3"));
+        std::this_thread::sleep_for(std::chrono::milliseconds(300));
+        CHECK_FALSE(fs::exists(mark));
+        HelperReport r = h.go();
+        REQUIRE(r.outcome == HelperReport::Outcome::ready);
+        CHECK(r.detail == "went");
+        CHECK(fs::exists(mark));
+        CHECK_THROWS_AS(h.go(), Error);
+    }
+
+    TEST_CASE("held: dropped without go(), the helper reads EOF and never runs") {
+        HelperScratch t;
+        fs::path mark = t.path / "went";
+        fs::path eof = t.path / "eof";
+        {
+            HeldHelper h =
+                HeldHelper::start(shell("if [ \"$(head -c 1 <&4)\" = g ]; then touch " +
+                                        mark.string() + "; else touch " + eof.string() + "; fi"));
+        }
+        for (int i = 0; i < 200 && !fs::exists(eof); ++i)
+            std::this_thread::sleep_for(std::chrono::milliseconds(10));
+        CHECK(fs::exists(eof));
+        CHECK_FALSE(fs::exists(mark));
+    }
+
+    TEST_CASE("held: go() to a helper that already died is its report, not a SIGPIPE") {
+        HeldHelper h = HeldHelper::start(shell("exec 4<&-; echo 'error gave up' >&3"));
+        std::this_thread::sleep_for(std::chrono::milliseconds(300));
+        HelperReport r = h.go();
+        CHECK(r.outcome == HelperReport::Outcome::failed);
+        CHECK(r.detail == "gave up");
+    }
 }  // TEST_SUITE
