@@ -505,9 +505,19 @@ TEST_CASE("audit offline: a dead writer's log is exported with writer_died") {
     CHECK(has(live.reasons, "writer_died"));
     CHECK_FALSE(has(live.reasons, "runtime_unavailable"));
 
-    // No state at all: a clear error.
+    // No state at all: the writer never started (a create killed before it
+    // ran). Nothing was written, and the status says so instead of failing.
     TempDir empty("audit", short_tmp);
-    CHECK_THROWS_AS(barrier(empty.path, 0, std::chrono::seconds(1)), sandweave::Error);
+    Status none = barrier(empty.path, 0, std::chrono::seconds(1));
+    CHECK_FALSE(none.complete);
+    CHECK(none.events == 0);
+    CHECK(none.bytes == 0);
+    CHECK(none.last_sequence == 0);
+    CHECK(has(none.reasons, "writer_never_started"));
+    Status exported = export_log(empty.path, empty.path / "out.jsonl", std::nullopt);
+    CHECK_FALSE(exported.complete);
+    CHECK(fs::file_size(empty.path / "out.jsonl") == 0);
+    CHECK(exported.sha256 == "e3b0c44298fc1c149afbf4c8996fb92427ae41e4649b934ca495991b7852b855");
 }
 
 TEST_CASE("audit writer argv round-trips and rejects bad input") {
