@@ -25,6 +25,7 @@ readonly PATCHES=(
   "$SCRIPT_DIR/pty.patch"
   "$SCRIPT_DIR/limits.patch"
   "$SCRIPT_DIR/audit-context.patch"
+  "$SCRIPT_DIR/audit-cost.patch"
 )
 readonly CACHE_ROOT="${SANDWEAVE_RUNTIME_CACHE:-/var/cache/sandweave/runtime}"
 readonly INSTALL_DIR="${SANDWEAVE_RUNTIME_DIR:-/usr/local/lib/sandweave}"
