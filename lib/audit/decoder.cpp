@@ -213,8 +213,8 @@ bool RecordFormatter::emit(const Schema& s, std::string_view data, int depth, Js
     // JSON is what the walk below would write for them.
     std::int64_t time_ns = 0;
     std::string_view context_rest;
-    const bool context = !top_level && &s == context_schema_ &&
-                         split_context(data, time_ns, context_rest);
+    const bool context =
+        !top_level && &s == context_schema_ && split_context(data, time_ns, context_rest);
     if (context && memo_valid_ && context_rest == memo_rest_) {
         out.raw(s.fields[0].key);
         out.exact_i64(time_ns);

@@ -361,15 +361,15 @@ TEST_CASE("audit decoder: the context memo writes what a fresh formatter writes"
     const std::string bad_name = std::string("\x4a\x02\xff", 3) + "x";  // process_name, not UTF-8
     const std::vector<std::string> contexts = {
         ctx(1, "/tmp"),
-        ctx(2, "/tmp"),                          // the memo's rest
-        ctx(9007199254740993, "/tmp"),           // time beyond 2^53: a string
-        ctx(3, "/"),                             // a new rest
-        ctx(4, "/tmp"),                          // the old one again
+        ctx(2, "/tmp"),                            // the memo's rest
+        ctx(9007199254740993, "/tmp"),             // time beyond 2^53: a string
+        ctx(3, "/"),                               // a new rest
+        ctx(4, "/tmp"),                            // the old one again
         ctx(5, "/") + std::string("\x08\x07", 2),  // time_ns twice: the last one wins
         ctx(6, "/"),
-        ctx(0, "/"),                             // no time_ns at all
-        ctx(7, "/") + bad_name,                  // lossy, memoized
-        ctx(8, "/") + bad_name,                  // lossy from the memo
+        ctx(0, "/"),             // no time_ns at all
+        ctx(7, "/") + bad_name,  // lossy, memoized
+        ctx(8, "/") + bad_name,  // lossy from the memo
         ctx(9, "/"),
     };
     RecordFormatter warm;
