@@ -43,6 +43,7 @@ readonly PATCHED_PKGS=(
   gvisor.dev/gvisor/pkg/sentry/fsimpl/cgroupfs
   gvisor.dev/gvisor/pkg/sentry/vfs
   gvisor.dev/gvisor/pkg/sentry/syscalls/linux
+  gvisor.dev/gvisor/pkg/sentry/kernel/auth
 )
 
 log() { printf 'build-runsc: %s\n' "$*" >&2; }
