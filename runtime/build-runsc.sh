@@ -25,6 +25,7 @@ readonly PATCHES=(
   "$SCRIPT_DIR/pty.patch"
   "$SCRIPT_DIR/limits.patch"
   "$SCRIPT_DIR/audit-context.patch"
+  "$SCRIPT_DIR/audit-cost.patch"
   "$SCRIPT_DIR/memory.patch"
 )
 readonly CACHE_ROOT="${SANDWEAVE_RUNTIME_CACHE:-/var/cache/sandweave/runtime}"
@@ -43,6 +44,7 @@ readonly PATCHED_PKGS=(
   gvisor.dev/gvisor/pkg/sentry/fsimpl/cgroupfs
   gvisor.dev/gvisor/pkg/sentry/vfs
   gvisor.dev/gvisor/pkg/sentry/syscalls/linux
+  gvisor.dev/gvisor/pkg/sentry/kernel/auth
 )
 
 log() { printf 'build-runsc: %s\n' "$*" >&2; }

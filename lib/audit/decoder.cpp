@@ -53,6 +53,27 @@ RecordFormatter::RecordFormatter() {
                 mark_always(schema, a).hex = true;
     }
     for (auto& o : occ_) o.reserve(64);
+    const pb::Descriptor* context = pool->FindMessageTypeByName("sandweave.audit.wire.TaskContext");
+    if (auto it = built_.find(context); context != nullptr && it != built_.end()) {
+        const Schema& cs = schemas_[static_cast<std::size_t>(it->second)];
+        // The memo relies on time_ns being the schema's first field.
+        if (!cs.fields.empty() && cs.fields[0].number == 1 && cs.fields[0].kind == Kind::i64 &&
+            cs.fields[0].key == "\"time_ns\":" && !cs.fields[0].always)
+            context_schema_ = &cs;
+    }
+}
+
+bool RecordFormatter::split_context(std::string_view data, std::int64_t& time_ns,
+                                    std::string_view& rest) {
+    // Field 1, varint: tag byte 0x08.
+    if (data.empty() || data[0] != '\x08') return false;
+    const auto* p = reinterpret_cast<const unsigned char*>(data.data()) + 1;
+    const auto* end = reinterpret_cast<const unsigned char*>(data.data()) + data.size();
+    std::uint64_t v;
+    if (!read_varint(p, end, v)) return false;
+    time_ns = static_cast<std::int64_t>(v);
+    rest = std::string_view(reinterpret_cast<const char*>(p), static_cast<std::size_t>(end - p));
+    return true;
 }
 
 RecordFormatter::Field& RecordFormatter::mark_always(int schema, std::string_view field_name) {
@@ -188,6 +209,22 @@ void RecordFormatter::sysno_name(JsonOut& out, std::uint64_t sysno) {
 
 bool RecordFormatter::emit(const Schema& s, std::string_view data, int depth, JsonOut& out,
                            bool& lossy, bool top_level) {
+    // A context whose bytes after time_ns are those of the memo: the memo's
+    // JSON is what the walk below would write for them.
+    std::int64_t time_ns = 0;
+    std::string_view context_rest;
+    const bool context =
+        !top_level && &s == context_schema_ && split_context(data, time_ns, context_rest);
+    if (context && memo_valid_ && context_rest == memo_rest_) {
+        out.raw(s.fields[0].key);
+        out.exact_i64(time_ns);
+        out.raw(memo_json_);
+        lossy = lossy || memo_lossy_;
+        return true;
+    }
+    const std::size_t start = out.size();
+    const bool lossy_in = lossy;
+    lossy = false;
     // The top level was parsed by the caller (it needed sysno first).
     if (!top_level && !parse(s, data, depth)) return false;
     auto& occ = occ_[depth];
@@ -312,6 +349,22 @@ bool RecordFormatter::emit(const Schema& s, std::string_view data, int depth, Js
         sep();
         out.raw("\"unknown_fields\":");
         out.base64(unknown_[depth]);
+    }
+    const bool mine = lossy;
+    lossy = lossy_in || mine;
+    // Memoize only what the ordered walk wrote: then time_ns came first and
+    // once, and everything after it depends on context_rest alone.
+    if (context && ordered) {
+        memo_scratch_.clear();
+        memo_scratch_.raw(s.fields[0].key);
+        memo_scratch_.exact_i64(time_ns);
+        std::string_view written = out.buf().substr(start);
+        memo_valid_ = written.substr(0, memo_scratch_.size()) == memo_scratch_.buf();
+        if (memo_valid_) {
+            memo_rest_.assign(context_rest);
+            memo_json_.assign(written.substr(memo_scratch_.size()));
+            memo_lossy_ = mine;
+        }
     }
     return true;
 }

@@ -105,6 +105,16 @@ class RecordFormatter {
     std::string unknown_[kMaxDepth];
     std::unordered_map<std::uint64_t, std::string> point_cache_;
     std::string point_tmp_;
+
+    // The context memo. Consecutive records of a task carry the same context
+    // but for time_ns (its field 1, written first): the JSON of everything
+    // after it is kept with the bytes it came from, and reused while those
+    // bytes stay the same instead of parsing and formatting them again.
+    static bool split_context(std::string_view data, std::int64_t& time_ns, std::string_view& rest);
+    const Schema* context_schema_ = nullptr;
+    bool memo_valid_ = false, memo_lossy_ = false;
+    std::string memo_rest_, memo_json_;
+    JsonOut memo_scratch_;
 };
 
 // Meta records written by the writer itself.

@@ -68,6 +68,17 @@ constexpr std::size_t kIdleBufferBytes = 64u << 10;
 constexpr auto kHandshakeTimeout = 5s;
 constexpr auto kSyncInterval = 1s;
 constexpr std::size_t kReserveBytes = 64u << 10;
+// Once on disk (fdatasync), the log's pages are dropped from the page cache
+// (POSIX_FADV_DONTNEED): nothing reads them back soon, and the writer's next
+// pages then reuse memory just freed instead of fresh free memory. On a VM
+// whose free memory goes back to the host (virtio-balloon free page
+// reporting), each fresh page costs a host fault on first touch: measured on
+// the 2-CPU dev VM, writing 1 GiB in 1 MiB writes with an fdatasync per
+// 16 MiB took 1.6-7.1 s of system CPU with the pages kept and 0.17-0.20 s
+// with them dropped; at 470 bytes a record, that was most of the writer's
+// CPU under a dd guest. A second benefit anywhere: an audit log of gigabytes
+// does not push everyone else's files out of the cache.
+constexpr std::uint64_t kPageBytes = 4096;
 // After the sink socket was drained, the reader leaves it alone this long so
 // that a busy sentry's messages are taken in batches (recvmmsg) instead of one
 // wakeup of the reader and the writer thread per message, which costs more
@@ -195,6 +206,7 @@ class Writer {
     void emit_gap(std::uint64_t lost, const char* source);
     void flush_output();
     void sync_log();
+    void drop_synced_pages();
     void release_idle_memory();
     WriterState snapshot() const;
     void persist(const WriterState& s);
@@ -244,6 +256,7 @@ class Writer {
     std::uint64_t seq_ = 0, events_ = 0;
     std::uint64_t committed_bytes_ = 0, committed_seq_ = 0, committed_events_ = 0;
     std::uint64_t synced_bytes_ = 0, synced_seq_ = 0, synced_events_ = 0;
+    std::uint64_t dropped_bytes_ = 0;  // the log's page cache is dropped up to here (kPageBytes)
     std::uint64_t runtime_dropped_ = 0, queue_overflow_ = 0, truncated_ = 0;
     std::uint64_t byte_limit_dropped_ = 0, disk_dropped_ = 0;
     std::uint64_t malformed_ = 0, unknown_types_ = 0, lossy_ = 0;
@@ -781,6 +794,17 @@ void Writer::sync_log() {
     synced_seq_ = committed_seq_;
     synced_events_ = committed_events_;
     synced_chain_ = committed_chain_;
+    drop_synced_pages();
+}
+
+void Writer::drop_synced_pages() {
+    // Whole pages only: the last, partial one is appended to next.
+    const std::uint64_t end = synced_bytes_ / kPageBytes * kPageBytes;
+    if (end <= dropped_bytes_) return;
+    // Advice only: if it fails, the pages stay cached, nothing else changes.
+    (void)::posix_fadvise(log_fd_.get(), static_cast<off_t>(dropped_bytes_),
+                          static_cast<off_t>(end - dropped_bytes_), POSIX_FADV_DONTNEED);
+    dropped_bytes_ = end;
 }
 
 WriterState Writer::snapshot() const {

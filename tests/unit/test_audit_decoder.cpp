@@ -340,3 +340,56 @@ TEST_CASE("audit json: base64 and numbers") {
     o.u64(UINT64_MAX);
     CHECK(o.buf() == "-9223372036854775808 18446744073709551615");
 }
+
+TEST_CASE("audit decoder: the context memo writes what a fresh formatter writes") {
+    // A point whose context is given as raw TaskContext bytes (so that odd
+    // encodings can be sent too): openat, type 7.
+    auto open_with = [](const std::string& ctx_bytes) {
+        w::OpenCall o;
+        o.set_pathname("/etc/passwd");
+        o.set_fd(3);
+        std::string payload = "\x0a" + std::string(1, static_cast<char>(ctx_bytes.size())) +
+                              ctx_bytes + o.SerializeAsString();
+        return frame_message(7, payload, 0);
+    };
+    auto ctx = [](std::int64_t time_ns, const std::string& cwd) {
+        w::TaskContext c = context(4);
+        c.set_time_ns(time_ns);
+        c.set_cwd(cwd);
+        return c.SerializeAsString();
+    };
+    const std::string bad_name = std::string("\x4a\x02\xff", 3) + "x";  // process_name, not UTF-8
+    const std::vector<std::string> contexts = {
+        ctx(1, "/tmp"),
+        ctx(2, "/tmp"),                            // the memo's rest
+        ctx(9007199254740993, "/tmp"),             // time beyond 2^53: a string
+        ctx(3, "/"),                               // a new rest
+        ctx(4, "/tmp"),                            // the old one again
+        ctx(5, "/") + std::string("\x08\x07", 2),  // time_ns twice: the last one wins
+        ctx(6, "/"),
+        ctx(0, "/"),             // no time_ns at all
+        ctx(7, "/") + bad_name,  // lossy, memoized
+        ctx(8, "/") + bad_name,  // lossy from the memo
+        ctx(9, "/"),
+    };
+    RecordFormatter warm;
+    for (std::size_t i = 0; i < contexts.size(); ++i) {
+        CAPTURE(i);
+        std::string msg = open_with(contexts[i]);
+        RecordFormatter fresh;
+        JsonOut a, b;
+        auto ra = warm.message(a, i + 1, 0, msg);
+        auto rb = fresh.message(b, i + 1, 0, msg);
+        CHECK(a.buf() == b.buf());
+        CHECK(ra.lossy == rb.lossy);
+        CHECK(ra.outcome == RecordFormatter::Outcome::event);
+    }
+    JsonOut out;
+    auto r = warm.message(out, 1, 0, open_with(ctx(5, "/") + std::string("\x08\x07", 2)));
+    CHECK_FALSE(r.lossy);
+    CHECK(nlohmann::json::parse(out.buf())["context_data"]["time_ns"] == 7);
+    out.clear();
+    r = warm.message(out, 1, 0, open_with(ctx(8, "/") + bad_name));
+    CHECK(r.lossy);
+    CHECK(nlohmann::json::parse(out.buf())["context_data"]["time_ns"] == 8);
+}
