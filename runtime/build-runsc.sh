@@ -45,6 +45,7 @@ readonly PATCHED_PKGS=(
   gvisor.dev/gvisor/pkg/sentry/vfs
   gvisor.dev/gvisor/pkg/sentry/syscalls/linux
   gvisor.dev/gvisor/pkg/sentry/kernel/auth
+  gvisor.dev/gvisor/runsc/cmd
 )
 
 log() { printf 'build-runsc: %s\n' "$*" >&2; }
