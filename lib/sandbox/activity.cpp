@@ -4,6 +4,9 @@
 #include <sys/stat.h>
 #include <unistd.h>
 
+#include <chrono>
+#include <thread>
+
 #include "lib/core/error.hpp"
 #include "lib/core/fd.hpp"
 #include "lib/core/log.hpp"
@@ -48,8 +51,16 @@ ActivityInfo read_activity(const fs::path& dir) {
             std::chrono::duration_cast<std::chrono::system_clock::duration>(
                 std::chrono::seconds(st.st_mtim.tv_sec) +
                 std::chrono::nanoseconds(st.st_mtim.tv_nsec)));
+    // The probe takes the lock exclusively for an instant, so two probes at
+    // once (the shim's lifetime watcher and an `inspect`) each see the other
+    // as a running command. A command holds its shared lock for as long as it
+    // runs: a few tries a millisecond apart tell the two apart.
     try {
-        info.busy = !FileLock::try_lock(activity_file(dir)).locked();
+        info.busy = true;
+        for (int attempt = 0; attempt < 5 && info.busy; ++attempt) {
+            if (attempt) std::this_thread::sleep_for(std::chrono::milliseconds(1));
+            info.busy = !FileLock::try_lock(activity_file(dir)).locked();
+        }
     } catch (const Error&) {
         info.busy = false;
     }
