@@ -760,6 +760,28 @@ static void reap(void) {
     }
 }
 
+static void add_changed_signal(int sig) {
+    for (int i = 0; i < n_changed_signals; i++)
+        if (changed_signals[i] == sig) return;
+    changed_signals[n_changed_signals++] = sig;
+}
+
+/* The signals this process was started with ignored (the only
+ * dispositions an execve keeps). PID 1 has none: the runtime creates it with
+ * every signal at its default, and nothing of ours installs a handler but
+ * agent_serve's SIGPIPE. Anything else (the agent run by hand, as in a test)
+ * asks sigaction(2), 31 system calls that PID 1 keeps off the path to the
+ * first command. */
+static void find_changed_signals(void) {
+    if (getpid() == 1) return;
+    for (int sig = 1; sig < 32; sig++) {
+        struct sigaction old;
+        if (sig != SIGKILL && sig != SIGSTOP && sigaction(sig, NULL, &old) == 0 &&
+            old.sa_handler != SIG_DFL)
+            add_changed_signal(sig);
+    }
+}
+
 int agent_serve(const sigset_t* signals) {
     for (int i = 0; i < SW_AGENT_MAX_SESSIONS; i++) {
         struct session* s = &sessions[i];
@@ -767,13 +789,9 @@ int agent_serve(const sigset_t* signals) {
     }
     /* A command that stops reading its stdin, or a host that goes away,
      * must be an EPIPE here, never the end of PID 1. */
+    find_changed_signals();
     signal(SIGPIPE, SIG_IGN);
-    for (int sig = 1; sig < 32; sig++) {
-        struct sigaction old;
-        if (sig != SIGKILL && sig != SIGSTOP && sigaction(sig, NULL, &old) == 0 &&
-            old.sa_handler != SIG_DFL)
-            changed_signals[n_changed_signals++] = sig;
-    }
+    add_changed_signal(SIGPIPE);
     devnull = open("/dev/null", O_RDONLY | O_CLOEXEC);
     uid_t ru, eu, su;
     gid_t rg, eg, sg;
