@@ -35,6 +35,7 @@ packages=(
   libprotobuf-dev protobuf-compiler libssl-dev
   nettle-dev  # SHA-256 (lib/core/sha256.hpp); libssl-dev stays for the unit tests
   libarchive-dev  # sandweave cp: tar streams
+  musl-tools  # the guest init is built against musl: fewer pages and system calls before the first command
   runsc golang-go golang-gvisor-gvisor-dev
   busybox-static debootstrap procps util-linux python3 python3-pip python3-setuptools python3-wheel
   skopeo umoci  # image import
