@@ -47,8 +47,7 @@ void write_file_atomic(const fs::path& path, std::string_view data, mode_t mode,
         if (::fchmod(fd.get(), mode) != 0) throw_errno("chmod " + tmp.string());
         write_all(fd.get(), data, tmp);
         bool durable = durability == Durability::durable;
-        if (durability != Durability::live && ::fsync(fd.get()) != 0)
-            throw_errno("fsync " + tmp.string());
+        if (durable && ::fsync(fd.get()) != 0) throw_errno("fsync " + tmp.string());
         // close() can report a write error (NFS, quotas): checked, not left to ~Fd.
         if (::close(fd.release()) != 0) throw_errno("close " + tmp.string());
         if (::rename(tmp.c_str(), path.c_str()) != 0) throw_errno("rename to " + path.string());

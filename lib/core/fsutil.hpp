@@ -23,12 +23,10 @@ namespace fs = std::filesystem;
 // may revert to the previous content if the host itself goes down: for files
 // that only describe something that cannot outlive the host (a running
 // sandbox's state, its runsc bundle), where two fsyncs would cost several ms
-// of a command's latency for nothing. `unnamed` fsyncs the file but not its
-// directory: after a host crash the new name is there with its whole content
-// or not at all (never empty or torn), for a first file whose absence the
-// recovery already handles (a create's first record: a sandbox directory
-// without one is an abandoned create, state.hpp). One fsync instead of two.
-enum class Durability { durable, live, unnamed };
+// of a command's latency for nothing. After a host crash a `live` file may
+// also be empty (its data never reached the disk), which its reader must
+// treat as absent (a sandbox record: StateStore::try_load).
+enum class Durability { durable, live };
 
 // Replaces `path` with `data` atomically: readers see the old or the new file,
 // never a mix, and after return the new content is as durable as asked. Mode

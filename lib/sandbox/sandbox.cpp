@@ -214,10 +214,11 @@ SandboxRecord create_sandbox(Context& ctx, const CreateRequest& req) {
                                                      agent_socket, lifetime);
             };
             if (!spec.runtime.audit) prepare_launch();
-            // Whole or absent after a host crash, never torn: a directory
-            // without its record is an abandoned create, which prune removes
-            // and doctor lists, so the name needs no directory fsync.
-            ctx.store.save(r, Durability::unnamed);
+            // Not fsynced: after a host crash it is whole, empty or absent,
+            // and a directory without a record (an empty one reads as none,
+            // state.cpp) is an abandoned create that prune removes and doctor
+            // lists. An fsync here was a journal commit on create's path.
+            ctx.store.save(r, Durability::live);
             SANDWEAVE_FAULT_POINT("create.reserved");
             fs::path lower = images.ensure(spec.image);
             if (snap) {

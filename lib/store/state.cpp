@@ -425,6 +425,20 @@ StateStore::Reservation StateStore::reserve(const std::string& name) {
     throw Error(ErrorCode::general, "could not allocate a sandbox id");
 }
 
+namespace {
+
+// A record is written whole and renamed into place (write_file_atomic), so a
+// running process never sees it empty. An empty one is what a host crash
+// leaves of a record whose data had not reached the disk (Durability::live):
+// it reads as no record at all.
+bool has_record(const fs::path& dir) {
+    std::error_code ec;
+    auto size = fs::file_size(dir / sandbox_kind.record, ec);
+    return !ec && size > 0;
+}
+
+}  // namespace
+
 std::vector<StateStore::Abandoned> StateStore::abandoned_reservations() const {
     std::vector<Abandoned> out;
     FileLock window(reserve_window_lock(root_));
@@ -432,11 +446,10 @@ std::vector<StateStore::Abandoned> StateStore::abandoned_reservations() const {
     for (const auto& e : fs::directory_iterator(root_ / "sandboxes", ec)) {
         std::string id = e.path().filename().string();
         if (!plain_name(id) || !e.is_directory(ec)) continue;
-        if (fs::exists(e.path() / sandbox_kind.record, ec)) continue;
+        if (has_record(e.path())) continue;
         auto lock = FileLock::try_lock(e.path() / "lock");
         // Saved meanwhile by its (live) creator between our two looks: not abandoned.
-        if (lock.locked() && !fs::exists(e.path() / sandbox_kind.record, ec))
-            out.push_back(Abandoned{id, std::move(lock)});
+        if (lock.locked() && !has_record(e.path())) out.push_back(Abandoned{id, std::move(lock)});
     }
     return out;
 }
@@ -453,9 +466,7 @@ std::string StateStore::resolve_id(const std::string& ref) const {
 }
 
 std::optional<SandboxRecord> StateStore::try_load(const std::string& id) const {
-    fs::path file = sandbox_dir(id) / "sandbox.json";
-    std::error_code ec;
-    if (!fs::exists(file, ec)) return std::nullopt;
+    if (!has_record(sandbox_dir(id))) return std::nullopt;
     return load(id);
 }
 

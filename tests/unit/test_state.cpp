@@ -349,6 +349,21 @@ TEST_SUITE("state") {
         CHECK(store.abandoned_reservations().empty());
     }
 
+    TEST_CASE("an empty record (a host crash before its data reached the disk) reads as none") {
+        TempDir t("state");
+        StateStore store(t.path);
+        std::string cut = store.reserve("cut").id;  // lock released: its creator is gone
+        write_file_atomic(store.sandbox_dir(cut) / "sandbox.json", "", 0600, Durability::live);
+        auto held = store.reserve("held");  // its creator still holds the lock
+        write_file_atomic(store.sandbox_dir(held.id) / "sandbox.json", "", 0600, Durability::live);
+
+        CHECK_FALSE(store.try_load(cut).has_value());
+        CHECK(store.list().empty());
+        auto found = store.abandoned_reservations();
+        REQUIRE(found.size() == 1u);
+        CHECK(found[0].id == cut);
+    }
+
     TEST_CASE("removal renames first, then removes, and leaves nothing behind") {
         TempDir t;
         StateStore store(t.path);
