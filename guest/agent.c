@@ -805,11 +805,12 @@ int agent_serve(const sigset_t* signals) {
     static struct session* owner[2 + 3 * SW_AGENT_MAX_SESSIONS];
     static int which[2 + 3 * SW_AGENT_MAX_SESSIONS];
     for (;;) {
-        uint64_t now = now_ms();
+        uint64_t now = 0; /* read only when a command has a deadline: a system call */
         int timeout = connected ? -1 : 1000;
         for (int i = 0; i < SW_AGENT_MAX_SESSIONS; i++) {
             struct session* s = &sessions[i];
             if (!s->id || !s->deadline_ms || s->reaped) continue;
+            if (!now) now = now_ms();
             if (s->deadline_ms <= now) {
                 if (!s->timed_out) {
                     s->timed_out = 1;
