@@ -22,7 +22,8 @@ void register_cp(CLI::App& app, GlobalOptions& g, Outcome& out) {
     cp->footer(
         "A directory is copied with its contents, modes, times and symlinks; SRC/. copies the\n"
         "contents only. Into an existing directory the copy goes inside it; otherwise DST's\n"
-        "parent must exist. Nothing is left half-written: a failed copy removes what it wrote.");
+        "parent must exist. A relative guest path (ID:dir/file) is relative to the sandbox's\n"
+        "working directory. Nothing is left half-written: a failed copy removes what it wrote.");
     cp->callback([&g, &out, src, dst, user] {
         Session s(g);
         api::CopyParams p;

@@ -55,9 +55,10 @@ CopyEndpoint parse_copy_endpoint(const std::string& text) {
     if (colon != std::string::npos && colon > 0 && (slash == std::string::npos || colon < slash)) {
         e.sandbox = text.substr(0, colon);
         e.path = text.substr(colon + 1);
-        if (e.path.empty() || e.path[0] != '/')
-            throw Error(ErrorCode::usage, "'" + text + "': the sandbox path must be absolute (" +
-                                              *e.sandbox + ":/path)");
+        if (e.path.empty())
+            throw Error(ErrorCode::usage, "'" + text + "': no path in the sandbox (" + *e.sandbox +
+                                              ":/path, or relative to its working "
+                                              "directory)");
         return e;
     }
     if (text.empty()) throw Error(ErrorCode::usage, "an empty path");

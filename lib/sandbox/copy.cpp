@@ -9,9 +9,11 @@ namespace sandweave {
 
 namespace {
 
+// A relative path is the guest's own business: the copier runs in the
+// sandbox's working directory (its template's `cwd`), as docker cp resolves
+// one against the container's WORKDIR.
 void check_guest_path(const std::string& path) {
-    if (path.empty() || path[0] != '/')
-        throw Error(ErrorCode::usage, "guest path '" + path + "' is not absolute");
+    if (path.empty()) throw Error(ErrorCode::usage, "an empty guest path");
     if (path.size() > 4096 || path.find('\0') != std::string::npos)
         throw Error(ErrorCode::usage, "guest path is not usable");
 }
@@ -26,7 +28,7 @@ void run_copier(Context& ctx, const std::string& id_text, agent::ExecSpec spec,
     UserSpec u = user.value_or(UserSpec{0, 0});
     spec.uid = u.uid;
     spec.gid = u.gid;
-    spec.cwd = "/";
+    spec.cwd = r.spec.cwd.empty() ? "/" : r.spec.cwd;
     std::string said;
     io.err = OutputSink{-1, [&said](std::string_view chunk) {
                             if (said.size() < 4096) said.append(chunk.substr(0, 4096));

@@ -60,7 +60,22 @@ assert_true "... and writes nothing here" test ! -e "$T/none"
 assert_exit "a missing local source is an error (1)" 1 sw cp "$T/no-such" "$ID:/tmp"
 assert_exit "no such sandbox: 4" 4 sw cp "$T/src/hello.txt" "sw-nosuch:/tmp"
 assert_exit "two local paths: a usage error (2)" 2 sw cp "$T/src" "$T/other"
-assert_exit "a relative guest path: a usage error (2)" 2 sw cp "$T/src" "$ID:tmp"
+# A relative guest path is relative to the sandbox's working directory (its
+# template's cwd), as docker cp resolves one against WORKDIR.
+assert_exit "a relative guest path (cwd /): in" 0 sw cp "$T/src/hello.txt" "$ID:tmp/rel.txt"
+assert_eq "... lands below /" "$(cat "$T/src/hello.txt")" "$(sw run "$ID" -- cat /tmp/rel.txt)"
+assert_exit "... and out" 0 sw cp "$ID:tmp/rel.txt" "$T/rel-out.txt"
+assert_eq "... the same bytes" "$(cat "$T/src/hello.txt")" "$(cat "$T/rel-out.txt")"
+WID=$(sw create --template '{"extends": "base", "cwd": "/tmp"}') || fatal "create with cwd /tmp"
+assert_exit "a relative guest path (cwd /tmp): in" 0 sw cp "$T/src/hello.txt" "$WID:wd.txt"
+assert_eq "... lands in the working directory" "$(cat "$T/src/hello.txt")" \
+    "$(sw run "$WID" -- cat /tmp/wd.txt)"
+assert_exit "... and out, by the same name" 0 sw cp "$WID:wd.txt" "$T/wd-out.txt"
+assert_eq "... the same bytes" "$(cat "$T/src/hello.txt")" "$(cat "$T/wd-out.txt")"
+assert_exit "a missing relative guest source names it" 1 sw cp "$WID:nosuch" "$T/none"
+assert_match "... as given" "nosuch: No such file or directory" "$LAST_ERR"
+sw rm "$WID" >/dev/null
+assert_exit "an empty guest path: a usage error (2)" 2 sw cp "$T/src" "$ID:"
 assert_exit "a directory onto a file is refused" 1 sw cp "$T/src" "$ID:/tmp/renamed.txt"
 
 # --- large and byte-exact ------------------------------------------------------------------

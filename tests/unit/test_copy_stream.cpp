@@ -115,7 +115,11 @@ TEST_CASE("copy names and endpoints, as docker cp") {
     CHECK_FALSE(api::parse_copy_endpoint("./a:b").sandbox);
     CHECK_FALSE(api::parse_copy_endpoint("/abs/a:b").sandbox);
     CHECK_FALSE(api::parse_copy_endpoint("-").sandbox);
-    CHECK_THROWS_AS(api::parse_copy_endpoint("sw-1:relative"), Error);
+    // Relative to the sandbox's working directory, resolved in the guest.
+    auto rel = api::parse_copy_endpoint("sw-1:relative/x");
+    CHECK(rel.sandbox == std::optional<std::string>("sw-1"));
+    CHECK(rel.path == "relative/x");
+    CHECK_THROWS_AS(api::parse_copy_endpoint("sw-1:"), Error);
 }
 
 TEST_CASE("a hostile stream cannot write outside, through a symlink, or half a copy") {
