@@ -139,29 +139,6 @@ void start_refill(Context& ctx, const std::string& name) {
     }
 }
 
-// Whether an idle member's supervisor relays a live agent. The relay knows at
-// once: the agent's connection ends with the sandbox. Asking it is a round
-// trip to a local process, where `runsc state` is a runtime process start
-// (~10 ms, most of an acquire).
-bool agent_ready(Context& ctx, const SandboxRecord& r) {
-    if (!r.agent) return false;
-    try {
-        if (auto agent = AgentClient::try_connect(agent_socket_path(ctx, r.id), r.id))
-            return agent->status().value("agent", "") == "ready";
-    } catch (const Error& e) {
-        log().debug("pool member " + r.id + ": its relay: " + e.what());
-    }
-    return false;
-}
-
-// runsc is asked only when the relay cannot say yes (no agent, a supervisor
-// gone, an agent still connecting or down).
-bool runtime_running(Context& ctx, const SandboxRecord& r) {
-    if (agent_ready(ctx, r)) return true;
-    auto st = Runsc(ctx.runner, r.runsc, r.runsc_flags).state(r.id);
-    return st && st->status == "running";
-}
-
 std::optional<std::uint64_t> audit_position(Context& ctx, const SandboxRecord& r) {
     if (!r.spec.runtime.audit) return std::nullopt;
     try {

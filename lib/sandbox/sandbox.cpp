@@ -465,13 +465,29 @@ std::vector<SandboxView> list_sandboxes(Context& ctx) {
     return out;
 }
 
+bool agent_ready(Context& ctx, const SandboxRecord& r) {
+    if (!r.agent) return false;
+    try {
+        if (auto agent = AgentClient::try_connect(agent_socket_path(ctx, r.id), r.id))
+            return agent->status().value("agent", "") == "ready";
+    } catch (const Error& e) {
+        log().debug("sandbox " + r.id + ": its relay: " + e.what());
+    }
+    return false;
+}
+
+bool runtime_running(Context& ctx, const SandboxRecord& r) {
+    if (agent_ready(ctx, r)) return true;
+    auto st = Runsc(ctx.runner, r.runsc, r.runsc_flags).state(r.id);
+    return st && st->status == "running";
+}
+
 SandboxView inspect_sandbox(Context& ctx, const std::string& ref) {
     std::string id = ctx.store.resolve_id(ref);
     SandboxRecord r = ctx.store.load(id);
     std::map<std::string, ContainerState> runtime;
-    if (r.state == SandboxState::running) {
-        if (auto st = Runsc(ctx.runner, r.runsc, r.runsc_flags).state(id)) runtime[id] = *st;
-    }
+    if (r.state == SandboxState::running && runtime_running(ctx, r))
+        runtime[id] = ContainerState{"running", 0};
     SandboxState s = live_state(r, runtime, ctx.store);
     auto limits = s == SandboxState::running ? live_limit_usage(ctx, r) : std::nullopt;
     return sandbox_view(ctx, std::move(r), s, std::move(limits));

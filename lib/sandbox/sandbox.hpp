@@ -125,4 +125,13 @@ std::filesystem::path agent_socket_path(Context& ctx, const std::string& id);
 // `what` saying what the caller wanted ("list its processes").
 AgentClient connect_agent(Context& ctx, const SandboxRecord& r, const std::string& what);
 
+// Whether the sandbox's supervisor relays a live agent. The relay knows at
+// once (the agent's connection ends with the sandbox), and asking it is a
+// round trip to a local process, where `runsc state` is a runtime process
+// start (~10-20 ms).
+bool agent_ready(Context& ctx, const SandboxRecord& r);
+// Whether the runtime runs the sandbox: the relay when it can say yes, else
+// `runsc state` (no agent, a supervisor gone, an agent still connecting).
+bool runtime_running(Context& ctx, const SandboxRecord& r);
+
 }  // namespace sandweave
