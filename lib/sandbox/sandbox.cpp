@@ -442,13 +442,22 @@ void remove_sandbox(Context& ctx, const std::string& ref) {
 std::vector<SandboxView> list_sandboxes(Context& ctx) {
     recover_interrupted_snapshots(ctx);  // so a source a killed snapshot stopped is running again
     auto records = ctx.store.list();
+    // Each relay that says its agent is ready answers for its sandbox; runsc
+    // is started (once, for all) only for the ones no relay vouches for.
     std::map<std::string, ContainerState> runtime;
-    bool need_runtime = std::any_of(records.begin(), records.end(),
-                                    [](const auto& r) { return r.state == SandboxState::running; });
+    bool need_runtime = false;
+    for (const auto& r : records) {
+        if (r.state != SandboxState::running) continue;
+        if (agent_ready(ctx, r))
+            runtime[r.id] = ContainerState{"running", 0};
+        else
+            need_runtime = true;
+    }
     if (need_runtime) {
         fs::path runsc_path = find_runsc(ctx.runsc_flag);
-        runtime =
-            Runsc(ctx.runner, runsc_path, {"--root=" + ctx.store.runsc_root().string()}).list();
+        for (auto& [id, st] :
+             Runsc(ctx.runner, runsc_path, {"--root=" + ctx.store.runsc_root().string()}).list())
+            runtime.emplace(id, st);
     }
     std::vector<SandboxView> out;
     for (auto& r : records) {
