@@ -10,10 +10,17 @@
 #   walk  ls -lR of a tree of 5,000 files, $WALK_LOOPS times in one shell
 #         (getdents64, a stat and an xattr lookup per file: ~10k events a pass)
 #
+# A/B: with SANDWEAVE_B (another sandweave binary) and/or SANDWEAVE_RUNSC_B
+# (another runtime), each workload also gets an audited sandbox made by that
+# binary with that runtime, run in the same reps (the order rotates), and a
+# second row "W/B" against the same plain sandbox: two builds compared on
+# the same load, which separate runs on a shared machine cannot do.
+#
 # Usage: bench/audit_overhead.sh [REPS]   (default 5; needs root and a built tree)
 # Env:   SANDWEAVE (binary), SANDWEAVE_RUNSC (the runtime, e.g. one built with
 #        runtime/audit-batch.patch into SANDWEAVE_RUNTIME_DIR), DD_COUNT
-#        (default 100000), WALK_LOOPS (default 12)
+#        (default 100000), WALK_LOOPS (default 12), WORKLOADS (default
+#        "dd walk"), SANDWEAVE_B, SANDWEAVE_RUNSC_B
 set -uo pipefail
 
 reps=${1:-5}
@@ -22,6 +29,13 @@ walk_loops=${WALK_LOOPS:-12}
 top=$(cd "$(dirname "${BASH_SOURCE[0]}")/.." && pwd)
 sw=${SANDWEAVE:-$(cd "$(dirname "${BASH_SOURCE[0]}")/.." && pwd)/build/sandweave}
 [ -x "$sw" ] || sw=$top/build/sandweave
+workloads=${WORKLOADS:-dd walk}
+ab=
+if [ -n "${SANDWEAVE_B:-}${SANDWEAVE_RUNSC_B:-}" ]; then
+    ab=1
+    sw_b=${SANDWEAVE_B:-$sw}
+    runsc_b=${SANDWEAVE_RUNSC_B:-${SANDWEAVE_RUNSC:-}}
+fi
 if [ "$(id -u)" != 0 ] || [ ! -x "$sw" ] || ! command -v jq >/dev/null; then
     echo "audit_overhead: needs root, jq and a built sandweave (SANDWEAVE=$sw)" >&2
     exit 1
@@ -79,12 +93,12 @@ workload() { # name -> argv
         walk) echo /bin/sh -c "i=0; while [ \$i -lt $walk_loops ]; do ls -lR /tmp/tree >/dev/null; i=\$((i+1)); done" ;;
     esac
 }
-run_timed() { # id workload -> ns on stdout
-    local t0 t1 rc
+run_timed() { # id workload [binary] -> ns on stdout
+    local t0 t1 rc b=${3:-$sw}
     t0=$(now_ns)
     case $2 in
-        dd) "$sw" run "$1" -- /bin/dd if=/dev/zero of=/dev/null bs=1 "count=$dd_count" >/dev/null 2>&1 ;;
-        walk) "$sw" run "$1" -c "i=0; while [ \$i -lt $walk_loops ]; do ls -lR /tmp/tree >/dev/null; i=\$((i+1)); done" >/dev/null 2>&1 ;;
+        dd) "$b" run "$1" -- /bin/dd if=/dev/zero of=/dev/null bs=1 "count=$dd_count" >/dev/null 2>&1 ;;
+        walk) "$b" run "$1" -c "i=0; while [ \$i -lt $walk_loops ]; do ls -lR /tmp/tree >/dev/null; i=\$((i+1)); done" >/dev/null 2>&1 ;;
     esac
     rc=$?
     t1=$(now_ns)
@@ -95,72 +109,100 @@ run_timed() { # id workload -> ns on stdout
     echo $((t1 - t0))
 }
 
-echo "audit_overhead: $reps reps; dd count=$dd_count, walk = ls -lR of 5000 files x $walk_loops; runsc ${SANDWEAVE_RUNSC:-default}; $(nproc) CPUs, load $(cut -d' ' -f1-3 /proc/loadavg)" >&2
+echo "audit_overhead: $reps reps; dd count=$dd_count, walk = ls -lR of 5000 files x $walk_loops; runsc ${SANDWEAVE_RUNSC:-default}${ab:+; B: $sw_b, runsc ${runsc_b:-default}}; $(nproc) CPUs, load $(cut -d' ' -f1-3 /proc/loadavg)" >&2
 "$sw" image build base >/dev/null 2>&1
 plain=$("$sw" create --template base --no-audit) || exit 1
-declare -A aud
-for w in dd walk; do
+# Keys: a workload (binary A) and, A/B, "workload/B".
+declare -A aud bin
+keys=()
+for w in $workloads; do
     aud[$w]=$("$sw" create --template base --audit) || exit 1
+    bin[$w]=$sw
+    keys+=("$w")
+    if [ -n "$ab" ]; then
+        aud[$w/B]=$(SANDWEAVE_RUNSC=$runsc_b "$sw_b" create --template base --audit) || exit 1
+        bin[$w/B]=$sw_b
+        keys+=("$w/B")
+    fi
 done
 # The walk's tree and a warm-up (page cache, first exec) in every sandbox, not timed.
-for id in "$plain" "${aud[dd]}" "${aud[walk]}"; do
-    "$sw" run "$id" -c 'mkdir -p /tmp/tree && cd /tmp/tree && for d in 1 2 3 4 5 6 7 8 9 10; do mkdir -p $d && (cd $d && seq 1 500 | xargs touch); done; ls -lR /tmp/tree >/dev/null' >/dev/null 2>&1
+"$sw" run "$plain" -c 'mkdir -p /tmp/tree && cd /tmp/tree && for d in 1 2 3 4 5 6 7 8 9 10; do mkdir -p $d && (cd $d && seq 1 500 | xargs touch); done; ls -lR /tmp/tree >/dev/null' >/dev/null 2>&1
+for k in "${keys[@]}"; do
+    "${bin[$k]}" run "${aud[$k]}" -c 'mkdir -p /tmp/tree && cd /tmp/tree && for d in 1 2 3 4 5 6 7 8 9 10; do mkdir -p $d && (cd $d && seq 1 500 | xargs touch); done; ls -lR /tmp/tree >/dev/null' >/dev/null 2>&1
 done
 declare -A events0
-for w in dd walk; do
-    settle "${aud[$w]}"
-    events0[$w]=$("$sw" --json audit status "${aud[$w]}" 2>/dev/null | jq -r '.counters.written_events // 0')
+for k in "${keys[@]}"; do
+    settle "${aud[$k]}"
+    events0[$k]=$("$sw" --json audit status "${aud[$k]}" 2>/dev/null | jq -r '.counters.written_events // 0')
 done
 
 declare -A t_off t_on c_off c_on drops_rep
-for w in dd walk; do t_off[$w]=""; t_on[$w]=""; c_off[$w]=""; c_on[$w]=""; drops_rep[$w]=0; done
+for w in $workloads; do t_off[$w]=""; c_off[$w]=""; done
+for k in "${keys[@]}"; do t_on[$k]=""; c_on[$k]=""; drops_rep[$k]=0; done
 for i in $(seq 1 "$reps"); do
-    for w in dd walk; do
-        a=${aud[$w]}
-        d0=$(sentry_dropped "$a")
-        p0=$(cg_ns "$plain"); a0=$(( $(cg_ns "$a") + $(writer_ns "$a") ))
-        # Alternate the order so drift (load, caches) does not favour one side.
-        if [ $((i % 2)) = 1 ]; then
-            off=$(run_timed "$plain" $w) || exit 1
-            on=$(run_timed "$a" $w) || exit 1
-        else
-            on=$(run_timed "$a" $w) || exit 1
-            off=$(run_timed "$plain" $w) || exit 1
-        fi
-        d1=$(sentry_dropped "$a")
-        settle "$a"
-        p1=$(cg_ns "$plain"); a1=$(( $(cg_ns "$a") + $(writer_ns "$a") ))
+    for w in $workloads; do
+        vs=("$w")
+        [ -n "$ab" ] && vs+=("$w/B")
+        declare -A d0 a0 took
+        for k in "${vs[@]}"; do
+            d0[$k]=$(sentry_dropped "${aud[$k]}")
+            a0[$k]=$(( $(cg_ns "${aud[$k]}") + $(writer_ns "${aud[$k]}") ))
+        done
+        p0=$(cg_ns "$plain")
+        # Rotate the order so drift (load, caches) does not favour one side.
+        order=(plain "${vs[@]}")
+        n=${#order[@]}
+        for j in $(seq 0 $((n - 1))); do
+            k=${order[$(( (j + i) % n ))]}
+            if [ "$k" = plain ]; then
+                took[$k]=$(run_timed "$plain" "$w") || exit 1
+            else
+                took[$k]=$(run_timed "${aud[$k]}" "$w" "${bin[$k]}") || exit 1
+            fi
+        done
+        line="rep $i $w: no-audit $(ms "${took[plain]}") ms"
+        for k in "${vs[@]}"; do
+            d1=$(sentry_dropped "${aud[$k]}")
+            settle "${aud[$k]}"
+            a1=$(( $(cg_ns "${aud[$k]}") + $(writer_ns "${aud[$k]}") ))
+            c_on[$k]+="$((a1 - ${a0[$k]})) "
+            t_on[$k]+="${took[$k]} "
+            lost=$(( ${d1:-0} - ${d0[$k]:-0} ))
+            drops_rep[$k]=$(( ${drops_rep[$k]} + lost ))
+            label=audit
+            [ "$k" = "$w" ] || label="audit B"
+            line+=", $label $(ms "${took[$k]}") ms (CPU with writer $(ms $((a1 - ${a0[$k]}))) ms, sentry drops $lost)"
+        done
+        p1=$(cg_ns "$plain")
         c_off[$w]+="$((p1 - p0)) "
-        c_on[$w]+="$((a1 - a0)) "
-        t_off[$w]+="$off "
-        t_on[$w]+="$on "
-        lost=$(( ${d1:-0} - ${d0:-0} ))
-        drops_rep[$w]=$(( ${drops_rep[$w]} + lost ))
-        echo "rep $i $w: no-audit $(ms "$off") ms, audit $(ms "$on") ms; CPU no-audit $(ms $((p1 - p0))) ms, audit (with writer) $(ms $((a1 - a0))) ms; sentry drops $lost" >&2
+        t_off[$w]+="${took[plain]} "
+        echo "$line; CPU no-audit $(ms $((p1 - p0))) ms" >&2
+        unset d0 a0 took
     done
 done
 
-printf '\n%-6s %4s %14s %12s %7s %9s %12s %10s %8s %9s  %s\n' \
+printf '\n%-7s %4s %14s %12s %7s %9s %12s %10s %8s %9s  %s\n' \
     workload reps "no-audit(ms)" "audit(ms)" ratio cpu_ratio "events/rep" "MiB/rep" dropped complete valid
-for w in dd walk; do
-    a=${aud[$w]}
-    st=$out/$w.status
-    "$sw" --json audit export "$a" "$out/$w.jsonl" >"$st" 2>/dev/null
-    rm -f "$out/$w.jsonl"
+for k in "${keys[@]}"; do
+    w=${k%/B}
+    a=${aud[$k]}
+    st=$out/${k//\//_}.status
+    "$sw" --json audit export "$a" "$out/${k//\//_}.jsonl" >"$st" 2>/dev/null
+    rm -f "$out/${k//\//_}.jsonl"
     m_off=$(echo "${t_off[$w]}" | tr ' ' '\n' | grep . | median)
-    m_on=$(echo "${t_on[$w]}" | tr ' ' '\n' | grep . | median)
+    m_on=$(echo "${t_on[$k]}" | tr ' ' '\n' | grep . | median)
     mc_off=$(echo "${c_off[$w]}" | tr ' ' '\n' | grep . | median)
-    mc_on=$(echo "${c_on[$w]}" | tr ' ' '\n' | grep . | median)
+    mc_on=$(echo "${c_on[$k]}" | tr ' ' '\n' | grep . | median)
     events=$(jq -r .events "$st")
     bytes=$(jq -r .bytes "$st")
     dropped=$(jq -r .dropped "$st")
     complete=$(jq -r .complete "$st")
     valid=yes
-    [ "$dropped" = 0 ] && [ "${drops_rep[$w]}" = 0 ] || valid="NO (dropped $dropped)"
-    printf '%-6s %4s %14s %12s %7s %9s %12s %10s %8s %9s  %s\n' "$w" "$reps" "$(ms "$m_off")" "$(ms "$m_on")" \
-        "$(ratio "$m_on" "$m_off")" "$(ratio "$mc_on" "$mc_off")" "$(((events - ${events0[$w]}) / reps))" \
+    [ "$dropped" = 0 ] && [ "${drops_rep[$k]}" = 0 ] || valid="NO (dropped $dropped)"
+    printf '%-7s %4s %14s %12s %7s %9s %12s %10s %8s %9s  %s\n' "$k" "$reps" "$(ms "$m_off")" "$(ms "$m_on")" \
+        "$(ratio "$m_on" "$m_off")" "$(ratio "$mc_on" "$mc_off")" "$(((events - ${events0[$k]}) / reps))" \
         "$(awk -v b="$bytes" -v r="$((reps + 1))" 'BEGIN {printf "%.1f", b/r/1048576}')" \
         "$dropped" "$complete" "$valid"
 done
 echo "(events/rep: events written per timed run; MiB/rep includes the warm-up run; ratio = median audit / median no-audit wall time;"
-echo " cpu_ratio = median CPU of the audited sandbox and its writer / median CPU of the plain sandbox)"
+echo " cpu_ratio = median CPU of the audited sandbox and its writer / median CPU of the plain sandbox; W/B: the B build)"
