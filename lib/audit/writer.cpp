@@ -172,9 +172,10 @@ bool line_is_event(std::string_view line) {
 
 class Writer {
   public:
-    explicit Writer(const WriterOptions& o)
-        : opts_(o),
-          ready_(o.ready_fd >= 0 ? ReadinessReporter(Fd(o.ready_fd)) : ReadinessReporter()) {}
+    explicit Writer(WriterOptions o)
+        : opts_(std::move(o)),
+          ready_(opts_.ready_fd >= 0 ? ReadinessReporter(Fd(opts_.ready_fd))
+                                     : ReadinessReporter()) {}
     int run();
 
   private:
@@ -310,6 +311,8 @@ void Writer::setup() {
     bool selected = false;
     for (const auto& p : opts_.points) selected = selected || p.name == "container/start";
     live_.container_start_selected = selected || opts_.points.empty();
+    // Nothing else needs the points (hundreds of strings): not kept for life.
+    std::vector<TracePoint>().swap(opts_.points);
 
     wake_fd_.reset(::eventfd(0, EFD_CLOEXEC | EFD_NONBLOCK));
     if (!wake_fd_) throw_errno("eventfd");
@@ -1015,7 +1018,7 @@ int Writer::run() {
     }
     std::thread writer([this] { writer_loop(); });
     std::thread reader([this] { reader_loop(); });
-    ::malloc_trim(0);  // what setup needed only once (points, descriptors)
+    ::malloc_trim(0);  // what setup needed only once (the points file)
     ready_.ready(std::to_string(::getpid()));
     log().info("audit writer: listening on " + sink_socket_path(opts_.dir).string());
     control_loop();
@@ -1031,8 +1034,8 @@ int Writer::run() {
 
 }  // namespace
 
-int writer_main(const WriterOptions& opts) {
-    Writer w(opts);
+int writer_main(WriterOptions opts) {
+    Writer w(std::move(opts));
     return w.run();
 }
 
