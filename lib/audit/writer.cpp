@@ -1035,6 +1035,10 @@ int Writer::run() {
 }  // namespace
 
 int writer_main(WriterOptions opts) {
+    // One malloc arena: the reader and writer threads allocate little once
+    // started, and the main arena's free pages are what malloc_trim returns
+    // (a thread arena's top stays resident below 128 KiB free).
+    ::mallopt(M_ARENA_MAX, 1);
     Writer w(std::move(opts));
     return w.run();
 }
