@@ -23,41 +23,19 @@ void preorder(const pb::Descriptor* d, std::vector<const pb::Descriptor*>& out) 
     for (int i = 0; i < d->nested_type_count(); ++i) preorder(d->nested_type(i), out);
 }
 
-const char* expected_type(const pb::FieldDescriptor* f) {
-    switch (f->type()) {
-        case pb::FieldDescriptor::TYPE_INT32:
-            return "i32";
-        case pb::FieldDescriptor::TYPE_INT64:
-            return "i64";
-        case pb::FieldDescriptor::TYPE_UINT32:
-            return "u32";
-        case pb::FieldDescriptor::TYPE_UINT64:
-            return "u64";
-        case pb::FieldDescriptor::TYPE_BOOL:
-            return "boolean";
-        case pb::FieldDescriptor::TYPE_STRING:
-            return "string";
-        case pb::FieldDescriptor::TYPE_BYTES:
-            return "bytes";
-        case pb::FieldDescriptor::TYPE_MESSAGE:
-            return "message";
-        default:
-            return "unsupported";
-    }
-}
-
+// The table's type as protobuf names it (FieldDescriptor::type_name()).
 const char* table_type(schema::FieldType t) {
     switch (t) {
         case schema::FieldType::i32:
-            return "i32";
+            return "int32";
         case schema::FieldType::i64:
-            return "i64";
+            return "int64";
         case schema::FieldType::u32:
-            return "u32";
+            return "uint32";
         case schema::FieldType::u64:
-            return "u64";
+            return "uint64";
         case schema::FieldType::boolean:
-            return "boolean";
+            return "bool";
         case schema::FieldType::string:
             return "string";
         case schema::FieldType::bytes:
@@ -93,7 +71,7 @@ TEST_SUITE("audit schema") {
                 CAPTURE(f->name());
                 CHECK(schema::name(t.name) == f->name());
                 CHECK(t.number == static_cast<std::uint32_t>(f->number()));
-                CHECK(std::string(table_type(t.type)) == expected_type(f));
+                CHECK(std::string(table_type(t.type)) == f->type_name());
                 CHECK(t.repeated == f->is_repeated());
                 if (f->type() == pb::FieldDescriptor::TYPE_MESSAGE) {
                     REQUIRE(t.message >= 0);
