@@ -88,7 +88,9 @@ std::vector<std::string> writer_argv(const WriterOptions&);
 // points file. Throws Error(usage) on bad arguments.
 WriterOptions parse_writer_argv(const std::vector<std::string>& args);
 // The daemon body (blocks until stopped); returns the process exit code.
-int writer_main(const WriterOptions&);
+// Takes the options by value: pass them moved, and the writer drops what it
+// needs only at start-up (the points) instead of a copy living on in the caller.
+int writer_main(WriterOptions);
 
 struct Status {
     bool complete = false;

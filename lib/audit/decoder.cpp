@@ -1,17 +1,13 @@
 #include "lib/audit/decoder.hpp"
 
-#include <google/protobuf/descriptor.h>
-
 #include <algorithm>
 #include <map>
 #include <stdexcept>
 
-#include "trace_points.pb.h"
+#include "lib/audit/schema.hpp"
 
 namespace sandweave::audit {
 namespace {
-
-namespace pb = google::protobuf;
 
 bool read_varint(const unsigned char*& p, const unsigned char* end, std::uint64_t& v) {
     v = 0;
@@ -27,14 +23,10 @@ bool read_varint(const unsigned char*& p, const unsigned char* end, std::uint64_
 }  // namespace
 
 RecordFormatter::RecordFormatter() {
-    // Touching one generated descriptor registers the whole file in the
-    // generated pool (and keeps the .pb.o in a static link).
-    (void)wire::Hello::descriptor();
-    const pb::DescriptorPool* pool = pb::DescriptorPool::generated_pool();
     type_schema_.assign(kSyscallLastKnown + 1, -1);
     for (std::uint16_t t = 1; t <= kSyscallLastKnown; ++t) {
         const MessageTypeInfo* info = message_type_info(t);
-        const pb::Descriptor* d = pool->FindMessageTypeByName(info->message);
+        const schema::MessageSpec* d = schema::find_message(info->message);
         if (d == nullptr)
             throw std::logic_error(std::string("audit schema lacks ") + info->message);
         type_schema_[t] = build(d);
@@ -53,7 +45,7 @@ RecordFormatter::RecordFormatter() {
                 mark_always(schema, a).hex = true;
     }
     for (auto& o : occ_) o.reserve(64);
-    const pb::Descriptor* context = pool->FindMessageTypeByName("sandweave.audit.wire.TaskContext");
+    const schema::MessageSpec* context = schema::find_message("sandweave.audit.wire.TaskContext");
     if (auto it = built_.find(context); context != nullptr && it != built_.end()) {
         const Schema& cs = schemas_[static_cast<std::size_t>(it->second)];
         // The memo relies on time_ns being the schema's first field.
@@ -89,47 +81,43 @@ RecordFormatter::Field& RecordFormatter::mark_always(int schema, std::string_vie
     throw std::logic_error("audit schema lacks field " + key);
 }
 
-int RecordFormatter::build(const void* descriptor) {
-    const auto* d = static_cast<const pb::Descriptor*>(descriptor);
+int RecordFormatter::build(const schema::MessageSpec* message) {
     // Nested types are shared (TaskContext appears everywhere): build once.
-    if (auto it = built_.find(descriptor); it != built_.end()) return it->second;
+    if (auto it = built_.find(message); it != built_.end()) return it->second;
     int index = static_cast<int>(schemas_.size());
     schemas_.emplace_back();
-    built_[descriptor] = index;
+    built_[message] = index;
     Schema s;
     std::uint32_t max_number = 0;
-    for (int i = 0; i < d->field_count(); ++i) {
-        const pb::FieldDescriptor* f = d->field(i);
-        Field field{static_cast<std::uint32_t>(f->number()), Kind::i32, f->is_repeated(), -1,
-                    "\"" + f->name() + "\":"};
-        switch (f->type()) {
-            case pb::FieldDescriptor::TYPE_INT32:
+    for (const schema::FieldSpec& f : schema::fields_of(*message)) {
+        Field field{f.number, Kind::i32, f.repeated, -1,
+                    "\"" + std::string(schema::name(f.name)) + "\":"};
+        switch (f.type) {
+            case schema::FieldType::i32:
                 field.kind = Kind::i32;
                 break;
-            case pb::FieldDescriptor::TYPE_INT64:
+            case schema::FieldType::i64:
                 field.kind = Kind::i64;
                 break;
-            case pb::FieldDescriptor::TYPE_UINT32:
+            case schema::FieldType::u32:
                 field.kind = Kind::u32;
                 break;
-            case pb::FieldDescriptor::TYPE_UINT64:
+            case schema::FieldType::u64:
                 field.kind = Kind::u64;
                 break;
-            case pb::FieldDescriptor::TYPE_BOOL:
+            case schema::FieldType::boolean:
                 field.kind = Kind::boolean;
                 break;
-            case pb::FieldDescriptor::TYPE_STRING:
+            case schema::FieldType::string:
                 field.kind = Kind::string;
                 break;
-            case pb::FieldDescriptor::TYPE_BYTES:
+            case schema::FieldType::bytes:
                 field.kind = Kind::bytes;
                 break;
-            case pb::FieldDescriptor::TYPE_MESSAGE:
+            case schema::FieldType::message:
                 field.kind = Kind::message;
-                field.message = build(f->message_type());
+                field.message = build(&schema::messages()[static_cast<std::size_t>(f.message)]);
                 break;
-            default:
-                throw std::logic_error("audit schema uses an unsupported field type");
         }
         max_number = std::max(max_number, field.number);
         s.fields.push_back(std::move(field));

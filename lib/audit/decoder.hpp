@@ -2,15 +2,15 @@
 // Turns one sentry message into one JSONL record, fast and without trusting it.
 //
 // The schema (field numbers, names, types) comes from our own .proto through
-// protobuf's generated descriptors, so the .proto stays the single source of
-// truth; the walk over the wire bytes is our own: it allocates nothing once
-// warm, bounds nesting by the schema, and rolls a half-written record back
-// when the bytes turn out malformed. Field order in a record follows the
-// schema; proto3 defaults (0, "", false) are absent, as in protobuf's JSON,
-// except where a missing zero would hide what happened: syscall records always
-// carry `sysno` (read is 0 on x86-64), `exit` (when present) always carries
-// `result` and `errorno`, and raw `syscall/sysno/N` records always carry
-// `arg1`..`arg6`.
+// tables generated from its descriptors at build time (schema.hpp), so the
+// .proto stays the single source of truth; the walk over the wire bytes is
+// our own: it allocates nothing once warm, bounds nesting by the schema, and
+// rolls a half-written record back when the bytes turn out malformed.
+// Field order in a record follows the schema; proto3 defaults (0, "", false)
+// are absent, as in protobuf's JSON, except where a missing zero would hide
+// what happened: syscall records always carry `sysno` (read is 0 on x86-64),
+// `exit` (when present) always carries `result` and `errorno`, and raw
+// `syscall/sysno/N` records always carry `arg1`..`arg6`.
 // Exactness (docs/design.md, "Audit record format"): a JSON number is used only
 // where every reader holds it exactly. 64-bit integer fields (int64/uint64)
 // are numbers when |v| <= 2^53 and decimal strings otherwise ("18446744073709551615");
@@ -34,6 +34,7 @@
 #include <vector>
 
 #include "lib/audit/json_out.hpp"
+#include "lib/audit/schema.hpp"
 #include "lib/audit/wire.hpp"
 
 namespace sandweave::audit {
@@ -88,7 +89,7 @@ class RecordFormatter {
     };
     static constexpr int kMaxDepth = 6;
 
-    int build(const void* descriptor);  // google::protobuf::Descriptor*
+    int build(const schema::MessageSpec* message);
     Field& mark_always(int schema, std::string_view field_name);
     bool parse(const Schema&, std::string_view data, int depth);
     static void sysno_name(JsonOut& out, std::uint64_t sysno);
@@ -99,7 +100,7 @@ class RecordFormatter {
                     int type, const char* error, std::string_view raw);
 
     std::vector<Schema> schemas_;
-    std::map<const void*, int> built_;
+    std::map<const schema::MessageSpec*, int> built_;
     std::vector<int> type_schema_;  // message type -> schema index, -1
     std::vector<Occ> occ_[kMaxDepth];
     std::string unknown_[kMaxDepth];

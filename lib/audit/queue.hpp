@@ -6,7 +6,13 @@
 // the received bytes, padded to 16) and never split across the wrap point.
 // The consumer sleeps on a condition variable only when the ring is empty and
 // says so in a flag, so a busy stream costs the producer no syscalls.
+// A burst that went round the ring leaves all of it resident: the producer,
+// about to idle, gives the free part's pages back (release_free()).
 
+#include <sys/mman.h>
+#include <unistd.h>
+
+#include <algorithm>
 #include <atomic>
 #include <chrono>
 #include <condition_variable>
@@ -17,6 +23,15 @@
 #include <string_view>
 
 namespace sandweave::audit {
+
+// Gives the whole pages inside [p, p + len) back to the kernel; they read as
+// zeros when next touched. For private anonymous memory nobody reads.
+inline void release_whole_pages(void* p, std::size_t len) {
+    const auto page = static_cast<std::uintptr_t>(::sysconf(_SC_PAGESIZE));
+    const auto begin = (reinterpret_cast<std::uintptr_t>(p) + page - 1) & ~(page - 1);
+    const auto end = (reinterpret_cast<std::uintptr_t>(p) + len) & ~(page - 1);
+    if (end > begin) (void)::madvise(reinterpret_cast<void*>(begin), end - begin, MADV_DONTNEED);
+}
 
 class ByteQueue {
   public:
@@ -57,6 +72,20 @@ class ByteQueue {
         std::atomic_thread_fence(std::memory_order_seq_cst);
         if (sleeping_.load(std::memory_order_relaxed)) poke();
         return true;
+    }
+
+    // Producer only, between pushes: releases the pages of the free part of
+    // the ring ([head, tail + capacity) of the stream). The consumer only
+    // reads [tail, head) and the free part only grows meanwhile, so nothing
+    // it may still read is touched.
+    void release_free() {
+        const std::uint64_t head = head_.load(std::memory_order_relaxed);
+        const std::uint64_t tail = tail_.load(std::memory_order_acquire);
+        const std::size_t free = cap_ - static_cast<std::size_t>(head - tail);
+        const std::size_t pos = static_cast<std::size_t>(head & (cap_ - 1));
+        const std::size_t first = std::min(free, cap_ - pos);
+        release_whole_pages(buf_.get() + pos, first);
+        release_whole_pages(buf_.get(), free - first);
     }
 
     // Consumer only. Returns the oldest entry without removing it.

@@ -92,6 +92,11 @@ constexpr std::uint64_t kPageBytes = 4096;
 // follows at once, and the pause resumes when the batches get small again.
 constexpr int kCoalesceMs = 1;
 constexpr std::size_t kHoldMaxBatch = 64;
+// Once the stream has been quiet this long, the reader gives back the pages
+// of its receive slots and of the queue's free part: a burst leaves the whole
+// 8 MiB ring (and up to 16 MiB of slots) resident otherwise, for as long as
+// the sandbox then idles.
+constexpr int kIdleReleaseMs = 1000;
 // The reader thread's nice value. It does little per message (recvmmsg and a
 // copy into the ring) but must run soon after its pause even on a busy host,
 // or the sentry's socket fills and points are lost; the writer thread, which
@@ -172,9 +177,10 @@ bool line_is_event(std::string_view line) {
 
 class Writer {
   public:
-    explicit Writer(const WriterOptions& o)
-        : opts_(o),
-          ready_(o.ready_fd >= 0 ? ReadinessReporter(Fd(o.ready_fd)) : ReadinessReporter()) {}
+    explicit Writer(WriterOptions o)
+        : opts_(std::move(o)),
+          ready_(opts_.ready_fd >= 0 ? ReadinessReporter(Fd(opts_.ready_fd))
+                                     : ReadinessReporter()) {}
     int run();
 
   private:
@@ -189,6 +195,8 @@ class Writer {
     bool drain(int max_rounds);
     std::size_t drained_ = 0;  // messages taken by the last drain()
     bool queue_full_ = false;  // the last drain() stopped for want of queue room (kReadRoom)
+    // Messages came in since the reader last gave back its idle pages.
+    bool pages_to_release_ = false;
     bool peer_closed();
     // `events`: how many events the entry stands for (a batch: its points).
     void enqueue_event(std::uint16_t kind, std::uint64_t arg, std::string_view data,
@@ -310,6 +318,8 @@ void Writer::setup() {
     bool selected = false;
     for (const auto& p : opts_.points) selected = selected || p.name == "container/start";
     live_.container_start_selected = selected || opts_.points.empty();
+    // Nothing else needs the points (hundreds of strings): not kept for life.
+    std::vector<TracePoint>().swap(opts_.points);
 
     wake_fd_.reset(::eventfd(0, EFD_CLOEXEC | EFD_NONBLOCK));
     if (!wake_fd_) throw_errno("eventfd");
@@ -506,7 +516,8 @@ void Writer::reader_loop() {
         p[n++] = {sink_fd_.get(), POLLIN, 0};
         p[n++] = {wake_fd_.get(), POLLIN, 0};
         if (conn_fd_ && !hold) p[n++] = {conn_fd_.get(), POLLIN | POLLRDHUP, 0};
-        int timeout = hold ? kCoalesceMs : -1;
+        const bool release_due = !hold && pages_to_release_;
+        int timeout = hold ? kCoalesceMs : release_due ? kIdleReleaseMs : -1;
         if (conn_state_ == Conn::handshake) {
             auto left = std::chrono::duration_cast<std::chrono::milliseconds>(handshake_deadline_ -
                                                                               Clock::now());
@@ -514,6 +525,11 @@ void Writer::reader_loop() {
         }
         int rc = ::poll(p, n, timeout);
         if (rc < 0 && errno != EINTR) break;
+        if (rc == 0 && release_due && conn_state_ != Conn::handshake) {
+            queue_.release_free();
+            release_whole_pages(slots_.get(), static_cast<std::size_t>(kBatch) * kMaxMessageSize);
+            pages_to_release_ = false;
+        }
         hold = false;
         if (n == 3 && p[2].revents) {
             if (conn_state_ == Conn::handshake)
@@ -521,6 +537,7 @@ void Writer::reader_loop() {
             else if (conn_state_ == Conn::streaming)
                 hold = (drain(64) && conn_state_ == Conn::streaming && drained_ < kHoldMaxBatch) ||
                        queue_full_;
+            pages_to_release_ = pages_to_release_ || drained_ > 0;
         }
         if (p[1].revents & POLLIN) {
             if (handle_wake()) break;
@@ -1015,7 +1032,7 @@ int Writer::run() {
     }
     std::thread writer([this] { writer_loop(); });
     std::thread reader([this] { reader_loop(); });
-    ::malloc_trim(0);  // what setup needed only once (points, descriptors)
+    ::malloc_trim(0);  // what setup needed only once (the points file)
     ready_.ready(std::to_string(::getpid()));
     log().info("audit writer: listening on " + sink_socket_path(opts_.dir).string());
     control_loop();
@@ -1031,8 +1048,12 @@ int Writer::run() {
 
 }  // namespace
 
-int writer_main(const WriterOptions& opts) {
-    Writer w(opts);
+int writer_main(WriterOptions opts) {
+    // One malloc arena: the reader and writer threads allocate little once
+    // started, and the main arena's free pages are what malloc_trim returns
+    // (a thread arena's top stays resident below 128 KiB free).
+    ::mallopt(M_ARENA_MAX, 1);
+    Writer w(std::move(opts));
     return w.run();
 }
 

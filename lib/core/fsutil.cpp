@@ -66,19 +66,27 @@ std::string read_file(const fs::path& path, std::size_t max_bytes) {
         throw Error(err == ENOENT ? ErrorCode::not_found : ErrorCode::general,
                     errno_message("open " + path.string(), err));
     }
+    // Read straight into the string, in growing chunks: a 64 KiB buffer on the
+    // stack would stay resident in every long-lived helper (the audit writer
+    // reads its points file at start-up) for the rest of its life.
     std::string out;
-    char buf[65536];
+    std::size_t chunk = 16u << 10;
     for (;;) {
-        ssize_t n = ::read(fd.get(), buf, sizeof buf);
+        const std::size_t old = out.size();
+        out.resize(old + chunk);
+        ssize_t n = ::read(fd.get(), out.data() + old, chunk);
         if (n < 0) {
-            if (errno == EINTR) continue;
-            throw_errno("read " + path.string());
+            int err = errno;
+            out.resize(old);
+            if (err == EINTR) continue;
+            throw_errno("read " + path.string(), err);
         }
+        out.resize(old + static_cast<std::size_t>(n));
         if (n == 0) break;
-        if (out.size() + static_cast<std::size_t>(n) > max_bytes)
+        if (out.size() > max_bytes)
             throw Error(ErrorCode::general, "read " + path.string() + ": file larger than " +
                                                 std::to_string(max_bytes) + " bytes");
-        out.append(buf, static_cast<std::size_t>(n));
+        chunk = std::min<std::size_t>(chunk * 2, 1u << 20);
     }
     return out;
 }

@@ -153,6 +153,10 @@ LaunchResult launch_under_shim(const std::vector<std::string>& runsc_argv,
 }
 
 int shim_main(const std::vector<std::string>& all_args, const ShimCompanion& companion) {
+    // One malloc arena for the process: the companion thread's own arena would
+    // keep the pages its loads once touched (glibc trims a thread arena's top
+    // only past 128 KiB free), while the main arena's go back on malloc_trim.
+    ::mallopt(M_ARENA_MAX, 1);
     std::vector<std::string> args = all_args;
     std::filesystem::path agent_socket;
     if (args.size() >= 2 && args[0] == "--agent") {

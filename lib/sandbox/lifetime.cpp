@@ -1,5 +1,6 @@
 #include "lib/sandbox/lifetime.hpp"
 
+#include <malloc.h>
 #include <poll.h>
 #include <sys/inotify.h>
 #include <unistd.h>
@@ -141,6 +142,9 @@ void watch_in_shim(const StateStore& store, const std::string& id, std::optional
                 }
             }
         }
+        // The shim idles for the sandbox's life: the load's garbage goes back
+        // to the host before every wait, not only the shim's start-up's.
+        ::malloc_trim(0);
         if (!wait_for_change(in.get(), wait, stop_fd)) return;
     }
 }
