@@ -27,6 +27,7 @@ readonly PATCHES=(
   "$SCRIPT_DIR/audit-context.patch"
   "$SCRIPT_DIR/audit-cost.patch"
   "$SCRIPT_DIR/memory.patch"
+  "$SCRIPT_DIR/ptrace.patch"
 )
 readonly CACHE_ROOT="${SANDWEAVE_RUNTIME_CACHE:-/var/cache/sandweave/runtime}"
 readonly INSTALL_DIR="${SANDWEAVE_RUNTIME_DIR:-/usr/local/lib/sandweave}"
@@ -46,6 +47,7 @@ readonly PATCHED_PKGS=(
   gvisor.dev/gvisor/pkg/sentry/syscalls/linux
   gvisor.dev/gvisor/pkg/sentry/kernel/auth
   gvisor.dev/gvisor/runsc/cmd
+  gvisor.dev/gvisor/pkg/sentry/platform/ptrace
 )
 
 log() { printf 'build-runsc: %s\n' "$*" >&2; }
