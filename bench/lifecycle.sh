@@ -1,8 +1,10 @@
 #!/usr/bin/env bash
 # Sandbox lifecycle latency, as medians over repeated runs and as ratios against
 # the raw runtime measured in the same run:
-#   create-to-first-command:  `sandweave create` + `sandweave run ID -- true`
+#   create-to-first-command:  `sandweave create` + `sandweave run ID -- /bin/true`
 #                             vs `runsc run` of /bin/true on an equivalent bundle
+#   the same, first via PATH: `sandweave run ID -- true`, the command found by
+#                             the PATH search (five failed execve first, cold)
 #   run:                      `sandweave run ID -- true` vs `runsc exec ID true`
 #                             on the same running sandbox
 # Usage: bench/lifecycle.sh [REPS]   (default 20; needs root and a built tree)
@@ -48,7 +50,7 @@ id=$("$sw" create); "$sw" run "$id" -- true; "$sw" rm "$id" >/dev/null
 "$runsc" "${flags[@]}" run --bundle "$bundle" warm </dev/null >/dev/null 2>&1 || true
 "$runsc" "${flags[@]}" delete --force warm >/dev/null 2>&1 || true
 
-raw_start=(); sw_start=()
+raw_start=(); sw_start=(); sw_start_path=()
 for i in $(seq "$reps"); do
   stamp t0
   "$runsc" "${flags[@]}" run --bundle "$bundle" "raw$i" </dev/null >/dev/null 2>&1
@@ -56,12 +58,21 @@ for i in $(seq "$reps"); do
   raw_start+=($((t1 - t0)))
   "$runsc" "${flags[@]}" delete --force "raw$i" >/dev/null 2>&1 || true
 
+  # The same command as the raw side runs: the figure is what sandweave adds.
   stamp t0
   "$sw" create >"$state/id"  # not $(...): a subshell's fork would be timed too
   read -r id <"$state/id"
-  "$sw" run "$id" -- true
+  "$sw" run "$id" -- /bin/true
   stamp t1
   sw_start+=($((t1 - t0)))
+  "$sw" rm "$id" >/dev/null
+
+  stamp t0
+  "$sw" create >"$state/id"
+  read -r id <"$state/id"
+  "$sw" run "$id" -- true
+  stamp t1
+  sw_start_path+=($((t1 - t0)))
   "$sw" rm "$id" >/dev/null
 done
 
@@ -76,7 +87,9 @@ for i in $(seq "$reps"); do
 done
 
 rs=$(printf '%s\n' "${raw_start[@]}" | median); ss=$(printf '%s\n' "${sw_start[@]}" | median)
+sp=$(printf '%s\n' "${sw_start_path[@]}" | median)
 re=$(printf '%s\n' "${raw_exec[@]}" | median); sr=$(printf '%s\n' "${sw_run[@]}" | median)
 printf '%-28s %10s %10s %7s\n' "median over $reps runs" "runsc ms" "sandweave" "ratio"
 printf '%-28s %10s %10s %7s\n' "create-to-first-command" "$(ms "$rs")" "$(ms "$ss")" "$(ratio "$ss" "$rs")"
+printf '%-28s %10s %10s %7s\n' "  the same, first via PATH" "$(ms "$rs")" "$(ms "$sp")" "$(ratio "$sp" "$rs")"
 printf '%-28s %10s %10s %7s\n' "run (vs runsc exec)" "$(ms "$re")" "$(ms "$sr")" "$(ratio "$sr" "$re")"
