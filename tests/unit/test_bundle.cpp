@@ -58,6 +58,16 @@ TEST_SUITE("bundle") {
         CHECK(std::count(two.begin(), two.end(), "hidepid=1") == 0);
     }
 
+    TEST_CASE("/proc caches a bounded number of dentries, whatever hidepid") {
+        for (int h : {0, 2}) {
+            auto opts = proc_options(build_oci_config(input(h)));
+            CHECK(std::count(opts.begin(), opts.end(),
+                             "dentry_cache_limit=" + std::to_string(proc_dentry_cache_limit)) == 1);
+        }
+        CHECK(proc_dentry_cache_limit > 0);
+        CHECK(proc_dentry_cache_limit <= 64);
+    }
+
     TEST_CASE("PID 1 is the guest init, bind-mounted read-only from the host") {
         json c = build_oci_config(input(0));
         CHECK(c.at("process").at("args") == json::array({guest_init_path}));
