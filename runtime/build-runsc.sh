@@ -27,6 +27,7 @@ readonly PATCHES=(
   "$SCRIPT_DIR/audit-context.patch"
   "$SCRIPT_DIR/audit-cost.patch"
   "$SCRIPT_DIR/memory.patch"
+  "$SCRIPT_DIR/audit-point-cost.patch"
 )
 readonly CACHE_ROOT="${SANDWEAVE_RUNTIME_CACHE:-/var/cache/sandweave/runtime}"
 readonly INSTALL_DIR="${SANDWEAVE_RUNTIME_DIR:-/usr/local/lib/sandweave}"
