@@ -110,7 +110,10 @@ constexpr int kReaderNice = -10;
 // a little over 1 MiB). With less, the messages stay in the socket, which
 // then buffers too: a full socket makes the sentry drop and count, as a full
 // queue would have made us drop and count, but the two buffers add up
-// instead of the queue overflowing while the socket is full.
+// instead of the queue overflowing while the socket is full. A push into an
+// empty ring that starts again at its beginning counts the rest of the ring as
+// used until the disk thread passes it, at most three quarters (queue.hpp):
+// the quarter left is this much, so a round still fits.
 constexpr std::size_t kReadRoom = 2u << 20;
 
 struct BarrierRequest {
