@@ -27,6 +27,7 @@ readonly PATCHES=(
   "$SCRIPT_DIR/audit-context.patch"
   "$SCRIPT_DIR/audit-cost.patch"
   "$SCRIPT_DIR/memory.patch"
+  "$SCRIPT_DIR/audit-point-cost.patch"
   "$SCRIPT_DIR/ptrace.patch"
 )
 readonly CACHE_ROOT="${SANDWEAVE_RUNTIME_CACHE:-/var/cache/sandweave/runtime}"
@@ -34,10 +35,11 @@ readonly INSTALL_DIR="${SANDWEAVE_RUNTIME_DIR:-/usr/local/lib/sandweave}"
 readonly GVISOR_SRC=/usr/share/gocode/src/gvisor.dev/gvisor
 readonly DEBIAN_RUNSC=/usr/bin/runsc
 # Go packages touched by the patches (vet runs on these, unit tests on the
-# first two: the others' tests need helpers Debian does not package).
+# first three: the others' tests need helpers Debian does not package).
 readonly PATCHED_PKGS=(
   gvisor.dev/gvisor/pkg/sentry/fsimpl/proc
   gvisor.dev/gvisor/pkg/sentry/seccheck/sinks/remote
+  gvisor.dev/gvisor/pkg/sentry/seccheck
   gvisor.dev/gvisor/pkg/sentry/kernel
   gvisor.dev/gvisor/runsc/boot
   gvisor.dev/gvisor/pkg/sentry/fsimpl/devpts
@@ -201,8 +203,8 @@ run_go_tests() {
   log "go vet ${PATCHED_PKGS[*]}"
   # -composites=false: upstream code has unkeyed composite literals.
   (cd "$tmp" && gobuild_env go vet -composites=false "${PATCHED_PKGS[@]}") >&2 || die "go vet failed"
-  log "go test ${PATCHED_PKGS[*]:0:2}"
-  (cd "$tmp" && gobuild_env go test -count=1 -v "${PATCHED_PKGS[@]:0:2}") >&2 || die "go unit tests failed"
+  log "go test ${PATCHED_PKGS[*]:0:3}"
+  (cd "$tmp" && gobuild_env go test -count=1 -v "${PATCHED_PKGS[@]:0:3}") >&2 || die "go unit tests failed"
 }
 
 if [[ -x "$out" && "$force" == 0 ]]; then

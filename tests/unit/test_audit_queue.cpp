@@ -101,3 +101,43 @@ TEST_CASE("audit queue: releasing the free part's pages keeps every entry not ye
     CHECK(next_out == next_in);
     CHECK(next_in > 1000);
 }
+
+TEST_CASE("audit queue: a push into an empty ring past its first quarter starts at its beginning") {
+    // A consumer that keeps up then keeps the producer within the first
+    // quarter of the ring (and an entry) instead of going round all of it.
+    ByteQueue q(1 << 12);
+    const std::size_t quarter = (1 << 12) / 4;
+    REQUIRE(q.push(1, 0, "first"));
+    ByteQueue::Entry e;
+    REQUIRE(q.peek(e));
+    const char* start = e.data.data();
+    q.pop(e);
+    std::size_t restarts = 0;
+    const char* last = start;
+    for (std::uint64_t i = 1; i < 300; ++i) {
+        REQUIRE(q.push(1, i, std::string(100, 'x')));
+        if (i % 3 != 0) REQUIRE(q.push(1, i + 1000, "second"));  // not empty: appended
+        REQUIRE(q.peek(e));
+        CHECK(e.arg == i);
+        CHECK(e.data == std::string(100, 'x'));
+        CHECK(static_cast<std::size_t>(e.data.data() - start) < quarter + 256);
+        if (e.data.data() == start) ++restarts;
+        CHECK((e.data.data() > last || e.data.data() == start));
+        last = e.data.data();
+        q.pop(e);
+        if (i % 3 != 0) {
+            REQUIRE(q.peek(e));
+            CHECK(e.arg == i + 1000);
+            CHECK(e.data == "second");
+            CHECK(e.data.data() > last);
+            q.pop(e);
+        }
+        CHECK_FALSE(q.peek(e));
+        CHECK(q.used() == 0);
+        // Three quarters skipped at most: a quarter is always free.
+        CHECK(q.push(1, 0, std::string(quarter - 64, 'q')));
+        REQUIRE(q.peek(e));
+        q.pop(e);
+    }
+    CHECK(restarts > 10);
+}
