@@ -70,8 +70,10 @@ class ByteQueue {
         std::size_t contiguous = cap_ - pos;
         // Empty (the consumer popped everything, so it reads nothing here)
         // and past the first quarter: back to the start through a wrap
-        // marker, as at the end.
-        const bool restart = head == tail && pos >= cap_ / 4;
+        // marker, as at the end, unless the skipped rest and the entry would
+        // not fit together (an entry over a quarter of the ring: it goes in
+        // place, as before).
+        const bool restart = head == tail && pos >= cap_ / 4 && contiguous + need <= cap_;
         const bool wrap = need > contiguous || restart;
         std::size_t total = wrap ? contiguous + need : need;
         if (need > cap_ / 2 || head - tail + total > cap_) return false;

@@ -141,3 +141,24 @@ TEST_CASE("audit queue: a push into an empty ring past its first quarter starts 
     }
     CHECK(restarts > 10);
 }
+
+TEST_CASE("audit queue: an empty ring takes an entry of up to half of it wherever it stands") {
+    // The restart at the beginning must not make a large entry fail to fit
+    // in an empty ring: at 0.3 of the ring, skipping the rest (0.7) and an
+    // entry of 0.45 are too much together, so the entry goes in place.
+    const std::size_t cap = 1 << 12;
+    for (std::size_t lead : {cap * 3 / 10, cap * 2 / 5, cap / 2 - 64}) {
+        ByteQueue q(cap);
+        ByteQueue::Entry e;
+        REQUIRE(q.push(1, 0, std::string(lead, 'a')));  // moves the position on
+        REQUIRE(q.peek(e));
+        q.pop(e);
+        const std::string big(cap * 9 / 20, 'b');
+        CHECK(q.push(2, lead, big));
+        REQUIRE(q.peek(e));
+        CHECK(e.arg == lead);
+        CHECK(e.data == big);
+        q.pop(e);
+        CHECK(q.used() == 0);
+    }
+}
