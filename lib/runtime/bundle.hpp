@@ -17,11 +17,12 @@ inline constexpr const char* guest_init_path = "/.sandweave/init";
 // How many unused dentries the guest's procfs caches. gVisor's procfs caches a
 // /proc/PID directory until its cache is full, with the ~45 files of the
 // directory made up front and the exited task behind it: about 80 KiB of the
-// sentry's heap per process that ever looked at /proc/self (glibc's static
-// start-up reads /proc/self/exe), so a sandbox that ran 1000 commands held
-// 90 MiB more than an idle one under the default limit of 1000. Linux drops
-// a task's /proc dentries when it exits; a small cache comes close (a lookup
-// of an uncached /proc/PID makes its directory again, tens of microseconds).
+// sentry's heap per process that ever looked at /proc/self (busybox reads
+// /proc/self/exe at start-up, as many language runtimes do), so a sandbox that
+// ran 1000 commands held 90 MiB more than an idle one under the default limit
+// of 1000. Linux drops a task's /proc dentries when it exits; a small cache
+// comes close. The price: a lookup of an uncached /proc/PID makes its directory
+// again, about 0.1 ms (busybox ps over 23 processes: 12.1 ms instead of 9.8).
 inline constexpr int proc_dentry_cache_limit = 16;
 inline constexpr const char* default_path_env =
     "PATH=/usr/local/sbin:/usr/local/bin:/usr/sbin:/usr/bin:/sbin:/bin";
