@@ -56,5 +56,8 @@ Pipe make_pipe();
 // Writes all of `data` to `fd` (retrying short writes and EINTR); false when
 // the reader is gone or the write fails.
 bool write_all(int fd, std::string_view data);
+// The same for a socket, with MSG_NOSIGNAL: a peer gone away is EPIPE, false,
+// not a SIGPIPE that kills the CLI (a relay that closes while `ls` asks it).
+bool send_all(int fd, std::string_view data);
 
 }  // namespace sandweave

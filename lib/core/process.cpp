@@ -6,6 +6,7 @@
 #include <spawn.h>
 #include <sys/eventfd.h>
 #include <sys/signalfd.h>
+#include <sys/socket.h>
 #include <sys/stat.h>
 #include <sys/syscall.h>
 #include <sys/wait.h>
@@ -221,6 +222,16 @@ CommandResult wait_capturing(pid_t pid, ChildStdio& stdio, const Command& cmd) {
 bool write_all(int fd, std::string_view data) {
     while (!data.empty()) {
         ssize_t w = ::write(fd, data.data(), data.size());
+        if (w < 0 && errno == EINTR) continue;
+        if (w <= 0) return false;
+        data.remove_prefix(static_cast<std::size_t>(w));
+    }
+    return true;
+}
+
+bool send_all(int fd, std::string_view data) {
+    while (!data.empty()) {
+        ssize_t w = ::send(fd, data.data(), data.size(), MSG_NOSIGNAL);
         if (w < 0 && errno == EINTR) continue;
         if (w <= 0) return false;
         data.remove_prefix(static_cast<std::size_t>(w));

@@ -91,7 +91,7 @@ void AgentClient::lost(const std::string& why) const {
 }
 
 void AgentClient::send(const std::string& frame) {
-    if (!write_all(fd_.get(), frame)) lost("its supervisor closed the connection");
+    if (!send_all(fd_.get(), frame)) lost("its supervisor closed the connection");
 }
 
 agent::Frame AgentClient::receive(std::optional<Clock::time_point> deadline) {
