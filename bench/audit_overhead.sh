@@ -20,7 +20,15 @@
 # Env:   SANDWEAVE (binary), SANDWEAVE_RUNSC (the runtime, e.g. one built with
 #        runtime/audit-batch.patch into SANDWEAVE_RUNTIME_DIR), DD_COUNT
 #        (default 100000), WALK_LOOPS (default 12), WORKLOADS (default
-#        "dd walk"), SANDWEAVE_B, SANDWEAVE_RUNSC_B
+#        "dd walk"), SANDWEAVE_B, SANDWEAVE_RUNSC_B, WRITER_CPUS
+#
+# Where the cost goes: each row also splits the audited CPU into the
+# sandbox's own (sandbox_cpu: its cgroup against the plain sandbox's, i.e.
+# the sentry's point collection and sending) and the writer's (writer_us:
+# its CPU per event written). With WRITER_CPUS (a taskset list, e.g. 1)
+# every audit writer thread runs on those CPUs: run the bench pinned
+# elsewhere (taskset -c 0 ...) and the wall ratio is what a guest notices on
+# a host with a spare core for the writer.
 set -uo pipefail
 
 reps=${1:-5}
@@ -44,12 +52,15 @@ fi
 # CPU figures: wall time on a shared machine moves with other people's load,
 # CPU time much less. Per run: the sandbox's cgroup (sentry, gofer, the
 # guest's stub processes: cpuacct.usage) plus, audited, the writer's own
-# utime+stime until it has written everything (settle).
+# CPU until it has written everything (settle).
 cg_ns() { cat "/sys/fs/cgroup/cpuacct/$1/cpuacct.usage" 2>/dev/null || echo 0; }
+# The writer's CPU in ns: the run time of each of its threads (schedstat, in
+# ns; utime+stime would be in 10 ms ticks). Not awk's %d, which mawk, Debian's
+# awk, clamps at 2^31: past 2.1 s of writer CPU every later rep read 0.
 writer_ns() { # id
     local pid
     pid=$(jq -r .pid "$state/sandboxes/$1/audit/writer-state.json" 2>/dev/null)
-    awk -v t="$(getconf CLK_TCK)" '{printf "%d", ($14 + $15) * 1e9 / t}' "/proc/$pid/stat" 2>/dev/null || echo 0
+    cat "/proc/$pid/task/"*/schedstat 2>/dev/null | awk '{s += $1} END {printf "%.0f", s}'
 }
 
 # Short: the writer's sink socket path must stay under 100 bytes.
@@ -130,23 +141,30 @@ done
 for k in "${keys[@]}"; do
     "${bin[$k]}" run "${aud[$k]}" -c 'mkdir -p /tmp/tree && cd /tmp/tree && for d in 1 2 3 4 5 6 7 8 9 10; do mkdir -p $d && (cd $d && seq 1 500 | xargs touch); done; ls -lR /tmp/tree >/dev/null' >/dev/null 2>&1
 done
+if [ -n "${WRITER_CPUS:-}" ]; then
+    for k in "${keys[@]}"; do
+        pid=$(jq -r .pid "$state/sandboxes/${aud[$k]}/audit/writer-state.json")
+        taskset -a -p -c "$WRITER_CPUS" "$pid" >/dev/null || exit 1
+    done
+fi
 declare -A events0
 for k in "${keys[@]}"; do
     settle "${aud[$k]}"
     events0[$k]=$("$sw" --json audit status "${aud[$k]}" 2>/dev/null | jq -r '.counters.written_events // 0')
 done
 
-declare -A t_off t_on c_off c_on drops_rep
+declare -A t_off t_on c_off c_on g_on w_on drops_rep
 for w in $workloads; do t_off[$w]=""; c_off[$w]=""; done
-for k in "${keys[@]}"; do t_on[$k]=""; c_on[$k]=""; drops_rep[$k]=0; done
+for k in "${keys[@]}"; do t_on[$k]=""; c_on[$k]=""; g_on[$k]=""; w_on[$k]=""; drops_rep[$k]=0; done
 for i in $(seq 1 "$reps"); do
     for w in $workloads; do
         vs=("$w")
         [ -n "$ab" ] && vs+=("$w/B")
-        declare -A d0 a0 took
+        declare -A d0 g0 w0 took
         for k in "${vs[@]}"; do
             d0[$k]=$(sentry_dropped "${aud[$k]}")
-            a0[$k]=$(( $(cg_ns "${aud[$k]}") + $(writer_ns "${aud[$k]}") ))
+            g0[$k]=$(cg_ns "${aud[$k]}")
+            w0[$k]=$(writer_ns "${aud[$k]}")
         done
         p0=$(cg_ns "$plain")
         # Rotate the order so drift (load, caches) does not favour one side.
@@ -164,25 +182,30 @@ for i in $(seq 1 "$reps"); do
         for k in "${vs[@]}"; do
             d1=$(sentry_dropped "${aud[$k]}")
             settle "${aud[$k]}"
-            a1=$(( $(cg_ns "${aud[$k]}") + $(writer_ns "${aud[$k]}") ))
-            c_on[$k]+="$((a1 - ${a0[$k]})) "
+            g1=$(cg_ns "${aud[$k]}")
+            w1=$(writer_ns "${aud[$k]}")
+            a1=$((g1 + w1)) a0=$((${g0[$k]} + ${w0[$k]}))
+            c_on[$k]+="$((a1 - a0)) "
+            g_on[$k]+="$((g1 - ${g0[$k]})) "
+            w_on[$k]+="$((w1 - ${w0[$k]})) "
             t_on[$k]+="${took[$k]} "
             lost=$(( ${d1:-0} - ${d0[$k]:-0} ))
             drops_rep[$k]=$(( ${drops_rep[$k]} + lost ))
             label=audit
             [ "$k" = "$w" ] || label="audit B"
-            line+=", $label $(ms "${took[$k]}") ms (CPU with writer $(ms $((a1 - ${a0[$k]}))) ms, sentry drops $lost)"
+            line+=", $label $(ms "${took[$k]}") ms (CPU with writer $(ms $((a1 - a0))) ms, writer $(ms $((w1 - ${w0[$k]}))) ms, sentry drops $lost)"
         done
         p1=$(cg_ns "$plain")
         c_off[$w]+="$((p1 - p0)) "
         t_off[$w]+="${took[plain]} "
         echo "$line; CPU no-audit $(ms $((p1 - p0))) ms" >&2
-        unset d0 a0 took
+        unset d0 g0 w0 took
     done
 done
 
-printf '\n%-7s %4s %14s %12s %7s %9s %12s %10s %8s %9s  %s\n' \
-    workload reps "no-audit(ms)" "audit(ms)" ratio cpu_ratio "events/rep" "MiB/rep" dropped complete valid
+printf '\n%-7s %4s %14s %12s %7s %9s %11s %9s %12s %10s %8s %9s  %s\n' \
+    workload reps "no-audit(ms)" "audit(ms)" ratio cpu_ratio sandbox_cpu writer_us "events/rep" "MiB/rep" \
+    dropped complete valid
 for k in "${keys[@]}"; do
     w=${k%/B}
     a=${aud[$k]}
@@ -193,16 +216,21 @@ for k in "${keys[@]}"; do
     m_on=$(echo "${t_on[$k]}" | tr ' ' '\n' | grep . | median)
     mc_off=$(echo "${c_off[$w]}" | tr ' ' '\n' | grep . | median)
     mc_on=$(echo "${c_on[$k]}" | tr ' ' '\n' | grep . | median)
+    mg_on=$(echo "${g_on[$k]}" | tr ' ' '\n' | grep . | median)
+    mw_on=$(echo "${w_on[$k]}" | tr ' ' '\n' | grep . | median)
     events=$(jq -r .events "$st")
     bytes=$(jq -r .bytes "$st")
     dropped=$(jq -r .dropped "$st")
     complete=$(jq -r .complete "$st")
     valid=yes
     [ "$dropped" = 0 ] && [ "${drops_rep[$k]}" = 0 ] || valid="NO (dropped $dropped)"
-    printf '%-7s %4s %14s %12s %7s %9s %12s %10s %8s %9s  %s\n' "$k" "$reps" "$(ms "$m_off")" "$(ms "$m_on")" \
-        "$(ratio "$m_on" "$m_off")" "$(ratio "$mc_on" "$mc_off")" "$(((events - ${events0[$k]}) / reps))" \
+    per_rep=$(((events - ${events0[$k]}) / reps))
+    printf '%-7s %4s %14s %12s %7s %9s %11s %9s %12s %10s %8s %9s  %s\n' "$k" "$reps" "$(ms "$m_off")" "$(ms "$m_on")" \
+        "$(ratio "$m_on" "$m_off")" "$(ratio "$mc_on" "$mc_off")" "$(ratio "$mg_on" "$mc_off")" \
+        "$(awk -v ns="$mw_on" -v n="$per_rep" 'BEGIN {if (n > 0) printf "%.2f", ns/1000/n; else print "n/a"}')" "$per_rep" \
         "$(awk -v b="$bytes" -v r="$((reps + 1))" 'BEGIN {printf "%.1f", b/r/1048576}')" \
         "$dropped" "$complete" "$valid"
 done
 echo "(events/rep: events written per timed run; MiB/rep includes the warm-up run; ratio = median audit / median no-audit wall time;"
-echo " cpu_ratio = median CPU of the audited sandbox and its writer / median CPU of the plain sandbox; W/B: the B build)"
+echo " cpu_ratio = median CPU of the audited sandbox and its writer / median CPU of the plain sandbox; sandbox_cpu = the same"
+echo " without the writer; writer_us = the writer's median CPU per event; W/B: the B build)"

@@ -7,6 +7,8 @@
 #                             the PATH search (five failed execve first, cold)
 #   run:                      `sandweave run ID -- true` vs `runsc exec ID true`
 #                             on the same running sandbox
+# Each row also gives both sides' quartiles: the raw `runsc run` has a long
+# tail of its own (its teardown), which moves its median from run to run.
 # Usage: bench/lifecycle.sh [REPS]   (default 20; needs root and a built tree)
 set -euo pipefail
 reps="${1:-20}"
@@ -28,6 +30,10 @@ trap cleanup EXIT
 # is not the command plus a `$(date)` subshell (about 1 ms here).
 stamp() { printf -v "$1" '%s000' "${EPOCHREALTIME//[!0-9]/}"; }
 median() { sort -n | awk '{a[NR]=$1} END {if (NR%2) print a[(NR+1)/2]; else print (a[NR/2]+a[NR/2+1])/2}'; }
+# "p25-p75" in ms of the samples on stdin (nearest rank).
+quartiles() {
+  sort -n | awk '{a[NR]=$1} END {q1=int((NR+3)/4); q3=int((3*NR+3)/4); printf "%.0f-%.0f", a[q1]/1e6, a[q3]/1e6}'
+}
 ms() { awk -v ns="$1" 'BEGIN {printf "%.1f", ns/1e6}'; }
 ratio() { awk -v a="$1" -v b="$2" 'BEGIN {printf "%.2f", a/b}'; }
 
@@ -89,7 +95,12 @@ done
 rs=$(printf '%s\n' "${raw_start[@]}" | median); ss=$(printf '%s\n' "${sw_start[@]}" | median)
 sp=$(printf '%s\n' "${sw_start_path[@]}" | median)
 re=$(printf '%s\n' "${raw_exec[@]}" | median); sr=$(printf '%s\n' "${sw_run[@]}" | median)
-printf '%-28s %10s %10s %7s\n' "median over $reps runs" "runsc ms" "sandweave" "ratio"
-printf '%-28s %10s %10s %7s\n' "create-to-first-command" "$(ms "$rs")" "$(ms "$ss")" "$(ratio "$ss" "$rs")"
-printf '%-28s %10s %10s %7s\n' "  the same, first via PATH" "$(ms "$rs")" "$(ms "$sp")" "$(ratio "$sp" "$rs")"
-printf '%-28s %10s %10s %7s\n' "run (vs runsc exec)" "$(ms "$re")" "$(ms "$sr")" "$(ratio "$sr" "$re")"
+q() { printf '%s\n' "$@" | quartiles; }
+printf '%-28s %10s %10s %7s %14s %14s\n' "median over $reps runs" "runsc ms" "sandweave" "ratio" \
+  "runsc p25-p75" "sandweave p25-p75"
+printf '%-28s %10s %10s %7s %14s %14s\n' "create-to-first-command" "$(ms "$rs")" "$(ms "$ss")" \
+  "$(ratio "$ss" "$rs")" "$(q "${raw_start[@]}")" "$(q "${sw_start[@]}")"
+printf '%-28s %10s %10s %7s %14s %14s\n' "  the same, first via PATH" "$(ms "$rs")" "$(ms "$sp")" \
+  "$(ratio "$sp" "$rs")" "$(q "${raw_start[@]}")" "$(q "${sw_start_path[@]}")"
+printf '%-28s %10s %10s %7s %14s %14s\n' "run (vs runsc exec)" "$(ms "$re")" "$(ms "$sr")" \
+  "$(ratio "$sr" "$re")" "$(q "${raw_exec[@]}")" "$(q "${sw_run[@]}")"
