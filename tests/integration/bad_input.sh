@@ -59,6 +59,17 @@ bad "unknown verb 'crete'" 2 "crete.*did you mean 'create'" sw crete
 bad "unknown verb with options before it" 2 "frobnicate" sw --state-dir "$STATE" frobnicate
 bad "unknown flag --hidepd" 2 "hidepd.*did you mean '--hidepid'" sw create --hidepd 2
 bad "unknown flag for ls" 2 "--frobnicate" sw ls --frobnicate
+# Only the verb the command line names is built (cmd/main.cpp): it is found
+# past the global options and their values, even a value that spells a verb,
+# and --help before any verb still lists them all.
+capture sw --remote-binary run --json ls
+assert_eq "a global option's value that spells a verb (--remote-binary run ls): ls runs" \
+    "0:[" "$LAST_RC:${LAST_OUT:0:1}"
+capture sw --help
+for verb in create run ls prune wait cp image audit pool version completion; do
+    assert_true "--help lists $verb" grep -qE "^  $verb( |,)" <<<"$LAST_OUT"
+done
+bad "unknown verb after a global option's value" 2 "lss.*did you mean 'ls'" sw --host local lss
 # As docker exec takes it, the command may follow the id without `--`: the
 # first bare word after the id starts it, and nothing after it is ours.
 capture sw run "$ID" id -u
