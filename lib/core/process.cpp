@@ -219,24 +219,28 @@ CommandResult wait_capturing(pid_t pid, ChildStdio& stdio, const Command& cmd) {
 
 }  // namespace
 
-bool write_all(int fd, std::string_view data) {
+namespace {
+// All of `data` through `put` (one write(2)-like call), across short writes
+// and EINTR.
+template <typename Put>
+bool put_all(std::string_view data, Put put) {
     while (!data.empty()) {
-        ssize_t w = ::write(fd, data.data(), data.size());
+        ssize_t w = put(data);
         if (w < 0 && errno == EINTR) continue;
         if (w <= 0) return false;
         data.remove_prefix(static_cast<std::size_t>(w));
     }
     return true;
 }
+}  // namespace
+
+bool write_all(int fd, std::string_view data) {
+    return put_all(data, [fd](std::string_view d) { return ::write(fd, d.data(), d.size()); });
+}
 
 bool send_all(int fd, std::string_view data) {
-    while (!data.empty()) {
-        ssize_t w = ::send(fd, data.data(), data.size(), MSG_NOSIGNAL);
-        if (w < 0 && errno == EINTR) continue;
-        if (w <= 0) return false;
-        data.remove_prefix(static_cast<std::size_t>(w));
-    }
-    return true;
+    return put_all(
+        data, [fd](std::string_view d) { return ::send(fd, d.data(), d.size(), MSG_NOSIGNAL); });
 }
 
 Pipe make_pipe() {
