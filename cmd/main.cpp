@@ -196,25 +196,22 @@ bool takes_value_short(CLI::App* sub, const std::string& group) {
 // `run ID COMMAND ARGS...` without `--`, as docker exec takes it: the first
 // bare word after the sandbox id starts the command (options before it are
 // sandweave's, found by the same option tree that parses them).
-void split_run_command(CLI::App& app, std::vector<std::string>& args,
+void split_run_command(CLI::App& app, std::size_t at, std::vector<std::string>& args,
                        std::vector<std::string>& command) {
-    const std::size_t at = verb_at(app, args);
     if (at == args.size() || args[at] != "run") return;
     auto verb = args.begin() + static_cast<long>(at);
     CLI::App* run = app.get_subcommand("run");
-    auto takes_value = [&](const std::string& a) {
-        if (a.find('=') != std::string::npos) return false;
-        for (CLI::App* scope : {run, &app})
-            for (const auto* opt : scope->get_options())
-                if (opt->check_name(a)) return opt->get_expected_min() > 0;
-        if (a.size() > 2 && a[1] != '-') return takes_value_short(run, a);  // -it, -e X
+    auto value_follows = [&](const std::string& a) {
+        if (takes_value(*run, a) || takes_value(app, a)) return true;
+        if (a.size() > 2 && a[1] != '-' && a.find('=') == std::string::npos)
+            return takes_value_short(run, a);  // -it, -e X
         return false;
     };
     bool have_id = false;
     for (auto it = verb + 1; it != args.end(); ++it) {
         const std::string& a = *it;
         if (a.size() > 1 && a[0] == '-') {
-            if (takes_value(a) && it + 1 != args.end()) ++it;
+            if (value_follows(a) && it + 1 != args.end()) ++it;
             continue;
         }
         // One-shot runs (--template) have no id: their first word is the command.
@@ -316,7 +313,7 @@ int main_impl(int argc, char** argv) {
 
     // An unknown verb gets a suggestion before CLI11's generic message.
     if (std::string bad = check_verbs(app, args); !bad.empty()) return report_error(g, bad, 2);
-    if (!has_separator) split_run_command(app, args, command);
+    if (!has_separator) split_run_command(app, at, args, command);
     if (has_separator && (args.empty() || std::find(args.begin(), args.end(), "run") == args.end()))
         return report_error(g, "`--` is only used by `sandweave run ... -- COMMAND`", 2);
 
