@@ -84,9 +84,12 @@ std::string shown(const CopyEndpoint& e) {
 // first is the one line the user sees (the other side's failure follows).
 class LocalSide {
   public:
+    // Runs fn on the thread; `stream_end` (the write end fn writes the stream
+    // to) is closed once fn's outcome is recorded, so the other side never
+    // sees the stream end before a failure here counts as the first.
     template <class Fn>
-    void start(Fn fn) {
-        thread_ = std::thread([this, fn = std::move(fn)] {
+    void start(Fn fn, Fd stream_end = Fd()) {
+        thread_ = std::thread([this, fn = std::move(fn), end = std::move(stream_end)]() mutable {
             block_signals();
             try {
                 fn();
@@ -97,6 +100,7 @@ class LocalSide {
             }
             failed_ = error_.has_value();
             if (failed_ && on_fail_) on_fail_();
+            end.reset();
         });
     }
     void on_fail(std::function<void()> fn) { on_fail_ = std::move(fn); }
@@ -139,14 +143,16 @@ void copy_in(Api& api, const CopyParams& p) {
                       total);
     Pipe pipe = make_pipe();
     LocalSide local;
-    local.start([&] {
-        Fd w = std::move(pipe.write);  // closed when done: the stream's end
-        auto on_bytes = [&](std::uint64_t n) { progress.set(n); };
-        if (tar)
-            copy::tar_to_stream(p.tar_in, w.get(), on_bytes);
-        else
-            copy::send_local(p.src.path, w.get(), on_bytes);
-    });
+    const int w = pipe.write.get();
+    local.start(
+        [&, w] {
+            auto on_bytes = [&](std::uint64_t n) { progress.set(n); };
+            if (tar)
+                copy::tar_to_stream(p.tar_in, w, on_bytes);
+            else
+                copy::send_local(p.src.path, w, on_bytes);
+        },
+        std::move(pipe.write));
     CpIo io;
     io.in_fd = pipe.read.get();
     io.forward_own_signals = true;
