@@ -29,6 +29,7 @@ readonly PATCHES=(
   "$SCRIPT_DIR/memory.patch"
   "$SCRIPT_DIR/audit-point-cost.patch"
   "$SCRIPT_DIR/ptrace.patch"
+  "$SCRIPT_DIR/ptrace-colocate.patch"
 )
 readonly CACHE_ROOT="${SANDWEAVE_RUNTIME_CACHE:-/var/cache/sandweave/runtime}"
 readonly INSTALL_DIR="${SANDWEAVE_RUNTIME_DIR:-/usr/local/lib/sandweave}"
