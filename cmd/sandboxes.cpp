@@ -180,6 +180,10 @@ void register_sandbox_verbs(CLI::App& app, GlobalOptions& g, Outcome& out) {
     rm->add_option("ids", *rm_ids, "Sandbox ids or names")->type_name("SANDBOX");
     add_filter_option(rm, *rm_filters);
     rm->add_flag("--all", *rm_all, "Every sandbox (with --filter: every one that matches)");
+    // docker rm needs -f for a running container; rm here always stops one
+    // first, so the flag is taken for the habit and changes nothing.
+    rm->add_flag("-f,--force")
+        ->description("Accepted as in docker rm -f: a running sandbox is always stopped first");
     rm->callback([&g, &out, rm_ids, rm_filters, rm_all] {
         Session s(g);
         nlohmann::json arr = nlohmann::json::array();

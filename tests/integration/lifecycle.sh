@@ -29,6 +29,10 @@ assert_match "create --json: one document with the id" '^sw-[0-9a-f]{12}$' "$JID
 assert_eq "create --json: state running" running "$(jq -r .state <<<"$LAST_OUT")"
 capture sw rm --json "$JID"
 assert_eq "rm --json names what it removed" "[\"$JID\"]" "$(jq -c .removed <<<"$LAST_OUT")"
+FID="$(sw create --template base)"
+capture sw rm -f "$FID"
+assert_eq "rm -f (docker's habit) removes a running sandbox" "0 $FID" "$LAST_RC $LAST_OUT"
+assert_true "... and it is gone" test ! -e "$STATE/sandboxes/$FID"
 
 # --- ls -----------------------------------------------------------------------------
 capture sw ls
