@@ -9,6 +9,7 @@
 #include <cerrno>
 #include <fstream>
 
+#include "lib/core/cgroup.hpp"
 #include "lib/core/error.hpp"
 #include "lib/core/fsutil.hpp"
 
@@ -71,6 +72,10 @@ std::vector<pid_t> LocalHost::processes_matching(const std::string& needle) {
 
 bool LocalHost::kill(pid_t pid, int signal) {
     return ::kill(pid, signal) == 0;
+}
+
+bool LocalHost::rejoin_own_cgroup() {
+    return sandweave::rejoin_own_cgroup().has_value();
 }
 
 }  // namespace sandweave

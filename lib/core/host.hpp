@@ -38,6 +38,11 @@ class Host {
     virtual std::vector<pid_t> processes_matching(const std::string& needle) = 0;
     // Sends `signal` to `pid`; false when there is no such process (any more).
     virtual bool kill(pid_t pid, int signal) = 0;
+    // Moves this process into the cgroup it is in (lib/core/cgroup.hpp): a
+    // no-op that blocks for the kernel's cgroup attach lock, so that the next
+    // cgroup.procs write on the host (runsc's) finds the lock warm. False when
+    // no cgroup took the write; never throws.
+    virtual bool rejoin_own_cgroup() = 0;
 };
 
 class LocalHost final : public Host {
@@ -47,6 +52,7 @@ class LocalHost final : public Host {
     bool is_mounted(const std::filesystem::path& target) override;
     std::vector<pid_t> processes_matching(const std::string& needle) override;
     bool kill(pid_t pid, int signal) override;
+    bool rejoin_own_cgroup() override;
 };
 
 }  // namespace sandweave

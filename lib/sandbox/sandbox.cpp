@@ -5,6 +5,7 @@
 #include <unistd.h>
 
 #include <algorithm>
+#include <thread>
 
 #include "lib/core/error.hpp"
 #include "lib/core/fault.hpp"
@@ -138,6 +139,10 @@ fs::path find_guest_init() {
 }
 
 SandboxRecord create_sandbox(Context& ctx, const CreateRequest& req) {
+    // runsc's first cgroup write waits out an RCU grace period unless one has
+    // just passed (lib/core/cgroup.hpp): let it pass now, beside the work
+    // below, instead of on runsc's path. Joined when create returns or fails.
+    std::jthread cgroup_warmup([&host = ctx.host] { host.rejoin_own_cgroup(); });
     std::optional<SnapshotRecord> snap;
     SandboxSpec spec;
     if (!req.from_snapshot.empty()) {

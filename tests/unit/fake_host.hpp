@@ -8,6 +8,7 @@
 #include <sys/types.h>
 
 #include <algorithm>
+#include <atomic>
 #include <filesystem>
 #include <optional>
 #include <set>
@@ -32,6 +33,8 @@ class FakeHost final : public Host {
     std::vector<std::filesystem::path> unmount_calls;
     std::vector<Process> processes;                 // the process table
     std::vector<std::pair<pid_t, int>> kill_calls;  // {pid, signal}
+    // rejoin_own_cgroup calls (create makes its one from a thread of its own).
+    std::atomic<int> cgroup_rejoins{0};
     // Thrown by the next mount_overlay (the overlay refused: no overlayfs, EPERM).
     std::optional<Error> fail_mount;
 
@@ -65,6 +68,10 @@ class FakeHost final : public Host {
                                [&](const Process& p) { return p.pid == pid; });
         if (it == processes.end()) return false;
         if (signal == SIGKILL || signal == SIGTERM) processes.erase(it);
+        return true;
+    }
+    bool rejoin_own_cgroup() override {
+        ++cgroup_rejoins;
         return true;
     }
 };

@@ -110,6 +110,7 @@ TEST_SUITE("sandbox") {
         REQUIRE(f.runner.count("run") == 1u);
         CHECK(fs::exists(dir / "bundle/config.json"));
         CHECK(f.store.load(r.id).state == SandboxState::running);
+        CHECK(f.host.cgroup_rejoins == 1);  // the cgroup lock warmed once, before runsc
 
         // A process of the sandbox that runsc delete does not reach.
         f.host.processes.push_back({4242, "runsc-gofer --bundle " + (dir / "bundle").string()});
