@@ -28,6 +28,7 @@ readonly PATCHES=(
   "$SCRIPT_DIR/audit-cost.patch"
   "$SCRIPT_DIR/memory.patch"
   "$SCRIPT_DIR/audit-point-cost.patch"
+  "$SCRIPT_DIR/audit-send.patch"
   "$SCRIPT_DIR/ptrace.patch"
   "$SCRIPT_DIR/ptrace-colocate.patch"
 )
