@@ -125,7 +125,9 @@ void register_sandbox_verbs(CLI::App& app, GlobalOptions& g, Outcome& out) {
     ls->alias("list");
     auto quiet_ids = std::make_shared<bool>(false);
     auto ls_filters = std::make_shared<std::vector<std::string>>();
-    ls->add_flag("--ids", *quiet_ids, "Print only ids");
+    // -q as in docker ps -q; after the verb it is this flag, before it the
+    // global --quiet.
+    ls->add_flag("-q,--ids", *quiet_ids, "Print only ids, one a line (as docker ps -q)");
     add_filter_option(ls, *ls_filters);
     ls->callback([&g, &out, quiet_ids, ls_filters] {
         Session s(g);

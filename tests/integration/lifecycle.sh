@@ -51,6 +51,10 @@ assert_eq "ls --json: labels (none)" "{}" "$(jq -c '.[0].labels // .[0].spec.lab
 assert_eq "ls --json: spec.template" base "$(jq -r '.[0].spec.template' <<<"$J")"
 capture sw ls --ids
 assert_eq "ls --ids prints the id" "$ID" "$LAST_OUT"
+capture sw ls -q
+assert_eq "ls -q (as docker ps -q) prints only the id" "$ID" "$LAST_OUT"
+capture sw -q ls
+assert_match "sandweave -q ls (the global --quiet) still prints the table" '^ID +NAME' "$LAST_OUT"
 
 # The global options work before the verb too.
 capture env -u SANDWEAVE_STATE_DIR "$SW" --state-dir "$STATE" ls --ids
