@@ -4,7 +4,7 @@
 # wall-clock (sender + writer on this machine) and per writer CPU-second (the
 # writer's own utime+stime: the "one core" figure). BATCH (default 1) points
 # per message as runtime/audit-batch.patch sends them (a dd guest's 10 ms
-# batches hold ~240 points, see README, "Audit cost, second round"; a less
+# batches hold ~240 points, as an strace of the writer shows; a less
 # busy guest's fewer). Records whose entry the writer dropped (queue overflow: the replayer
 # outruns it) cost it less; so the per-CPU figure counts written records only.
 # RATE paces the replay (points per second) so that the writer keeps up and

@@ -1,5 +1,5 @@
 #!/usr/bin/env bash
-# `resources.cpus` throttles the guest (SPEC 15): the same CPU-bound guest
+# `resources.cpus` throttles the guest: the same CPU-bound guest
 # loop in a sandbox without a limit, with cpus 0.5 and with cpus 0.25, run
 # ROUNDS times each, interleaved. Reports per setting the median wall time of
 # the loop and the median CPU the sandbox's host cgroup used per wall second

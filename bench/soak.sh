@@ -1,6 +1,6 @@
 #!/usr/bin/env bash
-# Soak: long runs that must leak nothing (not in CI; figures go in the README
-# and the note).
+# Soak: long runs that must leak nothing (not in CI; figures go in
+# bench/README.md).
 #   1. CYCLES create -> run -> rm cycles, PARALLEL at a time
 #   2. ACQUIRES pool acquires (pool of POOL_SIZE, refilled in the background),
 #      each acquired sandbox run once and removed

@@ -1,5 +1,5 @@
 #!/usr/bin/env bash
-# `run -- true` over SSH vs locally (issue 10's figures), as medians over
+# `run -- true` over SSH vs locally, as medians over
 # repeated runs, interleaved, and ratios, all against a loopback OpenSSH server
 # this script starts (tests/helpers/sshd_fixture.sh) with a worker state
 # directory of its own:
@@ -15,7 +15,7 @@
 #                  `ssh ... sandweave serve --stdio` (OpenSSH's channel, not
 #                  libssh's: an approximation of what an SDK holding one
 #                  libssh session would see).
-# Targets (issue 10): a live session <= local + 2 ms; per CLI call no slower
+# Targets: a live session <= local + 2 ms; per CLI call no slower
 # than the ssh command line.
 # Usage: bench/ssh.sh [REPS]   (default 30, at least 30; root, a built tree, sshd)
 set -euo pipefail

@@ -1,5 +1,5 @@
 #pragma once
-// The guest's resource limits (SPEC 15): `resources` limit the guest, as a
+// The guest's resource limits: `resources` limit the guest, as a
 // Docker user expects, and the sandbox survives reaching them.
 //
 // On the ptrace platform every guest process costs host processes (a stub

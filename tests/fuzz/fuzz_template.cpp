@@ -7,7 +7,7 @@
 // name. The others are user templates t1.yaml ... t4.yaml in a scratch
 // directory searched before the built-ins (templates/), so `extends` chains
 // run through user files (by name or by ./path), built-ins and inline text.
-// Properties (SPEC 4 and 15):
+// Properties (templates, docs/guide.md "Templates"):
 //   - nothing crashes; resolution throws nothing but sandweave::Error;
 //   - a resolved template has an image, a chain without repeats and at most
 //     32 long, starting with the reference's own name, and every origin names

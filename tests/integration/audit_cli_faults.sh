@@ -19,7 +19,7 @@ unset SANDWEAVE_HOST
 TMPDIR=/tmp sw_setup
 MAIN_STATE=$STATE
 T=$SCRATCH
-DS=""     # the second state dir, on a small tmpfs (section 5)
+DS=""     # the second state dir, on a small tmpfs (the disk-full case)
 MOUNTS=() # tmpfs mounts of ours, unmounted at exit
 
 writer_pids() { # state-dir [id] -> pids of the audit writers there

@@ -1,5 +1,5 @@
 #!/usr/bin/env bash
-# sandweave cp (issue 9), as docker cp does it, through the guest agent's own
+# sandweave cp, as docker cp does it, through the guest agent's own
 # copier (no tar in the guest): both directions, trees with modes, times,
 # symlinks and empty directories, byte-exact and large files, tar streams both
 # ways, --user ownership, docker cp's path rules, refused escapes (tar members

@@ -1,5 +1,5 @@
 #!/usr/bin/env bash
-# The `desktop` template (issue 13): an X display started at create as a
+# The `desktop` template: an X display started at create as a
 # desktop user of its own (uid 1000), screenshots as checked PNGs written on the
 # client (also over ssh://), and input for computer-use agents, on hidepid 2
 # and audit. Pixels are decoded (tests/helpers/png_pixels.py), never judged by

@@ -1,5 +1,5 @@
 #!/usr/bin/env bash
-# Resource limits hold inside the guest and the sandbox survives them (SPEC 15):
+# Resource limits hold inside the guest and the sandbox survives them:
 # over `pids` a fork fails with EAGAIN, over `memory` one process is OOM-killed
 # and ls/inspect show it; limits the runtime cannot enforce in the guest are
 # refused at create with exit 5, leaving nothing behind.

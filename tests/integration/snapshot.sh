@@ -1,5 +1,5 @@
 #!/usr/bin/env bash
-# Snapshots as a user sees them (README, "Snapshots and pools"):
+# Snapshots as a user sees them (docs/guide.md, "Snapshots and pools"):
 #   1. fs snapshot: `snapshot create ID --kind fs` prints an id; `snapshot ls
 #      --json` describes it; `create --from-snapshot S` gives a fresh sandbox
 #      with the layer as it was at the snapshot; the source keeps running; the

@@ -1,5 +1,5 @@
 #!/usr/bin/env bash
-# Remote workers over SSH (issue 10): `--host ssh://[user@]host[:port]` on every
+# Remote workers over SSH: `--host ssh://[user@]host[:port]` on every
 # verb, against a real OpenSSH server this script starts on a loopback port
 # (tests/helpers/sshd_fixture.sh) with its own host key, a user key in its own
 # authorized_keys and known_hosts, and a worker state directory ($WSTATE, given
