@@ -75,7 +75,7 @@ INSTALLED="${SANDWEAVE_RUNTIME_DIR:-/usr/local/lib/sandweave}/runsc"
 if [[ -f "$INSTALLED.build.json" ]]; then
     want="$("$SANDWEAVE_SOURCE_DIR/runtime/build-runsc.sh" --list | sed 's/\.patch$//' | jq -R . | jq -sc .)"
     capture sw --runsc "$INSTALLED" version --json
-    assert_eq "the installed runtime reports runtime/series' patches, in order" "$want" \
+    assert_eq "the installed runtime reports runtime/series' patches, in order (built from an older series? run runtime/build-runsc.sh)" "$want" \
         "$(jq -c .runtime.patches <<<"$LAST_OUT")"
 else
     skipped "$INSTALLED.build.json missing (runtime built before the manifest existed)"
