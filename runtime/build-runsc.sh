@@ -2,46 +2,39 @@
 # Build sandweave's patched gVisor runsc (procfs hidepid=, runtime audit fixes)
 # from Debian packages.
 #
-# Usage: build-runsc.sh [--test] [--force]
+# Usage: build-runsc.sh [--test] [--force] | --list
 #   --test   also run `go vet` and the Go unit tests of the patched packages
 #   --force  rebuild even if a cached binary exists for the current cache key
+#   --list   print the series' patch files in order and exit
 #
 # Environment:
 #   SANDWEAVE_RUNTIME_CACHE  build cache (default /var/cache/sandweave/runtime)
 #   SANDWEAVE_RUNTIME_DIR    install directory (default /usr/local/lib/sandweave)
 #
 # Progress goes to stderr; the last line on stdout is the installed path.
-# Beside the binary, runsc.build.json records the patches built into it.
+# The patches and their order are runtime/series. Beside the binary,
+# runsc.build.json records the patches built into it.
 set -euo pipefail
 
 readonly SCRIPT_DIR="$(cd "$(dirname "${BASH_SOURCE[0]}")" && pwd)"
 readonly SCRIPT="$SCRIPT_DIR/$(basename "${BASH_SOURCE[0]}")"
-# Applied in this order; every one is part of the cache key.
-readonly PATCHES=(
-  "$SCRIPT_DIR/hidepid.patch"
-  "$SCRIPT_DIR/audit.patch"
-  "$SCRIPT_DIR/compat.patch"
-  "$SCRIPT_DIR/audit-batch.patch"
-  "$SCRIPT_DIR/pty.patch"
-  "$SCRIPT_DIR/limits.patch"
-  "$SCRIPT_DIR/audit-context.patch"
-  "$SCRIPT_DIR/audit-cost.patch"
-  "$SCRIPT_DIR/memory.patch"
-  "$SCRIPT_DIR/audit-point-cost.patch"
-  "$SCRIPT_DIR/audit-send.patch"
-  "$SCRIPT_DIR/ptrace.patch"
-  "$SCRIPT_DIR/ptrace-colocate.patch"
-)
+# The patches, in the order they apply: one name a line, `#` comments
+# (as debian/patches/series). The list and every patch are in the cache key.
+readonly SERIES="$SCRIPT_DIR/series"
 readonly CACHE_ROOT="${SANDWEAVE_RUNTIME_CACHE:-/var/cache/sandweave/runtime}"
 readonly INSTALL_DIR="${SANDWEAVE_RUNTIME_DIR:-/usr/local/lib/sandweave}"
 readonly GVISOR_SRC=/usr/share/gocode/src/gvisor.dev/gvisor
 readonly DEBIAN_RUNSC=/usr/bin/runsc
-# Go packages touched by the patches (vet runs on these, unit tests on the
-# first three: the others' tests need helpers Debian does not package).
-readonly PATCHED_PKGS=(
+# Go packages touched by the patches: vet runs on all of them, the unit tests
+# on those whose tests run without gVisor's own test helpers (Debian does not
+# package pkg/sentry/kernel's and the others' test helpers).
+readonly TESTED_PKGS=(
   gvisor.dev/gvisor/pkg/sentry/fsimpl/proc
   gvisor.dev/gvisor/pkg/sentry/seccheck/sinks/remote
   gvisor.dev/gvisor/pkg/sentry/seccheck
+)
+readonly PATCHED_PKGS=(
+  "${TESTED_PKGS[@]}"
   gvisor.dev/gvisor/pkg/sentry/kernel
   gvisor.dev/gvisor/runsc/boot
   gvisor.dev/gvisor/pkg/sentry/fsimpl/devpts
@@ -59,18 +52,34 @@ die() { printf 'build-runsc: error: %s\n' "$*" >&2; exit 1; }
 
 run_tests=0
 force=0
+list=0
 for arg in "$@"; do
   case "$arg" in
     --test) run_tests=1 ;;
     --force) force=1 ;;
-    -h|--help) sed -n '2,13p' "$SCRIPT" | sed 's/^# \{0,1\}//'; exit 0 ;;
+    --list) list=1 ;;
+    -h|--help) sed -n '2,16p' "$SCRIPT" | sed 's/^# \{0,1\}//'; exit 0 ;;
     *) die "unknown argument: $arg (see --help)" ;;
   esac
 done
 
-for p in "${PATCHES[@]}"; do
-  [[ -r "$p" ]] || die "patch not found: $p"
-done
+# PATCHES: the series' patches, as paths, in order.
+PATCHES=()
+[[ -r "$SERIES" ]] || die "series file not found: $SERIES"
+while IFS= read -r line || [[ -n "$line" ]]; do
+  line="${line%%#*}"
+  line="${line//[[:space:]]/}"
+  [[ -n "$line" ]] || continue
+  [[ "$line" =~ ^[a-z0-9][a-z0-9._-]*\.patch$ ]] || die "$SERIES: not a patch name: $line"
+  [[ -r "$SCRIPT_DIR/$line" ]] || die "$SERIES: patch not found: $SCRIPT_DIR/$line"
+  PATCHES+=("$SCRIPT_DIR/$line")
+done <"$SERIES"
+((${#PATCHES[@]})) || die "$SERIES lists no patches"
+readonly PATCHES
+if [[ "$list" == 1 ]]; then
+  for p in "${PATCHES[@]}"; do basename "$p"; done
+  exit 0
+fi
 
 tmp=""
 cleanup() { if [[ -n "$tmp" ]]; then rm -rf "$tmp"; fi; }
@@ -112,6 +121,7 @@ key="$(
       printf '%s ' "$(basename "$p")"
       sha256sum <"$p"
     done
+    sha256sum <"$SERIES"
     sha256sum <"$SCRIPT"
     printf 'golang-gvisor-gvisor-dev=%s\ngolang-go=%s\nrunsc=%s\n' "$gvisor_ver" "$go_ver" "$runsc_ver"
   } | sha256sum | cut -d' ' -f1
@@ -202,11 +212,15 @@ gobuild_env() {
 }
 
 run_go_tests() {
+  local start=$SECONDS
+  # -trimpath: the overlay's directory is new every run, and without it that
+  # path is in every package's cache key, so each run recompiled the tree.
   log "go vet ${PATCHED_PKGS[*]}"
   # -composites=false: upstream code has unkeyed composite literals.
-  (cd "$tmp" && gobuild_env go vet -composites=false "${PATCHED_PKGS[@]}") >&2 || die "go vet failed"
-  log "go test ${PATCHED_PKGS[*]:0:3}"
-  (cd "$tmp" && gobuild_env go test -count=1 -v "${PATCHED_PKGS[@]:0:3}") >&2 || die "go unit tests failed"
+  (cd "$tmp" && gobuild_env go vet -trimpath -composites=false "${PATCHED_PKGS[@]}") >&2 || die "go vet failed"
+  log "go test ${TESTED_PKGS[*]}"
+  (cd "$tmp" && gobuild_env go test -trimpath -count=1 -v "${TESTED_PKGS[@]}") >&2 || die "go unit tests failed"
+  log "go vet and tests in $((SECONDS - start))s"
 }
 
 if [[ -x "$out" && "$force" == 0 ]]; then

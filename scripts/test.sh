@@ -9,7 +9,9 @@
 #      libFuzzer for 45 s, seeded with tests/data/templates/corpus
 #   5. the guest agent's frame decoder (what a hostile guest sends the host)
 #      under libFuzzer for 45 s
-#   6. every unit and integration test against the real runsc (ctest)
+#   6. go vet and the Go unit tests of the gVisor packages runtime/series
+#      patches (runtime/build-runsc.sh --test, on the runtime setup built)
+#   7. every unit and integration test against the real runsc (ctest)
 set -euo pipefail
 top="$(cd "$(dirname "${BASH_SOURCE[0]}")/.." && pwd)"
 "$top/scripts/setup.sh" --test-deps
@@ -41,6 +43,9 @@ fuzz fuzz_template 45 "$top/tests/data/templates/corpus" "$top/tests/data/templa
 
 echo "== fuzzing the guest agent's frame decoder (45 s)" >&2
 fuzz fuzz_agent_frames 45 "$top/tests/data/agent/corpus"
+
+echo "== the runtime patches' Go tests" >&2
+"$top/runtime/build-runsc.sh" --test >/dev/null
 
 echo "== unit and integration tests" >&2
 cd "$top/build"
