@@ -124,7 +124,8 @@ nlohmann::json parse_log_line(std::string_view line) {
     std::string text(line);
     for (std::size_t i = 0; i + 1 < text.size(); ++i) {
         if (text[i] != '\\') continue;
-        if (text[i + 1] == 'u' && i + 5 < text.size() && (text[i + 2] == 'd' || text[i + 2] == 'D') &&
+        if (text[i + 1] == 'u' && i + 5 < text.size() &&
+            (text[i + 2] == 'd' || text[i + 2] == 'D') &&
             std::string_view("cdefCDEF").find(text[i + 3]) != std::string_view::npos)
             text.replace(i + 2, 4, "fffd");
         ++i;  // past the escaped character: an escaped backslash is not an escape

@@ -306,12 +306,14 @@ TEST_CASE("audit decoder: hostile strings are escaped; bytes that are not UTF-8 
     CHECK(d.line.find(R"("pathname":"\udcff\udcfex")") != std::string::npos);
     // Sequences that look like UTF-8 but are not (overlong, a surrogate, past
     // U+10FFFF, cut short) are escaped byte by byte; valid ones are kept.
-    bad = std::string("\x32\x0e", 2) + std::string("\xc0\xaf\xed\xa0\x80\xf4\x90\x80\x80\xe2\x82", 11) +
-          "\xc3\xa9" + "\\";
+    bad = std::string("\x32\x0e", 2) +
+          std::string("\xc0\xaf\xed\xa0\x80\xf4\x90\x80\x80\xe2\x82", 11) + "\xc3\xa9" + "\\";
     d = decode(frame_message(7, bad));
     CHECK(d.result.escaped);
-    CHECK(d.line.find(R"("pathname":"\udcc0\udcaf\udced\udca0\udc80\udcf4\udc90\udc80\udc80\udce2\udc82)"
-                      "\xc3\xa9" R"(\\")") != std::string::npos);
+    CHECK(d.line.find(
+              R"("pathname":"\udcc0\udcaf\udced\udca0\udc80\udcf4\udc90\udc80\udc80\udce2\udc82)"
+              "\xc3\xa9"
+              R"(\\")") != std::string::npos);
 }
 
 TEST_CASE("audit decoder: the recorded runsc corpus decodes without a malformed record") {

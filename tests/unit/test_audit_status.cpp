@@ -143,8 +143,11 @@ TEST_CASE("audit status: each loss counter has exactly its own reason") {
 }
 
 TEST_CASE("audit status: a log line with escaped bytes parses for its framing") {
-    auto j = parse_log_line(R"({"seq":3,"point":"syscall/execve/exit","argv":["a\udcffb","\\udcff"]})");
+    auto j =
+        parse_log_line(R"({"seq":3,"point":"syscall/execve/exit","argv":["a\udcffb","\\udcff"]})");
     CHECK(j["seq"] == 3);
-    CHECK(j["argv"][0] == "a\xef\xbf\xbd" "b");
+    CHECK(j["argv"][0] ==
+          "a\xef\xbf\xbd"
+          "b");
     CHECK(j["argv"][1] == "\\udcff");  // an escaped backslash, then text
 }
