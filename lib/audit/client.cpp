@@ -193,7 +193,7 @@ void extend_with_tail(const fs::path& dir, WriterState& s) {
             }
             nlohmann::json j;
             try {
-                j = nlohmann::json::parse(line);
+                j = parse_log_line(line);
             } catch (...) {
                 stop = true;
                 break;
@@ -319,7 +319,7 @@ Status make_status(const fs::path& dir, const WriterState& s, bool running,
         {"disk_dropped", s.disk_dropped},
         {"malformed", s.malformed},
         {"unknown_types", s.unknown_types},
-        {"lossy_records", s.lossy_records},
+        {"escaped_records", s.escaped_records},
         {"sentry_connections", s.streams},
         {"rejected_connections", s.rejected_connections},
         {"container_start_seen", s.container_start_seen},

@@ -196,7 +196,7 @@ void RecordFormatter::sysno_name(JsonOut& out, std::uint64_t sysno) {
 }
 
 bool RecordFormatter::emit(const Schema& s, std::string_view data, int depth, JsonOut& out,
-                           bool& lossy, bool top_level) {
+                           bool& escaped, bool top_level) {
     // A context whose bytes after time_ns are those of the memo: the memo's
     // JSON is what the walk below would write for them.
     std::int64_t time_ns = 0;
@@ -207,12 +207,12 @@ bool RecordFormatter::emit(const Schema& s, std::string_view data, int depth, Js
         out.raw(s.fields[0].key);
         out.exact_i64(time_ns);
         out.raw(memo_json_);
-        lossy = lossy || memo_lossy_;
+        escaped = escaped || memo_escaped_;
         return true;
     }
     const std::size_t start = out.size();
-    const bool lossy_in = lossy;
-    lossy = false;
+    const bool escaped_in = escaped;
+    escaped = false;
     // The top level was parsed by the caller (it needed sysno first).
     if (!top_level && !parse(s, data, depth)) return false;
     auto& occ = occ_[depth];
@@ -246,7 +246,7 @@ bool RecordFormatter::emit(const Schema& s, std::string_view data, int depth, Js
                 out.raw(o.value ? "true" : "false");
                 break;
             case Kind::string:
-                if (!out.str(data.substr(o.off, o.len))) lossy = true;
+                if (!out.str(data.substr(o.off, o.len))) escaped = true;
                 break;
             case Kind::bytes:
                 out.base64(data.substr(o.off, o.len));
@@ -255,7 +255,7 @@ bool RecordFormatter::emit(const Schema& s, std::string_view data, int depth, Js
                 if (depth + 1 >= kMaxDepth) return false;
                 out.ch('{');
                 if (!emit(schemas_[static_cast<std::size_t>(f.message)], data.substr(o.off, o.len),
-                          depth + 1, out, lossy, false))
+                          depth + 1, out, escaped, false))
                     return false;
                 out.ch('}');
                 break;
@@ -338,8 +338,8 @@ bool RecordFormatter::emit(const Schema& s, std::string_view data, int depth, Js
         out.raw("\"unknown_fields\":");
         out.base64(unknown_[depth]);
     }
-    const bool mine = lossy;
-    lossy = lossy_in || mine;
+    const bool mine = escaped;
+    escaped = escaped_in || mine;
     // Memoize only what the ordered walk wrote: then time_ns came first and
     // once, and everything after it depends on context_rest alone.
     if (context && ordered) {
@@ -351,7 +351,7 @@ bool RecordFormatter::emit(const Schema& s, std::string_view data, int depth, Js
         if (memo_valid_) {
             memo_rest_.assign(context_rest);
             memo_json_.assign(written.substr(memo_scratch_.size()));
-            memo_lossy_ = mine;
+            memo_escaped_ = mine;
         }
     }
     return true;
@@ -456,8 +456,8 @@ RecordFormatter::Result RecordFormatter::payload(JsonOut& out, std::uint64_t seq
     out.raw(point);
     out.raw("\",\"dropped\":");
     out.u64(dropped);
-    bool lossy = false;
-    if (!emit(s, body, 0, out, lossy, true)) {
+    bool escaped = false;
+    if (!emit(s, body, 0, out, escaped, true)) {
         out.truncate(mark);
         raw_record(out, seq, dropped, "writer/malformed_message", type,
                    "payload is not a valid protobuf message", body);
@@ -465,7 +465,7 @@ RecordFormatter::Result RecordFormatter::payload(JsonOut& out, std::uint64_t seq
         return r;
     }
     out.raw("}\n");
-    r.lossy = lossy;
+    r.escaped = escaped;
     r.container_start = type == kContainerStart;
     return r;
 }

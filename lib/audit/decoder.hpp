@@ -46,7 +46,7 @@ class RecordFormatter {
     enum class Outcome { event, unknown_type, malformed };
     struct Result {
         Outcome outcome = Outcome::event;
-        bool lossy = false;  // a string had invalid UTF-8 (replaced)
+        bool escaped = false;  // a string had bytes that are not UTF-8 (escaped \udcNN)
         bool container_start = false;
     };
 
@@ -93,7 +93,7 @@ class RecordFormatter {
     Field& mark_always(int schema, std::string_view field_name);
     bool parse(const Schema&, std::string_view data, int depth);
     static void sysno_name(JsonOut& out, std::uint64_t sysno);
-    bool emit(const Schema&, std::string_view data, int depth, JsonOut& out, bool& lossy,
+    bool emit(const Schema&, std::string_view data, int depth, JsonOut& out, bool& escaped,
               bool top_level);
     const std::string& point_name(std::uint16_t type, std::uint64_t sysno, bool is_exit);
     void raw_record(JsonOut& out, std::uint64_t seq, std::uint64_t dropped, const char* point,
@@ -113,7 +113,7 @@ class RecordFormatter {
     // bytes stay the same instead of parsing and formatting them again.
     static bool split_context(std::string_view data, std::int64_t& time_ns, std::string_view& rest);
     const Schema* context_schema_ = nullptr;
-    bool memo_valid_ = false, memo_lossy_ = false;
+    bool memo_valid_ = false, memo_escaped_ = false;
     std::string memo_rest_, memo_json_;
     JsonOut memo_scratch_;
 };

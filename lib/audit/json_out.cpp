@@ -91,6 +91,11 @@ void JsonOut::hex64(std::uint64_t v) {
 }
 
 bool JsonOut::str(std::string_view s) {
+    // \uXXNN: a control character (XX = 00) or an invalid byte (XX = dc).
+    auto u_escape = [this](char x1, char x2, unsigned char c) {
+        char esc[6] = {'\\', 'u', x1, x2, kHex[c >> 4], kHex[c & 15]};
+        raw(std::string_view(esc, 6));
+    };
     bool valid = true;
     ch('"');
     std::size_t i = 0, run = 0;
@@ -118,17 +123,15 @@ bool JsonOut::str(std::string_view s) {
                 case '\r':
                     raw("\\r");
                     break;
-                default: {
-                    char esc[6] = {'\\', 'u', '0', '0', kHex[c >> 4], kHex[c & 15]};
-                    raw(std::string_view(esc, 6));
-                }
+                default:
+                    u_escape('0', '0', c);
             }
             ++i;
         } else if (std::size_t n = utf8_seq_len(s, i); n != 0) {
             raw(s.substr(i, n));
             i += n;
         } else {
-            raw("\xEF\xBF\xBD");
+            u_escape('d', 'c', c);  // surrogateescape: 0xNN -> \udcNN
             valid = false;
             ++i;
         }

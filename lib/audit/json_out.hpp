@@ -2,8 +2,11 @@
 // Minimal JSON emission for the writer's hot path. nlohmann builds a DOM per
 // value, which costs more than the whole decode at 500k records/s, so records
 // are appended straight into one growing buffer. Strings from the sentry are
-// hostile: every byte is escaped or validated, invalid UTF-8 becomes U+FFFD
-// and is reported to the caller (a lossy record is a serialization failure).
+// hostile: every byte is escaped or validated. A byte that is not part of
+// valid UTF-8 is kept, escaped reversibly as Python's surrogateescape does:
+// byte 0xNN (0x80..0xff) becomes the escape \udcNN, a lone low surrogate
+// that valid UTF-8 can never produce, so json.loads(line) then
+// s.encode("utf-8", "surrogateescape") gives back the exact bytes.
 
 #include <cstdint>
 #include <cstring>
@@ -59,7 +62,7 @@ class JsonOut {
     // A quoted lowercase hex string: "0x0", "0xffffffffffffffff".
     void hex64(std::uint64_t v);
     // Appends a quoted, escaped JSON string. Returns false if the input was
-    // not valid UTF-8 (the output then carries U+FFFD in place of bad bytes).
+    // not valid UTF-8 (its invalid bytes are then escaped as \udcNN).
     bool str(std::string_view s);
     void base64(std::string_view bytes);
 

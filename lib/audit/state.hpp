@@ -11,6 +11,7 @@
 #include <cstdint>
 #include <optional>
 #include <string>
+#include <string_view>
 #include <vector>
 
 #include <nlohmann/json.hpp>
@@ -30,7 +31,7 @@ struct WriterState {
     std::uint64_t disk_dropped = 0;        // events lost to a write/fsync failure
     std::uint64_t malformed = 0;           // undecodable messages (kept raw)
     std::uint64_t unknown_types = 0;       // message types this writer has no schema for (kept raw)
-    std::uint64_t lossy_records = 0;       // strings with invalid UTF-8 (replaced)
+    std::uint64_t escaped_records = 0;     // records with non-UTF-8 bytes (kept, escaped \udcNN)
     std::uint64_t streams = 0;             // sentry connections that completed the handshake
     std::uint64_t rejected_connections = 0;  // connections refused (busy / bad handshake)
     bool connected = false;
@@ -76,6 +77,11 @@ inline std::uint64_t unwrap_advance(std::uint64_t current, std::uint32_t observe
     std::uint32_t delta = observed - static_cast<std::uint32_t>(current);
     return delta < 0x80000000u ? current + delta : current;
 }
+
+// Parses one line of the log for its framing fields (seq, point, lost,
+// source): nlohmann rejects the \udcNN escapes of bytes that are not UTF-8,
+// which this reads as U+FFFD. Throws nlohmann::json::exception.
+nlohmann::json parse_log_line(std::string_view line);
 
 // RFC 3339 UTC with milliseconds, for updated_at / exported_at.
 std::string utc_now();

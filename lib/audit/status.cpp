@@ -22,7 +22,7 @@ nlohmann::json state_to_json(const WriterState& s) {
         {"disk_dropped", s.disk_dropped},
         {"malformed", s.malformed},
         {"unknown_types", s.unknown_types},
-        {"lossy_records", s.lossy_records},
+        {"escaped_records", s.escaped_records},
         {"streams", s.streams},
         {"rejected_connections", s.rejected_connections},
         {"connected", s.connected},
@@ -71,7 +71,7 @@ WriterState state_from_json(const nlohmann::json& j) {
     u("disk_dropped", s.disk_dropped);
     u("malformed", s.malformed);
     u("unknown_types", s.unknown_types);
-    u("lossy_records", s.lossy_records);
+    u("escaped_records", s.escaped_records);
     u("streams", s.streams);
     u("rejected_connections", s.rejected_connections);
     b("connected", s.connected);
@@ -99,14 +99,16 @@ WriterState state_from_json(const nlohmann::json& j) {
 
 std::vector<std::string> state_reasons(const WriterState& s) {
     std::vector<std::string> r;
-    // Drops in the runtime happen when the socket is full: the same loss as
-    // our own queue overflowing, seen from the other side.
-    if (s.queue_overflow > 0 || s.runtime_dropped > 0) r.push_back("queue_overflow");
+    // Each loss counter has its own reason, so a status never names a loss
+    // that did not happen. The runtime's drops are its own: a send it could
+    // not make (its socket full) or a point it could not encode; its count
+    // does not say which, so the reason names where, not why.
+    if (s.runtime_dropped > 0) r.push_back("runtime_dropped");
+    if (s.queue_overflow > 0) r.push_back("queue_overflow");
     if (s.truncated > 0) r.push_back("truncated_message");
     if (s.malformed > 0) r.push_back("malformed_message");
-    if (s.lossy_records > 0) r.push_back("serialization_failure");
-    if (s.disk_failure) r.push_back("disk_failure");
-    if (s.byte_limit) r.push_back("byte_limit");
+    if (s.disk_failure || s.disk_dropped > 0) r.push_back("disk_failure");
+    if (s.byte_limit || s.byte_limit_dropped > 0) r.push_back("byte_limit");
     if (!s.runtime_reported) r.push_back("runtime_unavailable");
     if (s.barrier_drain_timeout) r.push_back("barrier_timeout");
     if (s.streams == 0) r.push_back("no_sentry_connection");
@@ -114,6 +116,21 @@ std::vector<std::string> state_reasons(const WriterState& s) {
     if (s.streams > 0 && s.container_start_selected && !s.container_start_seen)
         r.push_back("no_container_start");
     return r;
+}
+
+// Each \udcNN escape (json_out.hpp) becomes \ufffd: the same length, so
+// nothing else in the line moves.
+nlohmann::json parse_log_line(std::string_view line) {
+    std::string text(line);
+    for (std::size_t i = 0; i + 1 < text.size(); ++i) {
+        if (text[i] != '\\') continue;
+        if (text[i + 1] == 'u' && i + 5 < text.size() &&
+            (text[i + 2] == 'd' || text[i + 2] == 'D') &&
+            std::string_view("cdefCDEF").find(text[i + 3]) != std::string_view::npos)
+            text.replace(i + 2, 4, "fffd");
+        ++i;  // past the escaped character: an escaped backslash is not an escape
+    }
+    return nlohmann::json::parse(text);
 }
 
 std::string utc_now() {

@@ -270,7 +270,7 @@ class Writer {
     std::uint64_t dropped_bytes_ = 0;  // the log's page cache is dropped up to here (kPageBytes)
     std::uint64_t runtime_dropped_ = 0, queue_overflow_ = 0, truncated_ = 0;
     std::uint64_t byte_limit_dropped_ = 0, disk_dropped_ = 0;
-    std::uint64_t malformed_ = 0, unknown_types_ = 0, lossy_ = 0;
+    std::uint64_t malformed_ = 0, unknown_types_ = 0, escaped_ = 0;
     std::uint64_t streams_ = 0, rejected_ = 0;
     bool connected_ = false, container_start_seen_ = false;
     enum class StopReason { none, byte_limit, disk };
@@ -599,7 +599,7 @@ void Writer::emit_gap(std::uint64_t lost, const char* source) {
 void Writer::count_outcome(const RecordFormatter::Result& r) {
     if (r.outcome == RecordFormatter::Outcome::malformed) ++malformed_;
     if (r.outcome == RecordFormatter::Outcome::unknown_type) ++unknown_types_;
-    if (r.lossy) ++lossy_;
+    if (r.escaped) ++escaped_;
     if (r.container_start) container_start_seen_ = true;
 }
 
@@ -840,7 +840,7 @@ WriterState Writer::snapshot() const {
     s.disk_dropped = disk_dropped_;
     s.malformed = malformed_;
     s.unknown_types = unknown_types_;
-    s.lossy_records = lossy_;
+    s.escaped_records = escaped_;
     s.streams = streams_;
     s.rejected_connections = rejected_;
     s.connected = connected_;

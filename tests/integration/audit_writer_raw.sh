@@ -170,8 +170,8 @@ D3=$(sentry_dropped "${S}3")
 rc=$?
 assert_true "SIGSTOP: the sentry dropped events ($D3)" test "$D3" -gt 0
 assert_true "SIGSTOP: dropped == the sentry's count" test "$(side "$T/out/e3.jsonl" .dropped)" = "$D3"
-assert_true "SIGSTOP: complete false (exit 3), queue_overflow" \
-    test "$rc,$(side "$T/out/e3.jsonl" '.reasons|index("queue_overflow")!=null')" = "3,true"
+assert_true "SIGSTOP: complete false (exit 3), runtime_dropped" \
+    test "$rc,$(side "$T/out/e3.jsonl" '.reasons|index("runtime_dropped")!=null')" = "3,true"
 assert_true "SIGSTOP: a gap record says how many were lost" \
     jq -se --argjson d "$D3" '[.[]|select(.point=="gap")|.lost]|add == $d' "$T/out/e3.jsonl"
 assert_true "SIGSTOP: records after the gap are still written" \

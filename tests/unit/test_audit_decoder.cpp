@@ -6,6 +6,7 @@
 #include <nlohmann/json.hpp>
 
 #include "lib/audit/decoder.hpp"
+#include "lib/audit/state.hpp"
 #include "lib/core/fsutil.hpp"
 #include "trace_points.pb.h"
 
@@ -29,7 +30,7 @@ Decoded decode(const std::string& message, std::uint64_t seq = 1, std::uint64_t 
     REQUIRE(!d.line.empty());
     CHECK(d.line.back() == '\n');
     CHECK(d.line.find('\n') == d.line.size() - 1);  // exactly one line
-    d.json = nlohmann::json::parse(d.line);         // always valid JSON
+    d.json = parse_log_line(d.line);                // always valid JSON
     return d;
 }
 
@@ -291,17 +292,28 @@ TEST_CASE("audit decoder: unknown fields are kept, wrong wire types too") {
     CHECK(d.json.contains("unknown_fields"));
 }
 
-TEST_CASE("audit decoder: hostile strings are escaped; invalid UTF-8 is flagged lossy") {
+TEST_CASE("audit decoder: hostile strings are escaped; bytes that are not UTF-8 are kept") {
     w::OpenCall o;
     o.set_pathname(std::string("a\"b\\c\n\x01\xe2\x82\xac", 10));
     auto d = decode(frame_message(7, o.SerializeAsString()));
-    CHECK_FALSE(d.result.lossy);
+    CHECK_FALSE(d.result.escaped);
     CHECK(d.json["pathname"] == std::string("a\"b\\c\n\x01\xe2\x82\xac", 10));
     // Bypass protobuf's UTF-8 check by writing the bytes field by hand.
     std::string bad = std::string("\x32\x03", 2) + "\xff\xfe" + "x";
     d = decode(frame_message(7, bad));
-    CHECK(d.result.lossy);
-    CHECK(d.json["pathname"] == "\xef\xbf\xbd\xef\xbf\xbdx");
+    CHECK(d.result.escaped);
+    // Python's surrogateescape: byte 0xNN is the escape \udcNN.
+    CHECK(d.line.find(R"("pathname":"\udcff\udcfex")") != std::string::npos);
+    // Sequences that look like UTF-8 but are not (overlong, a surrogate, past
+    // U+10FFFF, cut short) are escaped byte by byte; valid ones are kept.
+    bad = std::string("\x32\x0e", 2) +
+          std::string("\xc0\xaf\xed\xa0\x80\xf4\x90\x80\x80\xe2\x82", 11) + "\xc3\xa9" + "\\";
+    d = decode(frame_message(7, bad));
+    CHECK(d.result.escaped);
+    CHECK(d.line.find(
+              R"("pathname":"\udcc0\udcaf\udced\udca0\udc80\udcf4\udc90\udc80\udc80\udce2\udc82)"
+              "\xc3\xa9"
+              R"(\\")") != std::string::npos);
 }
 
 TEST_CASE("audit decoder: the recorded runsc corpus decodes without a malformed record") {
@@ -368,8 +380,8 @@ TEST_CASE("audit decoder: the context memo writes what a fresh formatter writes"
         ctx(5, "/") + std::string("\x08\x07", 2),  // time_ns twice: the last one wins
         ctx(6, "/"),
         ctx(0, "/"),             // no time_ns at all
-        ctx(7, "/") + bad_name,  // lossy, memoized
-        ctx(8, "/") + bad_name,  // lossy from the memo
+        ctx(7, "/") + bad_name,  // escaped, memoized
+        ctx(8, "/") + bad_name,  // escaped from the memo
         ctx(9, "/"),
     };
     RecordFormatter warm;
@@ -381,15 +393,15 @@ TEST_CASE("audit decoder: the context memo writes what a fresh formatter writes"
         auto ra = warm.message(a, i + 1, 0, msg);
         auto rb = fresh.message(b, i + 1, 0, msg);
         CHECK(a.buf() == b.buf());
-        CHECK(ra.lossy == rb.lossy);
+        CHECK(ra.escaped == rb.escaped);
         CHECK(ra.outcome == RecordFormatter::Outcome::event);
     }
     JsonOut out;
     auto r = warm.message(out, 1, 0, open_with(ctx(5, "/") + std::string("\x08\x07", 2)));
-    CHECK_FALSE(r.lossy);
+    CHECK_FALSE(r.escaped);
     CHECK(nlohmann::json::parse(out.buf())["context_data"]["time_ns"] == 7);
     out.clear();
     r = warm.message(out, 1, 0, open_with(ctx(8, "/") + bad_name));
-    CHECK(r.lossy);
-    CHECK(nlohmann::json::parse(out.buf())["context_data"]["time_ns"] == 8);
+    CHECK(r.escaped);
+    CHECK(parse_log_line(out.buf())["context_data"]["time_ns"] == 8);
 }
