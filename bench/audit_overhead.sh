@@ -18,7 +18,7 @@
 #
 # Usage: bench/audit_overhead.sh [REPS]   (default 5; needs root and a built tree)
 # Env:   SANDWEAVE (binary), SANDWEAVE_RUNSC (the runtime, e.g. one built with
-#        runtime/audit-batch.patch into SANDWEAVE_RUNTIME_DIR), DD_COUNT
+#        runtime/audit-sink.patch into SANDWEAVE_RUNTIME_DIR), DD_COUNT
 #        (default 100000), WALK_LOOPS (default 12), WORKLOADS (default
 #        "dd walk"), SANDWEAVE_B, SANDWEAVE_RUNSC_B, WRITER_CPUS
 #

@@ -3,7 +3,7 @@
 # into a fresh writer as fast as the socket takes it and reports records/s,
 # wall-clock (sender + writer on this machine) and per writer CPU-second (the
 # writer's own utime+stime: the "one core" figure). BATCH (default 1) points
-# per message as runtime/audit-batch.patch sends them (a dd guest's 10 ms
+# per message as runtime/audit-sink.patch sends them (a dd guest's 10 ms
 # batches hold ~240 points, as an strace of the writer shows; a less
 # busy guest's fewer). Records whose entry the writer dropped (queue overflow: the replayer
 # outruns it) cost it less; so the per-CPU figure counts written records only.

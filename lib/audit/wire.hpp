@@ -56,7 +56,7 @@ enum MessageType : std::uint16_t {
     kSyscallLastKnown = 34,
 };
 
-// sandweave's own message type (runtime/audit-batch.patch): several points in
+// sandweave's own message type (runtime/audit-sink.patch): several points in
 // one message, each entry framed as uint32 payload size, uint16 message type,
 // uint16 zero (little-endian), then that point's payload. The header's
 // dropped_count applies as for any message; a batch the runtime could not

@@ -1,6 +1,6 @@
 // libFuzzer target: one sentry message (header included) through the record
 // formatter, the way the writer takes it: a batch (type 0x7f01,
-// runtime/audit-batch.patch) entry by entry plus its malformed remainder, any
+// runtime/audit-sink.patch) entry by entry plus its malformed remainder, any
 // other message whole. Properties: never crashes, exactly one line per record,
 // always valid JSON with seq/point/dropped, and a batch's records are as many
 // as message_event_count says. Seeds: tests/data/audit/corpus (recorded from a

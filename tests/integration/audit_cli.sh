@@ -135,7 +135,7 @@ assert_true "a relative PATH is relative to the caller's cwd; sidecar path is ab
     test -f "$T/out/rel.jsonl" -a "$(side "$T/out/rel.jsonl" .path)" = "$T/out/rel.jsonl"
 
 # ------------------------------------------------- 1b. cwd and fd_path follow renames
-# runtime/audit-context.patch caches both per process and per open file; a
+# runtime/audit-points.patch caches both per process and per open file; a
 # rename, an unlink or a rmdir must show in the next record, as without it.
 # The shell's own syscalls (builtins, redirections) keep one cwd and one open
 # file across the renames.

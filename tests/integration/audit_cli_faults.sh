@@ -123,7 +123,7 @@ assert_true "drops: writer pid known (writer-state.json) and it is the writer of
     eval 'test -n "$PD" && writer_pids "$S" "$D/" | grep -qx "$PD"'
 # 120,000 events of ~250 bytes on average (every write's fd_path is this
 # 200-byte path): more than the sentry's socket holds even when the runtime
-# batches points (runtime/audit-batch.patch: its 64 KiB messages fill the 8 MiB
+# batches points (runtime/audit-sink.patch: its 64 KiB messages fill the 8 MiB
 # send buffer, counted twice by the kernel, with ~16 MiB of points).
 LONG=/tmp/$(printf 'd%.0s' $(seq 100))/$(printf 'f%.0s' $(seq 100))
 "$SW" run "$D" -- /bin/mkdir -p "$(dirname "$LONG")" >/dev/null 2>&1

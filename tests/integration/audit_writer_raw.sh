@@ -161,7 +161,7 @@ start_sandbox "$W3" "${S}3"
 guest "${S}3" '/bin/true'
 kill -STOP "$P3"
 # More events than the sentry's socket holds, also with batched points
-# (runtime/audit-batch.patch: its 8 MiB send buffer holds ~16 MiB of them).
+# (runtime/audit-sink.patch: its 8 MiB send buffer holds ~16 MiB of them).
 guest "${S}3" 'i=0; while [ $i -lt 30000 ]; do echo $i >/tmp/f; i=$((i+1)); done'
 kill -CONT "$P3"
 sleep 1

@@ -16,7 +16,7 @@
 // Messages are sent round-robin until N were sent (default: each once). Like
 // the sentry it never waits for the writer: with --no-block it counts EAGAIN
 // as drops and puts the cumulative count into later headers. --batch B sends B
-// points per message the way runtime/audit-batch.patch does (type 0x7f01);
+// points per message the way runtime/audit-sink.patch does (type 0x7f01);
 // N still counts points. --rate R paces the sending to R points per second
 // (a guest's rate; default: as fast as the socket takes them).
 
