@@ -29,8 +29,12 @@ from .errors import (
     UsageError,
 )
 from .image import Image
+from .options import CreateOptions
 from .pool import Pool
-from .sandbox import RunResult, RunStream, Sandbox, Snapshot
+from .result import RunResult
+from .sandbox import Sandbox
+from .snapshot import Snapshot
+from .stream import RunStream
 
 __version__ = "0.1.0"
 
@@ -42,6 +46,7 @@ __all__ = [
     "Desktop",
     "RunResult",
     "RunStream",
+    "CreateOptions",
     "Connection",
     "connect",
     "find_binary",

@@ -6,17 +6,39 @@ receives their results. :func:`twin` turns it into a method whose plain call
 drives the generator synchronously (blocking the calling thread on each step)
 and whose ``.aio`` drives it on the running event loop (awaiting a future per
 step, no thread per call). So the two forms cannot drift apart.
+
+A constructor is such an operation too, on the new object: :func:`init_from`
+makes ``__init__`` of it and :func:`create_from` the class's ``create`` twin
+(``Sandbox(...)``, ``Sandbox.create(...)``, ``await Sandbox.create.aio(...)``).
+
+Both forms are real functions with the operation's docstring and signature
+(without ``self``, returning what the generator returns), so ``help()``,
+``inspect.signature`` and editors show what to pass.
 """
 
 from __future__ import annotations
 
 import asyncio
 import functools
+import inspect
+import typing
 from typing import TYPE_CHECKING, Any, Callable, Dict, Generator, Optional
 
 from .client import Connection, NotifyFn, _Pending
 
-__all__ = ["Call", "Start", "Wait", "Next", "Step", "twin", "twin_classmethod", "drive_sync", "drive_async"]
+__all__ = [
+    "Call",
+    "Start",
+    "Wait",
+    "Next",
+    "Step",
+    "twin",
+    "twin_classmethod",
+    "init_from",
+    "create_from",
+    "drive_sync",
+    "drive_async",
+]
 
 
 class Call:
@@ -131,53 +153,99 @@ async def drive_async(gen: Op) -> Any:
             error = e
 
 
-class _Bound:
-    """A twin bound to its instance or class: call it, or await ``.aio(...)``."""
+def _result_annotation(ann: Any) -> Any:
+    """What an operation returns, from its ``Generator[Step, Any, R]`` annotation: ``R``."""
+    if not isinstance(ann, str):  # an evaluated annotation
+        args = typing.get_args(ann)
+        return args[2] if len(args) == 3 else ann
+    if not (ann.startswith("Generator[") and ann.endswith("]")):
+        return ann
+    inner = ann[len("Generator[") : -1]
+    depth, last = 0, -1
+    for i, ch in enumerate(inner):  # the last comma outside brackets
+        depth += (ch == "[") - (ch == "]")
+        if ch == "," and depth == 0:
+            last = i
+    result = inner[last + 1 :].strip()
+    return result[1:-1] if result[:1] in ("'", '"') and result[-1:] == result[:1] else result
 
-    __slots__ = ("_fn", "_target")
 
-    def __init__(self, fn: Callable[..., Op], target: Any) -> None:
-        self._fn = fn
-        self._target = target
-
-    @property
-    def __doc__(self) -> Optional[str]:  # type: ignore[override]
-        return self._fn.__doc__
-
-    @property
-    def __name__(self) -> str:
-        return self._fn.__name__
-
-    @property
-    def __wrapped__(self) -> Callable[..., Op]:
-        return self._fn
-
-    def __call__(self, *args: Any, **kwargs: Any) -> Any:
-        return drive_sync(self._fn(self._target, *args, **kwargs))
-
-    async def aio(self, *args: Any, **kwargs: Any) -> Any:
-        """The async form: same arguments, awaited on the running event loop."""
-        return await drive_async(self._fn(self._target, *args, **kwargs))
-
-    def __repr__(self) -> str:
-        return f"<sandweave call {self._fn.__qualname__} (and .aio) of {self._target!r}>"
+def _signature(fn: Callable[..., Op], first: Optional[str] = None, returns: Any = None) -> inspect.Signature:
+    """The signature an operation shows: its own, the result type as the return, and
+    its first parameter (``self``/``cls``) dropped, or renamed to ``first``."""
+    sig = inspect.signature(fn)
+    params = list(sig.parameters.values())
+    params = [params[0].replace(name=first)] + params[1:] if first else params[1:]
+    ret = _result_annotation(sig.return_annotation) if returns is None else returns
+    return sig.replace(parameters=params, return_annotation=ret)
 
 
 class _TwinDescriptor:
-    def __init__(self, fn: Callable[..., Op], on_class: bool) -> None:
+    """The class attribute :func:`twin` makes. Reading it from an object gives a
+    plain function bound to that object, with ``.aio`` its coroutine function; both
+    carry the operation's docstring and its signature without ``self``."""
+
+    def __init__(self, fn: Callable[..., Op], on_class: bool, returns: Any = None) -> None:
         self._fn = fn
         self._on_class = on_class
+        self._returns = returns
         functools.update_wrapper(self, fn)
+        self._named(fn.__name__, fn.__qualname__)
 
     def __set_name__(self, owner: type, name: str) -> None:
-        self._name = name
+        if self._returns is _OWNER:
+            self._returns = owner.__name__
+        self._named(name, f"{owner.__qualname__}.{name}")
+
+    def _named(self, name: str, qualname: str) -> None:
+        self.__name__ = self._name = name
+        self.__qualname__ = self._qualname = qualname
+        returns = None if self._returns is _OWNER else self._returns
+        self.__signature__ = _signature(self._fn, first=None if self._on_class else "self", returns=returns)
+        self._bound_signature = _signature(self._fn, returns=returns)
 
     def __get__(self, obj: Any, owner: Optional[type] = None) -> Any:
         if self._on_class:
-            return _Bound(self._fn, owner if owner is not None else type(obj))
+            return self._bind(owner if owner is not None else type(obj))
         if obj is None:
             return self
-        return _Bound(self._fn, obj)
+        return self._bind(obj)
+
+    def __call__(self, target: Any, *args: Any, **kwargs: Any) -> Any:
+        """``Class.method(obj, ...)``, as for a plain method."""
+        return self._bind(target)(*args, **kwargs)
+
+    def _bind(self, target: Any) -> Callable[..., Any]:
+        fn = self._fn
+
+        def call(*args: Any, **kwargs: Any) -> Any:
+            return drive_sync(fn(target, *args, **kwargs))
+
+        async def aio(*args: Any, **kwargs: Any) -> Any:
+            return await drive_async(fn(target, *args, **kwargs))
+
+        for f, qualname in ((call, self._qualname), (aio, self._qualname + ".aio")):
+            f.__name__, f.__qualname__, f.__module__, f.__doc__ = self._name, qualname, fn.__module__, fn.__doc__
+            f.__wrapped__ = fn  # type: ignore[attr-defined]
+            f.__signature__ = self._bound_signature  # type: ignore[attr-defined]
+        call.aio = aio  # type: ignore[attr-defined]
+        return call
+
+
+_OWNER = object()  # a constructor's result: the class it is defined in
+
+
+def _constructor(op: Callable[..., Op]) -> Callable[..., Op]:
+    """``create(cls, ...)``: a new object of ``cls`` that ``op`` sets up."""
+
+    def create(cls: type, *args: Any, **kwargs: Any) -> Op:
+        obj = cls.__new__(cls)
+        yield from op(obj, *args, **kwargs)
+        return obj
+
+    functools.update_wrapper(create, op)
+    create.__signature__ = _signature(op, first="cls")  # type: ignore[attr-defined]
+    return create
 
 
 if TYPE_CHECKING:
@@ -195,8 +263,12 @@ if TYPE_CHECKING:
     class TwinMethod(Generic[P, R]):
         def __get__(self, obj: Any, owner: Any = None) -> BoundTwin[P, R]: ...
 
+    T = TypeVar("T")
+
     def twin(fn: Callable[Concatenate[Any, P], Generator[Any, Any, R]]) -> TwinMethod[P, R]: ...
     def twin_classmethod(fn: Callable[Concatenate[Any, P], Generator[Any, Any, R]]) -> TwinMethod[P, R]: ...
+    def init_from(op: Callable[Concatenate[T, P], Generator[Any, Any, None]]) -> Callable[Concatenate[T, P], None]: ...
+    def create_from(op: Callable[Concatenate[T, P], Generator[Any, Any, None]]) -> TwinMethod[P, T]: ...
 
 else:
 
@@ -207,3 +279,20 @@ else:
     def twin_classmethod(fn):
         """As :func:`twin`, bound to the class (``Sandbox.create``, ``Sandbox.create.aio``)."""
         return _TwinDescriptor(fn, on_class=True)
+
+    def init_from(op):
+        """``__init__`` from an operation that sets up ``self``: ``Cls(...)`` runs it in this thread."""
+
+        def __init__(self, *args, **kwargs):
+            drive_sync(op(self, *args, **kwargs))
+
+        functools.update_wrapper(__init__, op)
+        __init__.__name__ = "__init__"
+        __init__.__qualname__ = op.__qualname__.rsplit(".", 1)[0] + ".__init__"
+        __init__.__signature__ = _signature(op, first="self", returns="None")
+        return __init__
+
+    def create_from(op):
+        """The class's ``create`` from the same operation as its :func:`init_from`:
+        ``Cls.create(...)`` is ``Cls(...)``; ``await Cls.create.aio(...)`` runs it on the event loop."""
+        return _TwinDescriptor(_constructor(op), on_class=True, returns=_OWNER)

@@ -3,12 +3,16 @@
 from __future__ import annotations
 
 import secrets
-from typing import Any, Dict, Generator, Mapping, Optional, Union
+from typing import TYPE_CHECKING, Any, Dict, Generator, Mapping, Optional, Union
 
-from ._aio import Call, Step, twin, twin_classmethod
+from ._aio import Call, Step, create_from, init_from, twin, twin_classmethod
 from .client import Connection, resolve_connection
 from .errors import NotFound
-from .sandbox import Sandbox, Snapshot, Template, create_params
+from .options import CreateOptions, Template, create, takes_create_options
+from .sandbox import Sandbox
+
+if TYPE_CHECKING:  # pragma: no cover
+    from typing_extensions import Unpack
 
 __all__ = ["Pool"]
 
@@ -17,16 +21,16 @@ def _pool_name() -> str:
     return "sdk-" + secrets.token_hex(6)
 
 
+#: The number of warm members of a pool made without ``size=``.
+DEFAULT_SIZE = 1
+
+
 class Pool:
-    """A warm pool of ``size`` sandboxes on a worker.
+    """A warm pool of sandboxes on a worker, started ahead of time.
 
     ``Pool(template="coding", size=8, hidepid=2, audit=True)`` creates it and
-    starts every member before it returns (``await Pool.create.aio(...)`` is
-    the async form). The create options (``template``, ``hidepid``,
-    ``audit``, ``user``, ``labels``, ``snapshot``, ``ttl``, ``idle_timeout``)
-    apply to every member, as for :class:`~sandweave.Sandbox`; a member's ttl
-    and idle clocks start when it is acquired. ``name`` must be unique on the worker;
-    without one the SDK picks ``sdk-`` and 12 random hex digits.
+    starts every member before it returns; ``await Pool.create.aio(...)`` is
+    the async form (see :meth:`create` for the arguments).
 
     :meth:`acquire` hands out a warm member (the pool refills behind it); the
     :class:`~sandweave.Sandbox` is then the caller's, removed by its own
@@ -40,31 +44,29 @@ class Pool:
     _owned: bool
     _closed: bool
 
-    def __init__(
+    @takes_create_options
+    def _create(
         self,
         template: Optional[Template] = None,
         *,
-        size: int,
-        hidepid: Optional[int] = None,
-        audit: Optional[bool] = None,
-        user: Optional[str] = None,
-        labels: Optional[Mapping[str, str]] = None,
-        snapshot: Union[None, str, Snapshot] = None,
-        ttl: Optional[float] = None,
-        idle_timeout: Optional[float] = None,
+        size: int = DEFAULT_SIZE,
         name: Optional[str] = None,
-        connection: Union[None, str, Connection] = None,
-        state_dir: Optional[str] = None,
-    ) -> None:
-        conn = resolve_connection(connection, state_dir)
+        **options: Unpack[CreateOptions],
+    ) -> Generator[Step, Any, None]:
+        """Creates a pool of ``size`` warm sandboxes (default 1, 0 to 1000).
+
+        ``name`` must be unique on the worker; without one the SDK picks
+        ``sdk-`` and 12 random hex digits. The other arguments are those of
+        :meth:`Sandbox.create <sandweave.Sandbox.create>` (but a member has no
+        name) and apply to every member; a member's ttl and idle clocks start
+        when it is acquired. More members than ``size`` are made on demand by
+        :meth:`acquire`; :meth:`resize` changes the size.
+        """
         name = name or _pool_name()
-        params = {"name": name, "size": size}
-        options = create_params(
-            conn, template, hidepid, audit, user, None, labels, snapshot, ttl=ttl, idle_timeout=idle_timeout
-        )
-        params.update(options)
-        info = conn.call("pool.create", params)
+        conn, info = yield from create("pool.create", template, options, name=name, size=size)
         self._setup(conn, name, info, owned=True)
+
+    __init__ = init_from(_create)
 
     def _setup(self, conn: Connection, name: str, info: Mapping[str, Any], owned: bool) -> None:
         self._conn = conn
@@ -101,34 +103,8 @@ class Pool:
     def __repr__(self) -> str:
         return f"Pool(name={self._name!r}, size={self.size})"
 
-    @twin_classmethod
-    def create(
-        cls: Any,
-        template: Optional[Template] = None,
-        *,
-        size: int,
-        hidepid: Optional[int] = None,
-        audit: Optional[bool] = None,
-        user: Optional[str] = None,
-        labels: Optional[Mapping[str, str]] = None,
-        snapshot: Union[None, str, Snapshot] = None,
-        ttl: Optional[float] = None,
-        idle_timeout: Optional[float] = None,
-        name: Optional[str] = None,
-        connection: Union[None, str, Connection] = None,
-        state_dir: Optional[str] = None,
-    ) -> Generator[Step, Any, "Pool"]:
-        """Creates a pool: the same as ``Pool(...)``, with an async form."""
-        conn = resolve_connection(connection, state_dir)
-        name = name or _pool_name()
-        params: Dict[str, Any] = {"name": name, "size": size}
-        options = create_params(
-            conn, template, hidepid, audit, user, None, labels, snapshot, ttl=ttl, idle_timeout=idle_timeout
-        )
-        params.update(options)
-        info = yield Call(conn, "pool.create", params)
-        created: Pool = cls._wrap(conn, name, info, owned=True)
-        return created
+    #: ``Pool.create(...)`` is ``Pool(...)``; ``await Pool.create.aio(...)`` is its async form.
+    create = create_from(_create)
 
     @twin_classmethod
     def from_name(

@@ -1,4 +1,4 @@
-"""Sandboxes, their commands, audit logs and snapshots.
+"""A gVisor sandbox on a worker: :class:`Sandbox`.
 
 Every method that talks to the worker has an async twin: ``env.run(...)`` and
 ``await env.run.aio(...)`` take the same arguments and do the same thing.
@@ -6,538 +6,32 @@ Every method that talks to the worker has an async twin: ``env.run(...)`` and
 
 from __future__ import annotations
 
-import asyncio
-import base64
-import collections
-import json
-import math
 import os
-import threading
-from dataclasses import dataclass
-from typing import (
-    Any,
-    Callable,
-    Deque,
-    Dict,
-    Generator,
-    Iterable,
-    Iterator,
-    List,
-    Mapping,
-    Optional,
-    Sequence,
-    Tuple,
-    Union,
-)
+from typing import TYPE_CHECKING, Any, Dict, Generator, List, Mapping, Optional, Sequence, Union
 
-from ._aio import Call, Next, Start, Step, Wait, twin, twin_classmethod
-from .client import MAX_CHUNK_BYTES, Connection, _Pending, resolve_connection
+from ._aio import Call, Start, Step, Wait, create_from, init_from, twin, twin_classmethod
+from ._command import Command, OutputCallback, Output, PathLike, Stdin, feed_stdin, run_params
+from .client import Connection, resolve_connection
 from .desktop import Desktop
-from .errors import ConnectionLost, NotFound, NotSupported, SandweaveError
+from .errors import NotFound, NotSupported, SandweaveError
+from .options import CreateOptions, Template, create, takes_create_options
+from .result import RunResult
+from .snapshot import KINDS as snapshot_kinds
+from .snapshot import Snapshot
+from .stream import RunStream
+
+if TYPE_CHECKING:  # pragma: no cover
+    from typing_extensions import Unpack
 
 __all__ = ["Sandbox", "RunResult", "RunStream", "Snapshot"]
-
-PathLike = Union[str, "os.PathLike[str]"]
-Template = Union[str, "os.PathLike[str]", Mapping[str, Any]]
-Command = Union[str, Sequence[str]]
-Stdin = Union[str, bytes, bytearray, memoryview, Any]
-OutputCallback = Callable[[bytes], Any]
-
-# Snapshot.create's kinds, by the seed's names for them.
-_SNAPSHOT_KINDS = {"auto": "auto", "filesystem": "fs", "fs": "fs", "memory": "memory"}
-
-
-def template_param(template: Optional[Template], conn: Connection) -> Optional[str]:
-    """The ``template`` request parameter: a name, a path, or inline JSON.
-
-    A mapping is sent as JSON text; a path object (``pathlib.Path``) is made
-    absolute for a local worker, whose working directory is not this process's
-    once this process changes directory. A string goes as it is: the worker
-    tells a name from a path from inline text.
-    """
-    if template is None:
-        return None
-    if isinstance(template, Mapping):
-        return json.dumps(template)
-    if isinstance(template, os.PathLike):
-        path = os.fspath(template)
-        return os.path.abspath(path) if conn.host == "local" else path
-    if isinstance(template, str):
-        return template
-    raise TypeError(f"template: expected a name, a path or a dict, got {type(template).__name__}")
-
-
-def create_params(
-    conn: Connection,
-    template: Optional[Template] = None,
-    hidepid: Optional[int] = None,
-    audit: Optional[bool] = None,
-    user: Optional[str] = None,
-    name: Optional[str] = None,
-    labels: Optional[Mapping[str, str]] = None,
-    snapshot: Union[None, str, "Snapshot"] = None,
-    *,
-    ttl: Optional[float] = None,
-    idle_timeout: Optional[float] = None,
-) -> Dict[str, Any]:
-    """The params of ``sandbox.create`` (and the create options of ``pool.create``).
-
-    Only what the caller gave is sent: every default is the worker's.
-    ``ttl`` and ``idle_timeout`` are in seconds.
-    """
-    params: Dict[str, Any] = {}
-    for key, seconds in (("ttl_ms", ttl), ("idle_timeout_ms", idle_timeout)):
-        if seconds is not None:
-            if seconds <= 0:
-                raise ValueError(f"{key[:-3]}: must be positive, got {seconds!r}")
-            params[key] = max(1, int(round(seconds * 1000)))
-    tpl = template_param(template, conn)
-    if tpl is not None:
-        params["template"] = tpl
-    if snapshot is not None:
-        params["from_snapshot"] = snapshot.id if isinstance(snapshot, Snapshot) else snapshot
-    if hidepid is not None:
-        params["hidepid"] = hidepid
-    if audit is not None:
-        params["audit"] = audit
-    if user is not None:
-        params["user"] = user
-    if name is not None:
-        params["name"] = name
-    if labels is not None:
-        params["labels"] = dict(labels)
-    return params
-
-
-def _argv(cmd: Command) -> List[str]:
-    if isinstance(cmd, str):
-        return ["/bin/sh", "-c", cmd]
-    if isinstance(cmd, (bytes, bytearray)):
-        raise TypeError("cmd: expected a str (run by /bin/sh -c) or a list of str (argv), got bytes")
-    argv = []
-    for a in cmd:
-        a = os.fspath(a) if isinstance(a, os.PathLike) else a
-        if not isinstance(a, str):
-            raise TypeError(f"cmd: every argv item must be a str, got {type(a).__name__}")
-        argv.append(a)
-    return argv
-
-
-def _run_params(
-    conn: Connection,
-    sandbox_id: str,
-    cmd: Optional[Command],
-    entrypoint: Optional[Sequence[str]],
-    user: Optional[str],
-    cwd: Optional[PathLike],
-    env: Union[None, Mapping[str, str], Sequence[str]],
-    timeout: Optional[float],
-) -> Dict[str, Any]:
-    # docker run's rule (docs/protocol.md, sandbox.run): no cmd runs the
-    # sandbox's entrypoint and cmd, a list goes after its entrypoint, and a
-    # string is a shell command, never the entrypoint's arguments.
-    params: Dict[str, Any] = {"id": sandbox_id}
-    if cmd is not None:
-        params["argv"] = _argv(cmd)
-    if entrypoint is not None:
-        if isinstance(entrypoint, str):
-            raise TypeError("entrypoint: expected a list of str ([] runs cmd as it is), got a str")
-        params["entrypoint"] = _argv(list(entrypoint))
-    elif isinstance(cmd, str) and conn.has_capability("run.entrypoint"):
-        params["entrypoint"] = []
-    if user is not None:
-        params["user"] = user
-    if cwd is not None:
-        params["cwd"] = os.fspath(cwd)
-    if env is not None:
-        if isinstance(env, Mapping):
-            params["env"] = [f"{k}={v}" for k, v in env.items()]
-        else:
-            params["env"] = list(env)
-    if timeout is not None:
-        # Seconds to milliseconds, rounded up so a small positive timeout stays
-        # positive; zero and negative values go as they are, for the worker to refuse.
-        params["timeout_ms"] = math.ceil(timeout * 1000) if timeout > 0 else int(timeout * 1000)
-    return params
-
-
-@dataclass(frozen=True)
-class RunResult:
-    """What a command did: ``exit_code``, its output, and whether it timed out.
-
-    ``exit_code`` follows Docker: the command's status, 128+N when killed by
-    signal N, 124 when ``timed_out``, 126 not executable, 127 not found.
-    ``message`` is the one line the CLI would print about it (for example
-    ``command not found in sandbox ...``), or None.
-    """
-
-    exit_code: int
-    stdout_bytes: bytes = b""
-    stderr_bytes: bytes = b""
-    timed_out: bool = False
-    message: Optional[str] = None
-
-    @property
-    def stdout(self) -> str:
-        """stdout decoded as UTF-8 (invalid bytes replaced)."""
-        return self.stdout_bytes.decode("utf-8", "replace")
-
-    @property
-    def stderr(self) -> str:
-        """stderr decoded as UTF-8 (invalid bytes replaced)."""
-        return self.stderr_bytes.decode("utf-8", "replace")
-
-    @property
-    def ok(self) -> bool:
-        """True when the command exited 0."""
-        return self.exit_code == 0
-
-    def __repr__(self) -> str:
-        def short(b: bytes) -> str:
-            return repr(b if len(b) <= 60 else b[:57] + b"...")
-
-        extra = ", timed_out=True" if self.timed_out else ""
-        extra += f", message={self.message!r}" if self.message else ""
-        return (
-            f"RunResult(exit_code={self.exit_code}, stdout_bytes={short(self.stdout_bytes)}, "
-            f"stderr_bytes={short(self.stderr_bytes)}{extra})"
-        )
-
-
-class _Output:
-    """Collects a command's output, or hands each chunk to a callback."""
-
-    def __init__(self, on_stdout: Optional[OutputCallback], on_stderr: Optional[OutputCallback]) -> None:
-        self.callbacks = {"stdout": on_stdout, "stderr": on_stderr}
-        self.buffers = {"stdout": bytearray(), "stderr": bytearray()}
-        self.error: Optional[BaseException] = None
-
-    def notify(self, p: _Pending, method: str, params: Dict[str, Any]) -> None:
-        if method != "run.output":
-            return  # run.exit repeats what the response says
-        stream = params.get("stream")
-        if stream not in self.buffers:
-            return
-        data = base64.b64decode(params.get("data") or "")
-        cb = self.callbacks[stream]
-        if cb is None:
-            self.buffers[stream] += data
-        else:
-            p.deliver(self._call, cb, data)
-
-    def _call(self, cb: OutputCallback, data: bytes) -> None:
-        if self.error is not None:
-            return
-        try:
-            cb(data)
-        except BaseException as e:  # raised by run() once the command ends
-            self.error = e
-
-    def result(self, res: Mapping[str, Any]) -> RunResult:
-        if self.error is not None:
-            raise self.error
-        return RunResult(
-            exit_code=int(res.get("exit_code", 125)),
-            stdout_bytes=bytes(self.buffers["stdout"]),
-            stderr_bytes=bytes(self.buffers["stderr"]),
-            timed_out=bool(res.get("timed_out", False)),
-            message=res.get("message"),
-        )
-
-
-def _split(data: bytes) -> Iterator[bytes]:
-    view = memoryview(data)
-    for i in range(0, len(view), MAX_CHUNK_BYTES):
-        yield bytes(view[i : i + MAX_CHUNK_BYTES])
-
-
-def _as_bytes(item: Any) -> bytes:
-    if isinstance(item, str):
-        return item.encode("utf-8")
-    if isinstance(item, (bytes, bytearray, memoryview)):
-        return bytes(item)
-    raise TypeError(f"stdin: expected str or bytes chunks, got {type(item).__name__}")
-
-
-def _feed_stdin(conn: Connection, p: _Pending, stdin: Stdin) -> Generator[Step, Any, None]:
-    """Sends stdin as ``run.stdin`` requests, one chunk in flight, eof with the last.
-
-    ``stdin``: str or bytes; a file object (read in 64 KiB pieces); an
-    iterable of str/bytes chunks; or, with ``.aio``, an async iterable. If the
-    command ends or closes its stdin first, the rest is dropped.
-    """
-
-    def send(data: bytes, eof: bool) -> Generator[Step, Any, bool]:
-        try:
-            yield Call(
-                conn,
-                "run.stdin",
-                {"request": p.id, "data": base64.b64encode(data).decode("ascii"), "eof": eof},
-            )
-        except ConnectionLost:
-            raise
-        except SandweaveError:
-            return False  # the command ended or closed its stdin: nothing more to send
-        return True
-
-    if isinstance(stdin, (str, bytes, bytearray, memoryview)):
-        chunks: Optional[Iterator[bytes]] = iter([_as_bytes(stdin)])
-        aiter = None
-    elif hasattr(stdin, "read"):
-        reader: Any = stdin
-        chunks = iter(lambda: _as_bytes(reader.read(MAX_CHUNK_BYTES)), b"")
-        aiter = None
-    elif hasattr(stdin, "__aiter__"):
-        chunks = None
-        aiter = stdin.__aiter__()
-    elif isinstance(stdin, Iterable):
-        chunks = (_as_bytes(c) for c in stdin)
-        aiter = None
-    else:
-        raise TypeError(f"stdin: expected str, bytes, a file or an iterable of chunks, got {type(stdin).__name__}")
-
-    held: Optional[bytes] = None  # one piece of lookahead, so eof rides on the last
-    while True:
-        if chunks is not None:
-            item = next(chunks, None)
-        else:
-            more, got = yield Next(aiter)
-            item = _as_bytes(got) if more else None
-        if item is None:
-            break
-        for piece in _split(item):
-            if held is not None and not (yield from send(held, False)):
-                return
-            held = piece
-    yield from send(held if held is not None else b"", True)
-
-
-_END = object()
-
-
-class RunStream:
-    """A command whose output is read as it comes: ``for stream, data in s``
-    (or ``async for`` when made by ``stream.aio``), then :attr:`result`.
-
-    Each item is ``("stdout" | "stderr", bytes)``. :meth:`wait` returns the
-    :class:`RunResult`, with whatever output was not iterated. With
-    ``stdin=True``, :meth:`write` and :meth:`close_stdin` feed the command.
-    """
-
-    def __init__(self, sandbox: "Sandbox") -> None:
-        self._sandbox = sandbox
-        self._conn = sandbox._conn
-        self._items: Deque[Any] = collections.deque()
-        self._cond = threading.Condition()
-        self._aevent: Optional[asyncio.Event] = None
-        self._pending: Optional[_Pending] = None
-        self._ended = False
-        #: The RunResult, once the command has ended and its output was read.
-        self.result: Optional[RunResult] = None
-
-    @property
-    def request_id(self) -> Optional[int]:
-        """The id of the ``sandbox.run`` request on its connection."""
-        return self._pending.id if self._pending else None
-
-    # reader thread (sync) or event loop (async)
-    def _notify(self, p: _Pending, method: str, params: Dict[str, Any]) -> None:
-        if method == "run.output" and params.get("stream") in ("stdout", "stderr"):
-            p.deliver(self._put, (params["stream"], base64.b64decode(params.get("data") or "")))
-
-    def _put(self, item: Any) -> None:
-        with self._cond:
-            self._items.append(item)
-            self._cond.notify_all()
-        if self._aevent is not None:
-            self._aevent.set()
-
-    def _attach(self, p: _Pending) -> None:
-        self._pending = p
-        if p.future is not None:
-            self._aevent = asyncio.Event()
-            if self._items:
-                self._aevent.set()
-            p.future.add_done_callback(lambda _f: self._put(_END))
-        else:
-            p.on_done = lambda: self._put(_END)
-            if p.done:
-                self._put(_END)
-
-    def _finish(self, rest: Dict[str, bytearray]) -> RunResult:
-        self._ended = True
-        p = self._pending
-        assert p is not None
-        if p.future is not None:
-            if p.future.cancelled():
-                raise asyncio.CancelledError()
-            exc = p.future.exception()
-            if exc is not None:
-                raise exc
-            res = p.future.result()
-        else:
-            if p.error is not None:
-                raise p.error
-            res = p.result
-        self.result = RunResult(
-            int(res.get("exit_code", 125)),
-            bytes(rest["stdout"]),
-            bytes(rest["stderr"]),
-            bool(res.get("timed_out", False)),
-            res.get("message"),
-        )
-        return self.result
-
-    def __iter__(self) -> "RunStream":
-        if self._pending is None or self._pending.future is not None:
-            raise TypeError("this RunStream was made by stream.aio: use `async for`")
-        return self
-
-    def __next__(self) -> Tuple[str, bytes]:
-        if self._ended:
-            raise StopIteration
-        with self._cond:
-            while not self._items:
-                self._cond.wait()
-            item = self._items.popleft()
-        if item is _END:
-            self._finish({"stdout": bytearray(), "stderr": bytearray()})
-            raise StopIteration
-        return item  # type: ignore[no-any-return]
-
-    def __aiter__(self) -> "RunStream":
-        if self._pending is None or self._pending.future is None:
-            raise TypeError("this RunStream was made by stream(): use `for`")
-        return self
-
-    async def __anext__(self) -> Tuple[str, bytes]:
-        if self._ended:
-            raise StopAsyncIteration
-        assert self._aevent is not None
-        while not self._items:
-            self._aevent.clear()
-            await self._aevent.wait()
-        item = self._items.popleft()
-        if item is _END:
-            self._finish({"stdout": bytearray(), "stderr": bytearray()})
-            raise StopAsyncIteration
-        return item  # type: ignore[no-any-return]
-
-    @twin
-    def wait(self) -> Generator[Step, Any, RunResult]:
-        """Waits for the command to end; returns its RunResult with the output not yet iterated."""
-        if self.result is not None:
-            return self.result
-        p = self._pending
-        assert p is not None
-        try:
-            yield Wait(self._conn, p)
-        except Exception:
-            pass  # raised by _finish, after the output is drained
-        # Every output notification was delivered before the response.
-        rest = {"stdout": bytearray(), "stderr": bytearray()}
-        with self._cond:
-            items = list(self._items)
-            self._items.clear()
-        for item in items:
-            if item is not _END:
-                rest[item[0]] += item[1]
-        return self._finish(rest)
-
-    @twin
-    def signal(self, sig: Union[str, int]) -> Generator[Step, Any, None]:
-        """Sends a signal (``"TERM"``, ``"INT"``, ``"KILL"``, ... or a number) to the command."""
-        assert self._pending is not None
-        yield Call(self._conn, "run.signal", {"request": self._pending.id, "signal": sig})
-
-    @twin
-    def cancel(self) -> Generator[Step, Any, bool]:
-        """Kills the command; iterating or waiting then raises :class:`Cancelled`. False if it had already ended."""
-        assert self._pending is not None
-        res = yield Call(self._conn, "run.cancel", {"request": self._pending.id})
-        return bool((res or {}).get("cancelled", False))
-
-    @twin
-    def write(self, data: Union[str, bytes]) -> Generator[Step, Any, None]:
-        """Appends to the command's stdin (``stream(..., stdin=True)``), in 64 KiB chunks."""
-        assert self._pending is not None
-        for piece in _split(_as_bytes(data)):
-            yield Call(
-                self._conn,
-                "run.stdin",
-                {"request": self._pending.id, "data": base64.b64encode(piece).decode("ascii"), "eof": False},
-            )
-
-    @twin
-    def close_stdin(self) -> Generator[Step, Any, None]:
-        """Closes the command's stdin (end of file)."""
-        assert self._pending is not None
-        yield Call(self._conn, "run.stdin", {"request": self._pending.id, "data": "", "eof": True})
-
-
-class Snapshot:
-    """A snapshot (``env.snapshot()``): ``id``, ``name``, ``kind`` (``fs`` or ``memory``) and :attr:`info`.
-
-    Restore one with ``Sandbox(snapshot=snap)`` (or its id or name).
-    """
-
-    def __init__(self, conn: Connection, info: Mapping[str, Any]) -> None:
-        self._conn = conn
-        #: The snapshot object as the worker returned it.
-        self.info: Dict[str, Any] = dict(info)
-
-    @property
-    def id(self) -> str:
-        return str(self.info.get("id", ""))
-
-    @property
-    def name(self) -> str:
-        return str(self.info.get("name") or "")
-
-    @property
-    def kind(self) -> str:
-        return str(self.info.get("kind", ""))
-
-    def __repr__(self) -> str:
-        return f"Snapshot(id={self.id!r}, name={self.name!r}, kind={self.kind!r})"
-
-    @twin_classmethod
-    def list(
-        cls: Any, *, connection: Union[None, str, Connection] = None, state_dir: Optional[str] = None
-    ) -> Generator[Step, Any, "List[Snapshot]"]:
-        """Every snapshot on the worker."""
-        conn = resolve_connection(connection, state_dir)
-        res = yield Call(conn, "snapshot.ls")
-        return [cls(conn, s) for s in res.get("snapshots", [])]
-
-    @twin
-    def remove(self) -> Generator[Step, Any, None]:
-        """Deletes the snapshot."""
-        yield Call(self._conn, "snapshot.rm", {"id": self.id})
 
 
 class Sandbox:
     """A gVisor sandbox on a worker.
 
     ``Sandbox(template="coding", hidepid=2, audit=True)`` creates and starts
-    one (``await Sandbox.create.aio(...)`` is the async form):
-
-    - ``template``: a template name, a file path on the worker, inline
-      JSON/YAML text, or a dict such as ``{"extends": "coding",
-      "runtime_options": {"audit_max_bytes": 8 * 1024**3}}``; default the
-      worker's (``base``).
-    - ``hidepid`` (0, 1, 2) and ``audit`` (bool): explicit values win over
-      the template and the snapshot.
-    - ``user``: the default ``"UID[:GID]"`` for commands.
-    - ``name`` (unique), ``labels`` (dict of str).
-    - ``snapshot``: restore from this snapshot (a :class:`Snapshot`, id or name)
-      instead of a template.
-    - ``ttl`` and ``idle_timeout`` (seconds): the worker terminates the
-      sandbox (audit barrier first) when it has lived that long, or has had
-      no command and no call acting on it for that long; see :attr:`time_left`.
-    - ``connection``: ``"local"`` (default, or ``SANDWEAVE_HOST``),
-      ``"ssh://user@host"``, or a :class:`~sandweave.Connection`;
-      ``state_dir``: the worker's state directory.
+    one; ``await Sandbox.create.aio(...)`` is the async form (see
+    :meth:`create` for the arguments).
 
     The sandbox belongs to this object: :meth:`close` removes it (with its
     audit log, so export first). ``with Sandbox(...) as env:`` terminates and
@@ -550,27 +44,38 @@ class Sandbox:
     _owned: bool
     _closed: bool
 
-    def __init__(
-        self,
-        template: Optional[Template] = None,
-        *,
-        hidepid: Optional[int] = None,
-        audit: Optional[bool] = None,
-        user: Optional[str] = None,
-        name: Optional[str] = None,
-        labels: Optional[Mapping[str, str]] = None,
-        snapshot: Union[None, str, Snapshot] = None,
-        ttl: Optional[float] = None,
-        idle_timeout: Optional[float] = None,
-        connection: Union[None, str, Connection] = None,
-        state_dir: Optional[str] = None,
-    ) -> None:
-        conn = resolve_connection(connection, state_dir)
-        params = create_params(
-            conn, template, hidepid, audit, user, name, labels, snapshot, ttl=ttl, idle_timeout=idle_timeout
-        )
-        view = conn.call("sandbox.create", params)
+    @takes_create_options
+    def _create(
+        self, template: Optional[Template] = None, *, name: Optional[str] = None, **options: Unpack[CreateOptions]
+    ) -> Generator[Step, Any, None]:
+        """Creates and starts a sandbox.
+
+        - ``template``: a template name, a file path on the worker, inline
+          JSON/YAML text, or a dict such as ``{"extends": "coding",
+          "runtime_options": {"audit_max_bytes": 8 * 1024**3}}``; default the
+          worker's (``base``).
+        - ``name`` (unique on the worker).
+        - ``hidepid`` (0, 1, 2) and ``audit`` (bool): explicit values win over
+          the template and the snapshot.
+        - ``user``: the default ``"UID[:GID]"`` for commands.
+        - ``labels`` (dict of str).
+        - ``snapshot``: restore from this snapshot (a :class:`Snapshot`, id or name)
+          instead of a template.
+        - ``ttl`` and ``idle_timeout`` (seconds): the worker terminates the
+          sandbox (audit barrier first) when it has lived that long, or has had
+          no command and no call acting on it for that long; see :attr:`time_left`.
+        - ``connection``: ``"local"`` (default, or ``SANDWEAVE_HOST``),
+          ``"ssh://user@host"``, or a :class:`~sandweave.Connection`;
+          ``state_dir``: the worker's state directory.
+
+        Only the options given are sent: every default is the worker's.
+        ``Sandbox(...)`` runs this in the calling thread, ``Sandbox.create(...)``
+        is the same, and ``await Sandbox.create.aio(...)`` runs it on the event loop.
+        """
+        conn, view = yield from create("sandbox.create", template, options, name=name)
         self._setup(conn, view, owned=True)
+
+    __init__ = init_from(_create)
 
     def _setup(self, conn: Connection, view: Mapping[str, Any], owned: bool) -> None:
         self._conn = conn
@@ -634,30 +139,8 @@ class Sandbox:
 
     # ---- finding and creating --------------------------------------------------
 
-    @twin_classmethod
-    def create(
-        cls: Any,
-        template: Optional[Template] = None,
-        *,
-        hidepid: Optional[int] = None,
-        audit: Optional[bool] = None,
-        user: Optional[str] = None,
-        name: Optional[str] = None,
-        labels: Optional[Mapping[str, str]] = None,
-        snapshot: Union[None, str, Snapshot] = None,
-        ttl: Optional[float] = None,
-        idle_timeout: Optional[float] = None,
-        connection: Union[None, str, Connection] = None,
-        state_dir: Optional[str] = None,
-    ) -> Generator[Step, Any, "Sandbox"]:
-        """Creates and starts a sandbox: the same as ``Sandbox(...)``, with an async form."""
-        conn = resolve_connection(connection, state_dir)
-        params = create_params(
-            conn, template, hidepid, audit, user, name, labels, snapshot, ttl=ttl, idle_timeout=idle_timeout
-        )
-        view = yield Call(conn, "sandbox.create", params)
-        created: Sandbox = cls._wrap(conn, view, owned=True)
-        return created
+    #: ``Sandbox.create(...)`` is ``Sandbox(...)``; ``await Sandbox.create.aio(...)`` is its async form.
+    create = create_from(_create)
 
     @twin_classmethod
     def from_id(
@@ -754,15 +237,15 @@ class Sandbox:
                 "that is read while it runs"
             )
         self._check_open()
-        params = _run_params(self._conn, self.id, cmd, entrypoint, user, cwd, env, timeout)
-        out = _Output(on_stdout, on_stderr)
+        params = run_params(self._conn, self.id, cmd, entrypoint, user, cwd, env, timeout)
+        out = Output(on_stdout, on_stderr)
         if stdin is None:
             res = yield Call(self._conn, "sandbox.run", params, on_notify=out.notify, cancel_method="run.cancel")
             return out.result(res)
         params["stdin"] = True
         p = yield Start(self._conn, "sandbox.run", params, on_notify=out.notify, cancel_method="run.cancel")
         try:
-            yield from _feed_stdin(self._conn, p, stdin)
+            yield from feed_stdin(self._conn, p, stdin)
         except BaseException:
             self._conn.abandon(p)
             raise
@@ -789,7 +272,7 @@ class Sandbox:
         command through :meth:`RunStream.write` and :meth:`RunStream.close_stdin`.
         """
         self._check_open()
-        params = _run_params(self._conn, self.id, cmd, entrypoint, user, cwd, env, timeout)
+        params = run_params(self._conn, self.id, cmd, entrypoint, user, cwd, env, timeout)
         if stdin:
             params["stdin"] = True
         rs = RunStream(self)
@@ -838,7 +321,7 @@ class Sandbox:
         memory snapshots). Restore with ``Sandbox(snapshot=snap)``.
         """
         self._check_open()
-        params: Dict[str, Any] = {"sandbox": self.id, "kind": _SNAPSHOT_KINDS.get(state, state)}
+        params: Dict[str, Any] = {"sandbox": self.id, "kind": snapshot_kinds.get(state, state)}
         if name is not None:
             params["name"] = name
         info = yield Call(self._conn, "snapshot.create", params)

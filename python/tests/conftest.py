@@ -12,7 +12,7 @@ Environment:
                              once (debootstrap, a few minutes) and kept, as
                              tests/integration/hidepid_coding.sh does.
 
-Every test runs against a private state directory (SANDWEAVE_STATE_DIR, made
+Every test but those marked `unit` runs against a private state directory (SANDWEAVE_STATE_DIR, made
 here and removed at the end) and must leave no sandbox, pool or snapshot
 behind: the `clean_state` fixture checks that with `sandweave ls --json` after
 each test, and fails the test that leaked.
@@ -42,6 +42,7 @@ from sandweave import client  # noqa: E402
 def pytest_configure(config: pytest.Config) -> None:
     config.addinivalue_line("markers", "coding: needs the coding image (the seed examples)")
     config.addinivalue_line("markers", "desktop: needs the desktop image (its own state directory)")
+    config.addinivalue_line("markers", "unit: needs no worker (no binary, no root, no state directory)")
 
 
 @pytest.fixture(scope="session")
@@ -135,7 +136,7 @@ def state_dir(sw_bin: str) -> Iterator[str]:
 
 @pytest.fixture(autouse=True)
 def clean_state(request: pytest.FixtureRequest) -> Iterator[None]:
-    if "coding" in request.keywords or "desktop" in request.keywords:
+    if any(mark in request.keywords for mark in ("coding", "desktop", "unit")):
         yield
         return
     binary = request.getfixturevalue("sw_bin")

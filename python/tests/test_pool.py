@@ -77,3 +77,16 @@ def test_pool_async(state_dir: str) -> None:
                 assert (await env.run.aio("echo ok")).stdout == "ok\n"
 
     asyncio.run(main())
+
+
+def test_pool_without_size_keeps_one_warm(state_dir: str) -> None:
+    with Pool(template="base", hidepid=2, audit=True) as pool:
+        assert pool.size == 1 and pool.info["warm"] == 1
+        with pool.acquire() as env:
+            assert env.run("id -u", user="1001:1001").stdout == "1001\n"
+
+    async def main() -> None:
+        async with await Pool.create.aio("base") as pool:
+            assert pool.size == 1 and pool.info["warm"] == 1
+
+    asyncio.run(main())
