@@ -31,6 +31,7 @@ readonly PATCHES=(
   "$SCRIPT_DIR/audit-send.patch"
   "$SCRIPT_DIR/ptrace.patch"
   "$SCRIPT_DIR/ptrace-colocate.patch"
+  "$SCRIPT_DIR/procfs-modes.patch"
 )
 readonly CACHE_ROOT="${SANDWEAVE_RUNTIME_CACHE:-/var/cache/sandweave/runtime}"
 readonly INSTALL_DIR="${SANDWEAVE_RUNTIME_DIR:-/usr/local/lib/sandweave}"
