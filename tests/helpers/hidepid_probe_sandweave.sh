@@ -38,7 +38,7 @@ for t in p4:"$p4" p5:"$p5"; do
   probe environ_$n cat /proc/"$p"/environ
   probe maps_$n cat /proc/"$p"/maps
   probe smaps_$n cat /proc/"$p"/smaps
-  probe auxv_$n sh -c "cat /proc/$p/auxv | wc -c"
+  probe auxv_$n sh -c "cat /proc/$p/auxv >/dev/null"
   probe mem_$n dd if=/proc/"$p"/mem of=/dev/null bs=1 count=0
   probe fd_$n ls /proc/"$p"/fd
   probe fdinfo_$n cat /proc/"$p"/fdinfo/0
