@@ -1,8 +1,9 @@
 #pragma once
 // The OCI bundle handed to runsc. PID 1 is sandweave's guest init, bind-mounted
-// read-only from the host; the root filesystem is the sandbox's host overlay, and
-// so is /tmp (guest_tmp_dir); the guest's /proc carries the hidepid policy (gVisor applies the mount options of
-// the spec's /proc mount to the guest's initial procfs).
+// read-only from the host; the root filesystem is the sandbox's host overlay,
+// and so is /tmp (guest_tmp_dir); the guest's /proc carries the hidepid policy
+// (gVisor applies the mount options of the spec's /proc mount to the guest's
+// initial procfs).
 
 #include <filesystem>
 #include <string>
