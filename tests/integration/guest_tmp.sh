@@ -51,5 +51,22 @@ capture sw run "$id" -c 'rm /tmp/big && ls -A /tmp'
 assert_eq "the guest deletes it" "" "$LAST_OUT"
 assert_true "and it is gone from the upper directory" test ! -e "$upper/tmp/big"
 
+# Being in the layer, /tmp is in a filesystem snapshot, as in `docker commit`;
+# a memory snapshot brings back a process's open file there too.
+capture sw run "$id" -c 'echo kept > /tmp/keep && sh -c "exec 3</tmp/keep; exec sleep 1000" </dev/null >/dev/null 2>&1 & echo ok'
+assert_eq "a process keeps /tmp/keep open" ok "$LAST_OUT"
+for kind in fs memory; do
+    snap="$(sw -q snapshot create "$id" --kind "$kind" 2>"$SCRATCH/snap.err")" ||
+        { fail "$kind snapshot" "$(cat "$SCRATCH/snap.err")"; continue; }
+    copy="$(sw_create --from-snapshot "$snap")" || continue
+    capture sw run "$copy" -c 'cat /tmp/keep'
+    assert_eq "a sandbox from a $kind snapshot has the file in /tmp" kept "$LAST_OUT"
+    if [[ "$kind" == memory ]]; then
+        capture sw run "$copy" -c 'p=$(ps | awk "/sleep 1000/ && !/awk/ { print \$1 }"); cat /proc/$p/fd/3'
+        assert_eq "the restored process reads its open file in /tmp" kept "$LAST_OUT"
+    fi
+    sw rm "$copy" >/dev/null || fail "rm $copy"
+done
+
 sw rm "$id" >/dev/null || fail "rm $id"
 finish
