@@ -1,11 +1,16 @@
 #include "lib/runtime/bundle.hpp"
 
+#include <sys/stat.h>
+
+#include <cerrno>
 #include <map>
 
+#include "lib/core/error.hpp"
 #include "lib/runtime/limits.hpp"
 
 namespace sandweave {
 
+namespace fs = std::filesystem;
 using nlohmann::json;
 
 std::vector<std::string> guest_env(const SandboxSpec& spec, const std::vector<std::string>& extra) {
@@ -34,6 +39,19 @@ json capabilities_for(const UserSpec& user) {
                 {"inheritable", json::array()},
                 {"permitted", caps},
                 {"ambient", json::array()}};
+}
+
+fs::path guest_tmp_dir(const fs::path& rootfs) {
+    fs::path tmp = rootfs / "tmp";
+    struct stat st {};
+    if (::lstat(tmp.c_str(), &st) != 0) {
+        if (errno != ENOENT) throw_errno("lstat " + tmp.string());
+        if (::mkdir(tmp.c_str(), 01777) != 0) throw_errno("mkdir " + tmp.string());
+        // mkdir applies the umask.
+        if (::chmod(tmp.c_str(), 01777) != 0) throw_errno("chmod " + tmp.string());
+        return tmp;
+    }
+    return S_ISDIR(st.st_mode) ? tmp : fs::path();
 }
 
 json build_oci_config(const BundleInput& in) {
@@ -68,6 +86,11 @@ json build_oci_config(const BundleInput& in) {
          {"source", in.init_binary.string()},
          {"options", {"rbind", "ro"}}},
     });
+    if (!in.tmp_dir.empty())
+        mounts.push_back({{"destination", "/tmp"},
+                          {"type", "bind"},
+                          {"source", in.tmp_dir.string()},
+                          {"options", {"rbind", "rw"}}});
 
     // The guest's limits go to the sentry, the host cgroup gets room for the
     // runtime too (lib/runtime/limits.hpp).

@@ -1,8 +1,9 @@
 #pragma once
 // The OCI bundle handed to runsc. PID 1 is sandweave's guest init, bind-mounted
-// read-only from the host; the root filesystem is the sandbox's host overlay; the
-// guest's /proc carries the hidepid policy (gVisor applies the mount options of
-// the spec's /proc mount to the guest's initial procfs).
+// read-only from the host; the root filesystem is the sandbox's host overlay,
+// and so is /tmp (guest_tmp_dir); the guest's /proc carries the hidepid policy
+// (gVisor applies the mount options of the spec's /proc mount to the guest's
+// initial procfs).
 
 #include <filesystem>
 #include <string>
@@ -32,9 +33,21 @@ struct BundleInput {
     std::filesystem::path rootfs;
     std::filesystem::path init_binary;  // host path of sandweave-init
     std::string hostname;
+    // Host directory bound at the guest's /tmp (guest_tmp_dir); empty: none,
+    // and runsc puts an in-memory tmpfs there.
+    std::filesystem::path tmp_dir;
 };
 
 nlohmann::json build_oci_config(const BundleInput& in);
+
+// The guest's /tmp on disk, as Docker's: the root filesystem's own /tmp (in
+// the sandbox's overlay, so it lands in its upper directory), bound at /tmp.
+// Without an explicit /tmp mount runsc mounts a tmpfs of unbounded size there,
+// whose files are host memory the sentry keeps until they are deleted.
+// Creates rootfs/tmp (mode 1777) when the image has none. Returns an empty
+// path, leaving /tmp to runsc, when the image's /tmp is not a directory (a
+// symlink is never followed on the host).
+std::filesystem::path guest_tmp_dir(const std::filesystem::path& rootfs);
 
 // The OCI capability sets of a process run as `user`: Docker's default set for
 // root, none for anyone else. The guest init gets root's, which its agent's

@@ -54,7 +54,8 @@ ProbeRun run_probe(Context& ctx, const fs::path& runsc_path, const SandboxSpec& 
     fs::path dir = ctx.store.root() / "runtime" / ("probe-" + random_hex(8));
     make_dirs(dir / "bundle", 0700);
     std::string id = "swprobe-" + random_hex(8);
-    BundleInput in{spec, rootfs, find_guest_init(), "probe"};
+    // The image itself is the read-only root: /tmp stays runsc's tmpfs.
+    BundleInput in{spec, rootfs, find_guest_init(), "probe", {}};
     json config = build_oci_config(in);
     config["root"]["readonly"] = true;
     adjust(config);

@@ -244,7 +244,7 @@ SandboxRecord create_sandbox(Context& ctx, const CreateRequest& req) {
                 SANDWEAVE_FAULT_POINT("create.writer-started");
                 prepare_launch();
             }
-            BundleInput in{spec, dir / "rootfs", init, "sandweave"};
+            BundleInput in{spec, dir / "rootfs", init, "sandweave", guest_tmp_dir(dir / "rootfs")};
             // Read once, by the runsc started next; a host crash ends what it describes.
             write_file_atomic(dir / "bundle/config.json", build_oci_config(in).dump(2), 0600,
                               Durability::live);

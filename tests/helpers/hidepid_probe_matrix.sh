@@ -28,3 +28,13 @@ probe thread_self grep '^Uid:' /proc/thread-self/status
 probe own_pid grep '^Uid:' /proc/$$/status
 probe own_task ls /proc/$$/task
 probe mounts grep ' /proc ' /proc/mounts
+# Files Linux guards with its own modes and ptrace checks whatever hidepid says.
+for f in environ maps smaps auxv io; do probe ${f}_p2 cat /proc/"$p2"/$f; done
+probe mem_p2 dd if=/proc/"$p2"/mem of=/dev/null bs=1 count=0
+probe fd_p2 ls /proc/"$p2"/fd
+probe fdinfo_p2 cat /proc/"$p2"/fdinfo/0
+for l in cwd root; do probe ${l}_p2 readlink -v /proc/"$p2"/$l; done
+probe environ_self cat /proc/self/environ
+probe maps_self cat /proc/self/maps
+probe fd_self ls /proc/self/fd
+probe cwd_own readlink -v /proc/$$/cwd

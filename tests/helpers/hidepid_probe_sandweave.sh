@@ -1,8 +1,8 @@
 #!/bin/sh
 # The guest side of hidepid_sandweave.sh (busybox, the base image):
-#   hidepid_probe_sandweave.sh P2 P3 P4
+#   hidepid_probe_sandweave.sh P2 P3 P4 P5
 # prints one "name|exit status|output" line per observation of /proc.
-p2=$1 p3=$2 p4=$3
+p2=$1 p3=$2 p4=$3 p5=$4
 probe() {
   name=$1; shift
   out=$("$@" 2>&1); rc=$?
@@ -30,3 +30,22 @@ probe own_pid grep '^Uid:' /proc/$$/status
 probe own_task ls /proc/$$/task
 probe own_pid_listed sh -c "ls /proc | grep -qx $$"
 probe mounts grep ' /proc ' /proc/mounts
+# The files Linux guards with its own modes and ptrace checks whatever hidepid
+# says, for P5 (another user's process) and P4 (the caller's own, not its
+# descendant); mem is opened only (dd, no bytes): reading address 0 fails anyway.
+for t in p4:"$p4" p5:"$p5"; do
+  n=${t%%:*} p=${t#*:}
+  probe environ_$n cat /proc/"$p"/environ
+  probe maps_$n cat /proc/"$p"/maps
+  probe smaps_$n cat /proc/"$p"/smaps
+  probe auxv_$n sh -c "cat /proc/$p/auxv >/dev/null"
+  probe mem_$n dd if=/proc/"$p"/mem of=/dev/null bs=1 count=0
+  probe fd_$n ls /proc/"$p"/fd
+  probe fdinfo_$n cat /proc/"$p"/fdinfo/0
+  probe cwd_$n readlink -v /proc/"$p"/cwd
+  probe root_$n readlink -v /proc/"$p"/root
+  probe exe_$n readlink -v /proc/"$p"/exe
+  probe cwdls_$n ls /proc/"$p"/cwd/
+done
+probe mem_self dd if=/proc/self/mem of=/dev/null bs=1 count=0
+probe modes_p5 sh -c "cd /proc/$p5 && stat -c '%n %A' environ auxv maps mem fd fdinfo"

@@ -151,6 +151,11 @@ for h in 0 1 2; do
   for n in self_status thread_self own_pid; do probe_expect "$L" "$n" "ok:1001"; done
   probe_expect "$L" own_task ok
   probe_expect "$L" ps_self ok
+  # Another user's environ, memory, maps, fds and paths: Linux's modes and
+  # ptrace checks at hidepid 0, hidepid's own denial at 1 and 2.
+  declare -A p2_denial=([0]=EACCES [1]=EPERM [2]=ENOENT)
+  for n in environ maps smaps auxv io mem fd fdinfo cwd root; do probe_expect "$L" "${n}_p2" "${p2_denial[$h]}"; done
+  for n in environ_self maps_self fd_self cwd_own; do probe_expect "$L" "$n" ok; done
   case "$h" in
     0)
       probe_expect "$L" mounts "ok:dentry_cache_limit"

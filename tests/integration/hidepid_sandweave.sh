@@ -14,6 +14,12 @@
 #   readlink /proc/P2/exe EACCES (ptrace rule) EPERM              ENOENT
 #   busybox ps            shows 1, P2          only own processes only own
 #   P4 (same uid)         ok                   ok                 ok
+#   P5's environ, maps, auxv, mem, fd/, cwd, root, exe
+#                         EACCES (Linux modes  EPERM              ENOENT
+#                         and ptrace checks)
+#
+# P5 is root's sleep started with a secret in its environment (`run -e`); the
+# caller's own P4 keeps those files readable (mem: /proc/self/mem).
 #
 # Root (Docker's default caps + CAP_SYS_PTRACE) sees everything; /proc/self,
 # /proc/thread-self and the caller's own PID and threads always work.
@@ -66,18 +72,20 @@ install_helpers() {
 }
 
 # bg_pid ID USER CMD...: start CMD in the background in the guest as USER (it
-# outlives `sandweave run`, reparented to the guest init); print its guest PID.
+# outlives `sandweave run`, reparented to the guest init), with USER's secret
+# in its environment; print its guest PID.
 # Its stdio goes to /dev/null, or it would hold our command substitution open.
 bg_pid() {
   local id="$1" user="$2" pid
   shift 2
-  pid="$(sw run "$id" --user "$user" -c "$* </dev/null >/dev/null 2>&1 & echo \$!" 2>"$work/bg.err")"
+  pid="$(sw run "$id" --user "$user" -e "SW_PROBE_SECRET=$(secret_of "$user")" -c "$* </dev/null >/dev/null 2>&1 & echo \$!" 2>"$work/bg.err")"
   [[ "$pid" =~ ^[0-9]+$ ]] || { fail "$id: start '$*' as $user: got '$pid' $(tr '\n' ' ' <"$work/bg.err")"; return 1; }
   echo "$pid"
 }
 
-probe_as() { # probe_as ID USER P2 P3 P4: the probe's lines in PROBE (see lib.sh)
-  PROBE="$(sw run "$1" --user "$2" -- /bin/sh /hptest/probe.sh "$3" "$4" "$5" 2>"$work/probe.err")" ||
+secret_of() { echo "s3cret-$$-$1"; } # secret_of USER
+probe_as() { # probe_as ID USER P2 P3 P4 P5: the probe's lines in PROBE (see lib.sh)
+  PROBE="$(sw run "$1" --user "$2" -- /bin/sh /hptest/probe.sh "$3" "$4" "$5" "$6" 2>"$work/probe.err")" ||
     fail "probe as $2 in $1: exit $?: $(tr '\n' ' ' <"$work/probe.err")"
 }
 has_word() { [[ " $1 " == *" $2 "* ]]; }
@@ -105,7 +113,8 @@ for h in 0 1 2; do
   p2="$(bg_pid "$id" 1002:1002 sleep 1002)" || continue
   p3="$(bg_pid "$id" 1001:1001 /hptest/nodump sleep)" || continue
   p4="$(bg_pid "$id" 1001:1001 sleep 1004)" || continue
-  echo "P2=$p2 (uid 1002)  P3=$p3 (uid 1001, non-dumpable)  P4=$p4 (uid 1001)"
+  p5="$(bg_pid "$id" 0:0 sleep 1005)" || continue
+  echo "P2=$p2 (uid 1002)  P3=$p3 (uid 1001, non-dumpable)  P4=$p4 (uid 1001)  P5=$p5 (root, secret env)"
   insp="$(sw inspect "$id")"
   assert_true "hidepid=$h: inspect shows hidepid $h from flag" python3 -c '
 import json, sys
@@ -120,7 +129,7 @@ sys.exit(not (j["spec"]["runtime_options"]["hidepid"] == int(sys.argv[2])
     out="$(sw run "$id" --user 0:0 -c "readlink /proc/$pin/cwd; readlink /proc/$pin/fd/3" 2>&1 | tr '\n' ' ')" &&
     [[ "$out" == "/proc/$p2 /proc/$p2/status " ]] && pass "hidepid=$h: root process $pin pins /proc/$p2" ||
     fail "hidepid=$h: root pinning process: $out"
-  probe_as "$id" 0:0 "$p2" "$p3" "$p4"
+  probe_as "$id" 0:0 "$p2" "$p3" "$p4" "$p5"
   L="hidepid=$h root"
   probe_expect "$L" id "ok:uid=0"
   for p in 1 "$p2" "$p3" "$p4"; do probe_listed "$L" procpids "$p" yes; probe_listed "$L" pspids "$p" yes; done
@@ -134,9 +143,34 @@ sys.exit(not (j["spec"]["runtime_options"]["hidepid"] == int(sys.argv[2])
   probe_expect "$L" status_p3 "ok:Uid:"
   probe_expect "$L" status_p4 "ok:Uid:	1001"
   [[ "$(probe_out mounts)" == *hidepid=$h* || $h == 0 ]] && pass "$L: mounts" || fail "$L: mounts: $(probe_out mounts)"
+  for n in p4:1001:1001 p5:0:0; do
+    u="${n#*:}" n="${n%%:*}"
+    for f in maps smaps auxv mem fd fdinfo cwdls; do probe_expect "$L" "${f}_$n" ok; done
+    probe_expect "$L" "environ_$n" "ok:SW_PROBE_SECRET=$(secret_of "$u")"
+    probe_expect "$L" "cwd_$n" "is:/"
+    probe_expect "$L" "root_$n" "is:/"
+    probe_expect "$L" "exe_$n" "is:/bin/busybox"
+  done
+  probe_expect "$L" modes_p5 "is:environ -r-------- auxv -r-------- maps -r--r--r-- mem -r-------- fd dr-x------ fdinfo dr-x------"
 
-  probe_as "$id" 1001:1001 "$p2" "$p3" "$p4"
+  probe_as "$id" 1001:1001 "$p2" "$p3" "$p4" "$p5"
   L="hidepid=$h uid1001"
+  # Root's P5: Linux's modes and ptrace checks below /proc/PID at hidepid 0,
+  # hidepid's own denial above it at 1 and 2. Its secret never shows.
+  declare -A p5_denial=([0]=EACCES [1]=EPERM [2]=ENOENT)
+  for f in environ maps smaps auxv mem fd fdinfo cwd root exe cwdls; do
+    probe_expect "$L root's process" "${f}_p5" "${p5_denial[$h]}"
+  done
+  root_secret="$(secret_of 0:0)"
+  [[ "$PROBE" != *"$root_secret"* ]] && pass "$L: root's secret environment never shows" ||
+    fail "$L: root's secret environment shows: $(grep -F "$root_secret" <<<"$PROBE")"
+  # The caller's own process, not its descendant, at every hidepid.
+  for f in maps smaps auxv fd fdinfo cwdls; do probe_expect "$L own process" "${f}_p4" ok; done
+  probe_expect "$L own process" environ_p4 "ok:SW_PROBE_SECRET=$(secret_of 1001:1001)"
+  probe_expect "$L own process" cwd_p4 "is:/"
+  probe_expect "$L own process" root_p4 "is:/"
+  probe_expect "$L own process" exe_p4 "is:/bin/busybox"
+  probe_expect "$L" mem_self ok
   probe_expect "$L" id "ok:uid=1001 gid=1001"
   for n in self_status thread_self own_pid; do probe_expect "$L" "$n" "ok:1001"; done
   probe_expect "$L" own_task ok
@@ -158,6 +192,7 @@ sys.exit(not (j["spec"]["runtime_options"]["hidepid"] == int(sys.argv[2])
       probe_expect "$L" status_p3 "ok:Uid:	1001"
       # /proc/PID/exe follows ptrace rules whatever hidepid says (as on Linux).
       probe_expect "$L" exe_p2 "fail:readlink: /proc/$p2/exe: cannot read link: Permission denied"
+      probe_expect "$L" modes_p5 "is:environ -r-------- auxv -r-------- maps -r--r--r-- mem -r-------- fd dr-x------ fdinfo dr-x------"
       ;;
     1)
       probe_expect "$L" mounts "ok:hidepid=1"

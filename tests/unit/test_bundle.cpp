@@ -4,8 +4,12 @@
 // PATH/HOME, then the template's env, then the caller's --env (later wins).
 #include <doctest/doctest.h>
 
-#include <algorithm>
+#include <sys/stat.h>
 
+#include <algorithm>
+#include <fstream>
+
+#include "fixtures.hpp"
 #include "lib/runtime/bundle.hpp"
 #include "lib/runtime/limits.hpp"
 
@@ -165,6 +169,40 @@ TEST_SUITE("bundle") {
         CHECK(has(env, "LANG=C.UTF-8"));
         CHECK(has(env, "HOME=/root"));
         CHECK(has(env, default_path_env));
+    }
+
+    TEST_CASE("/tmp is bound from the root filesystem only when guest_tmp_dir gives a directory") {
+        CHECK(mount_at(build_oci_config(input(0)), "/tmp") == nullptr);
+        BundleInput in = input(0);
+        in.tmp_dir = in.rootfs / "tmp";
+        json c = build_oci_config(in);
+        const json* tmp = mount_at(c, "/tmp");
+        REQUIRE(tmp != nullptr);
+        CHECK(tmp->at("type") == "bind");
+        CHECK(tmp->at("source") == (in.rootfs / "tmp").string());
+        CHECK(has(tmp->at("options"), "rw"));
+    }
+
+    TEST_CASE("guest_tmp_dir: the image's /tmp, made 1777 when missing, never through a symlink") {
+        test::TempDir root("bundle");
+        namespace fs = std::filesystem;
+        fs::path rootfs = root.path / "rootfs";
+        fs::create_directories(rootfs);
+        CHECK(guest_tmp_dir(rootfs) == rootfs / "tmp");
+        struct stat st {};
+        REQUIRE(::lstat((rootfs / "tmp").c_str(), &st) == 0);
+        CHECK(S_ISDIR(st.st_mode));
+        CHECK((st.st_mode & 07777) == 01777);
+        CHECK(guest_tmp_dir(rootfs) == rootfs / "tmp");  // an existing one is kept
+
+        fs::remove(rootfs / "tmp");
+        fs::create_directories(root.path / "host-dir");
+        fs::create_directory_symlink(root.path / "host-dir", rootfs / "tmp");
+        CHECK(guest_tmp_dir(rootfs).empty());
+
+        fs::remove(rootfs / "tmp");
+        std::ofstream(rootfs / "tmp") << "a file";
+        CHECK(guest_tmp_dir(rootfs).empty());
     }
 
 }  // TEST_SUITE
