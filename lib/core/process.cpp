@@ -393,7 +393,12 @@ class OwnSignals {
         for (int s : {SIGINT, SIGTERM, SIGHUP, SIGQUIT}) sigaddset(&forward, s);
         if (::pthread_sigmask(SIG_BLOCK, &forward, &old_) != 0) throw_errno("sigprocmask");
         fd_.reset(::signalfd(-1, &forward, SFD_CLOEXEC | SFD_NONBLOCK));
-        if (!fd_.valid()) throw_errno("signalfd");
+        if (!fd_.valid()) {
+            // No destructor runs for a constructor that throws: unblock here.
+            int err = errno;
+            ::pthread_sigmask(SIG_SETMASK, &old_, nullptr);
+            throw_errno("signalfd", err);
+        }
     }
     ~OwnSignals() {
         if (active_) ::pthread_sigmask(SIG_SETMASK, &old_, nullptr);
