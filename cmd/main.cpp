@@ -229,29 +229,21 @@ void split_run_command(CLI::App& app, std::size_t at, std::vector<std::string>& 
     }
 }
 
-}  // namespace
-
-int main_impl(int argc, char** argv) {
-    // `run ... -- ARGV`: everything after the first `--` is the command, never
-    // parsed as sandweave options.
-    std::vector<std::string> args(argv + 1, argv + argc);
-    std::vector<std::string> command;
-    bool has_separator = false;
+// `run ... -- ARGV`: everything after the first `--` is the command, never
+// parsed as sandweave options. Returns whether there was a `--`.
+bool take_command_after_separator(std::vector<std::string>& args,
+                                  std::vector<std::string>& command) {
     for (std::size_t i = 0; i < args.size(); ++i) {
         if (args[i] == "--") {
             command.assign(args.begin() + static_cast<long>(i) + 1, args.end());
             args.resize(i);
-            has_separator = true;
-            break;
+            return true;
         }
     }
+    return false;
+}
 
-    GlobalOptions g;
-    Outcome out;
-    CLI::App app{
-        "sandweave: run untrusted code in gVisor sandboxes, with /proc hidepid and a "
-        "protected runtime audit log",
-        "sandweave"};
+void add_top_level_options(CLI::App& app, GlobalOptions& g) {
     // `--version` is `sandweave version` (rewritten below), listed here for --help.
     app.add_flag("--version")->description("Print the versions (as `sandweave version`) and exit");
     app.require_subcommand(1);
@@ -260,8 +252,10 @@ int main_impl(int argc, char** argv) {
     app.footer(
         "Exit status: 0 ok, 1 error, 2 usage, 3 audit export incomplete, 4 not found, 5 runtime "
         "missing or lacks a feature.\nSee sandweave(1) and sandweave-VERB(1).");
+}
 
-    // `sandweave [global options] --version` before any verb: the version verb.
+// `sandweave [global options] --version` before any verb: the version verb.
+void version_flag_as_verb(std::vector<std::string>& args) {
     for (auto& a : args) {
         if (a == "--version") {
             a = "version";
@@ -269,13 +263,16 @@ int main_impl(int argc, char** argv) {
         }
         if (!a.empty() && a[0] != '-') break;
     }
+}
 
-    // The verbs in --help's order, with the words each registration adds.
-    // Only the verb the command line names is built: all of them are some
-    // 300 options, about a fifth of a short command's CPU (0.3 ms here, for
-    // every `run`). --help before the verb, a completion query and a word
-    // that names no verb build them all (the help text, check_verbs'
-    // suggestions), as does a list here that has gone stale.
+// The verbs in --help's order, with the words each registration adds.
+// Only the verb the command line names is built: all of them are some
+// 300 options, about a fifth of a short command's CPU (0.3 ms here, for
+// every `run`). --help before the verb, a completion query and a word
+// that names no verb build them all (the help text, check_verbs'
+// suggestions), as does a list here that has gone stale.
+void register_verbs(CLI::App& app, GlobalOptions& g, Outcome& out,
+                    std::vector<std::string>& command, const std::string& verb) {
     struct VerbGroup {
         std::vector<std::string_view> verbs;
         std::function<void()> add;
@@ -298,8 +295,6 @@ int main_impl(int argc, char** argv) {
         {{"version"}, [&] { register_version(app, g, out); }},
         {{"completion"}, [&] { register_completion(app, g, out); }},
     };
-    const std::size_t at = verb_at(app, args);
-    const std::string verb = at < args.size() ? args[at] : "";
     auto named = std::find_if(groups.begin(), groups.end(), [&](const VerbGroup& v) {
         return std::find(v.verbs.begin(), v.verbs.end(), verb) != v.verbs.end();
     });
@@ -307,31 +302,35 @@ int main_impl(int argc, char** argv) {
     if (named == groups.end() || !has_verb(app, verb))
         for (auto it = groups.begin(); it != groups.end(); ++it)
             if (it != named) it->add();
+}
 
-    // The completion scripts' query: the words typed so far come after `--`.
-    if (args.size() == 1 && args[0] == "__complete") return run_completion_query(app, command);
-
-    // An unknown verb gets a suggestion before CLI11's generic message.
-    if (std::string bad = check_verbs(app, args); !bad.empty()) return report_error(g, bad, 2);
-    if (!has_separator) split_run_command(app, at, args, command);
-    if (has_separator && (args.empty() || std::find(args.begin(), args.end(), "run") == args.end()))
-        return report_error(g, "`--` is only used by `sandweave run ... -- COMMAND`", 2);
-
+// CLI11's own way out: help printed, or a usage error explained. Returns the
+// exit status then; nothing when the verb ran.
+std::optional<int> parse(CLI::App& app, const GlobalOptions& g,
+                         const std::vector<std::string>& args) {
     std::vector<std::string> reversed(args.rbegin(), args.rend());
     try {
-        try {
-            app.parse(reversed);
-        } catch (const CLI::CallForHelp& e) {
-            return app.exit(e);
-        } catch (const CLI::CallForAllHelp& e) {
-            return app.exit(e);
-        } catch (const CLI::ParseError& e) {
-            std::string msg = e.what();
-            if (const auto* extras = dynamic_cast<const CLI::ExtrasError*>(&e)) {
-                msg = explain_extras(app, args, extras->what());
-            }
-            return report_error(g, msg + "; see `sandweave --help`", 2);
+        app.parse(reversed);
+    } catch (const CLI::CallForHelp& e) {
+        return app.exit(e);
+    } catch (const CLI::CallForAllHelp& e) {
+        return app.exit(e);
+    } catch (const CLI::ParseError& e) {
+        std::string msg = e.what();
+        if (const auto* extras = dynamic_cast<const CLI::ExtrasError*>(&e)) {
+            msg = explain_extras(app, args, extras->what());
         }
+        return report_error(g, msg + "; see `sandweave --help`", 2);
+    }
+    return std::nullopt;
+}
+
+// Runs the verb (parsing calls it) and turns what it throws into the
+// documented exit status and one message: the one place errors are caught.
+int run_verb(CLI::App& app, const GlobalOptions& g, const Outcome& out,
+             const std::vector<std::string>& args) {
+    try {
+        if (std::optional<int> stopped = parse(app, g, args)) return *stopped;
     } catch (const Error& e) {
         int code = static_cast<int>(e.code());
         if (out.docker_exit_codes && e.code() == ErrorCode::general) code = 125;
@@ -346,75 +345,118 @@ int main_impl(int argc, char** argv) {
     return out.exit_code;
 }
 
+}  // namespace
+
+int main_impl(int argc, char** argv) {
+    std::vector<std::string> args(argv + 1, argv + argc);
+    std::vector<std::string> command;
+    const bool has_separator = take_command_after_separator(args, command);
+
+    GlobalOptions g;
+    Outcome out;
+    CLI::App app{
+        "sandweave: run untrusted code in gVisor sandboxes, with /proc hidepid and a "
+        "protected runtime audit log",
+        "sandweave"};
+    add_top_level_options(app, g);
+    version_flag_as_verb(args);
+    const std::size_t at = verb_at(app, args);
+    register_verbs(app, g, out, command, at < args.size() ? args[at] : "");
+
+    // The completion scripts' query: the words typed so far come after `--`.
+    if (args.size() == 1 && args[0] == "__complete") return run_completion_query(app, command);
+
+    // An unknown verb gets a suggestion before CLI11's generic message.
+    if (std::string bad = check_verbs(app, args); !bad.empty()) return report_error(g, bad, 2);
+    if (!has_separator) split_run_command(app, at, args, command);
+    if (has_separator && (args.empty() || std::find(args.begin(), args.end(), "run") == args.end()))
+        return report_error(g, "`--` is only used by `sandweave run ... -- COMMAND`", 2);
+
+    return run_verb(app, g, out, args);
+}
+
 void init_logging_early(const GlobalOptions& g) {
     setup_logging(g);
 }
 
-}  // namespace sandweave::cli
+namespace {
 
-int main(int argc, char** argv) {
-    // A closed stdin/stdout/stderr (CI runners, cron) would let the next open()
-    // take descriptor 0-2 and hand it to a child as its stdio: fill the gaps.
+// A closed stdin/stdout/stderr (CI runners, cron) would let the next open()
+// take descriptor 0-2 and hand it to a child as its stdio: fill the gaps.
+void fill_closed_stdio() {
     for (int fd = 0; fd <= 2; ++fd) {
         if (::fcntl(fd, F_GETFD) < 0) {
             int null_fd = ::open("/dev/null", fd == 0 ? O_RDONLY : O_WRONLY);
             if (null_fd >= 0 && null_fd != fd) ::close(null_fd);
         }
     }
-    // Internal entry points started by sandweave itself, not part of the CLI.
-    if (argc >= 2 && std::strcmp(argv[1], sandweave::shim_verb) == 0)
-        return sandweave::shim_main(std::vector<std::string>(argv + 2, argv + argc),
-                                    sandweave::shim_lifetime_watcher);
-    if (argc >= 2 && std::strcmp(argv[1], sandweave::pool_refill_verb) == 0) {
-        // __pool-refill --state-dir DIR NAME [--runsc PATH]
-        std::vector<std::string> a(argv + 2, argv + argc);
-        if (a.size() < 3 || a[0] != "--state-dir") return 2;
-        sandweave::cli::GlobalOptions g;
-        sandweave::cli::init_logging_early(g);
-        g.state_dir = a[1];
-        if (a.size() >= 5 && a[3] == "--runsc") g.runsc = a[4];
-        try {
-            sandweave::LocalRunner runner;
-            sandweave::LocalHost host;
-            sandweave::StateStore store(g.state_dir);
-            sandweave::Context ctx{store, runner, host,
-                                   g.runsc.empty() ? std::nullopt : std::optional(g.runsc)};
-            return sandweave::pool_refill_main(ctx, a[2]);
-        } catch (const std::exception& e) {
-            std::fprintf(stderr, "sandweave pool refill: %s\n", e.what());
-            return 1;
-        }
+}
+
+// __pool-refill --state-dir DIR NAME [--runsc PATH]
+int pool_refill_entry(const std::vector<std::string>& a) {
+    if (a.size() < 3 || a[0] != "--state-dir") return 2;
+    GlobalOptions g;
+    init_logging_early(g);
+    g.state_dir = a[1];
+    if (a.size() >= 5 && a[3] == "--runsc") g.runsc = a[4];
+    try {
+        LocalRunner runner;
+        LocalHost host;
+        StateStore store(g.state_dir);
+        Context ctx{store, runner, host, g.runsc.empty() ? std::nullopt : std::optional(g.runsc)};
+        return pool_refill_main(ctx, a[2]);
+    } catch (const std::exception& e) {
+        std::fprintf(stderr, "sandweave pool refill: %s\n", e.what());
+        return 1;
     }
-    if (argc >= 2 && std::strcmp(argv[1], sandweave::lifetime_verb) == 0) {
-        // __lifetime --state-dir DIR ID (lib/sandbox/lifetime.hpp)
-        std::vector<std::string> a(argv + 2, argv + argc);
-        if (a.size() != 3 || a[0] != "--state-dir") return 2;
-        sandweave::cli::GlobalOptions g;
-        sandweave::cli::init_logging_early(g);
-        try {
-            sandweave::LocalRunner runner;
-            sandweave::LocalHost host;
-            sandweave::StateStore store(a[1]);
-            sandweave::Context ctx{store, runner, host, std::nullopt};
-            return sandweave::lifetime_watch_main(ctx, a[2]);
-        } catch (const std::exception& e) {
-            std::fprintf(stderr, "sandweave lifetime watcher: %s\n", e.what());
-            return 1;
-        }
+}
+
+// __lifetime --state-dir DIR ID (lib/sandbox/lifetime.hpp)
+int lifetime_entry(const std::vector<std::string>& a) {
+    if (a.size() != 3 || a[0] != "--state-dir") return 2;
+    GlobalOptions g;
+    init_logging_early(g);
+    try {
+        LocalRunner runner;
+        LocalHost host;
+        StateStore store(a[1]);
+        Context ctx{store, runner, host, std::nullopt};
+        return lifetime_watch_main(ctx, a[2]);
+    } catch (const std::exception& e) {
+        std::fprintf(stderr, "sandweave lifetime watcher: %s\n", e.what());
+        return 1;
     }
-    if (argc >= 2 && std::strcmp(argv[1], "__audit-writer") == 0) {
-        sandweave::cli::GlobalOptions quiet_defaults;
-        sandweave::cli::init_logging_early(quiet_defaults);
-        try {
-            return sandweave::audit::writer_main(sandweave::audit::parse_writer_argv(
-                std::vector<std::string>(argv + 1, argv + argc)));
-        } catch (const std::exception& e) {
-            std::fprintf(stderr, "sandweave audit writer: %s\n", e.what());
-            return 1;
-        }
+}
+
+int audit_writer_entry(int argc, char** argv) {
+    GlobalOptions quiet_defaults;
+    init_logging_early(quiet_defaults);
+    try {
+        return audit::writer_main(
+            audit::parse_writer_argv(std::vector<std::string>(argv + 1, argv + argc)));
+    } catch (const std::exception& e) {
+        std::fprintf(stderr, "sandweave audit writer: %s\n", e.what());
+        return 1;
     }
-    sandweave::cli::GlobalOptions defaults;
-    // Logging is configured from the raw arguments so it works during parsing too.
+}
+
+// Internal entry points started by sandweave itself, not part of the CLI:
+// the exit status of the one argv names, nothing when it names none.
+std::optional<int> run_internal_entry(int argc, char** argv) {
+    if (argc < 2) return std::nullopt;
+    if (std::strcmp(argv[1], shim_verb) == 0)
+        return shim_main(std::vector<std::string>(argv + 2, argv + argc), shim_lifetime_watcher);
+    if (std::strcmp(argv[1], pool_refill_verb) == 0)
+        return pool_refill_entry(std::vector<std::string>(argv + 2, argv + argc));
+    if (std::strcmp(argv[1], lifetime_verb) == 0)
+        return lifetime_entry(std::vector<std::string>(argv + 2, argv + argc));
+    if (std::strcmp(argv[1], "__audit-writer") == 0) return audit_writer_entry(argc, argv);
+    return std::nullopt;
+}
+
+// Logging is configured from the raw arguments so it works during parsing too.
+GlobalOptions logging_options(int argc, char** argv) {
+    GlobalOptions defaults;
     for (int i = 1; i < argc; ++i) {
         std::string a = argv[i];
         if (a == "--") break;
@@ -422,7 +464,18 @@ int main(int argc, char** argv) {
         if (a == "-v" || a == "--verbose") defaults.verbosity = 1;
         if (a == "--progress") defaults.progress = true;
     }
-    sandweave::cli::init_logging_early(defaults);
-    sandweave::cli::install_progress(defaults.progress, defaults.quiet);
-    return sandweave::cli::main_impl(argc, argv);
+    return defaults;
+}
+
+}  // namespace
+}  // namespace sandweave::cli
+
+int main(int argc, char** argv) {
+    using namespace sandweave::cli;
+    fill_closed_stdio();
+    if (std::optional<int> status = run_internal_entry(argc, argv)) return *status;
+    GlobalOptions defaults = logging_options(argc, argv);
+    init_logging_early(defaults);
+    install_progress(defaults.progress, defaults.quiet);
+    return main_impl(argc, argv);
 }

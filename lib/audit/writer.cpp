@@ -84,7 +84,7 @@ constexpr std::uint64_t kPageBytes = 4096;
 // wakeup of the reader and the writer thread per message, which costs more
 // CPU than decoding them and takes it from the guest on small machines. The
 // socket holds the messages meanwhile: the runtime's send buffer is 8 MiB
-// (runtime/audit.patch; ~12k small points), and even the stock 208 KiB holds
+// (runtime/audit-sink.patch; ~12k small points), and even the stock 208 KiB holds
 // ~160, i.e. more than a 1 ms pause accumulates below ~160k points/s. Barrier
 // requests and new connections are still served at once. A drain that took
 // kHoldMaxBatch messages or more means the socket fills fast (a high rate or
@@ -106,7 +106,7 @@ constexpr int kIdleReleaseMs = 1000;
 constexpr int kReaderNice = -10;
 // Room the queue must have before the reader takes another round of messages
 // off the socket (kBatch of them; a batch of points from
-// runtime/audit-batch.patch is 64 KiB and one point more at most, so 16 take
+// runtime/audit-sink.patch is 64 KiB and one point more at most, so 16 take
 // a little over 1 MiB). With less, the messages stay in the socket, which
 // then buffers too: a full socket makes the sentry drop and count, as a full
 // queue would have made us drop and count, but the two buffers add up
@@ -145,7 +145,7 @@ Fd listen_seqpacket(const fs::path& path) {
     // unix_recvq_full (queue length > sk_max_ack_backlog) only when
     // unix_peer(other) != sk, i.e. for senders the receiver is not connected
     // to. The sentry's connected socket is bounded by its own SO_SNDBUF
-    // (sock_alloc_send_pskb), which runtime/audit.patch raises to 8 MiB.
+    // (sock_alloc_send_pskb), which runtime/audit-sink.patch raises to 8 MiB.
     if (::listen(fd.get(), SOMAXCONN) != 0) throw_errno("listen " + path.string());
     return fd;
 }
@@ -210,6 +210,11 @@ class Writer {
     // writer thread
     void writer_loop();
     void handle_entry(const ByteQueue::Entry& e);
+    void message_entry(std::string_view data);
+    void note_runtime_dropped(std::uint32_t count);
+    void truncated_entry(const ByteQueue::Entry& e);
+    void barrier_entry(const ByteQueue::Entry& e);
+    void answer_request(std::uint64_t id, const WriterState& s);
     void event_record(std::uint16_t type, std::string_view payload);
     void count_outcome(const RecordFormatter::Result& r);
     bool append_line(std::size_t mark, bool is_event);
@@ -620,49 +625,16 @@ void Writer::event_record(std::uint16_t type, std::string_view payload) {
 void Writer::handle_entry(const ByteQueue::Entry& e) {
     dirty_ = true;
     switch (e.kind) {
-        case kMsg: {
-            WireHeader h;
-            std::string_view body;
-            HeaderError he = parse_header(e.data, h, body);
-            if (he == HeaderError::none) {
-                std::uint64_t before = runtime_dropped_;
-                runtime_dropped_ = unwrap_advance(runtime_dropped_, h.dropped_count);
-                if (runtime_dropped_ > before) emit_gap(runtime_dropped_ - before, "runtime");
-            }
-            if (he == HeaderError::none && h.message_type == kBatchMessage) {
-                // Several points (runtime/audit-batch.patch): one record each.
-                std::string_view rest = body;
-                BatchEntry be;
-                while (next_batch_entry(rest, be)) event_record(be.type, be.payload);
-                if (!rest.empty()) event_record(kBatchMessage, rest);
-                return;
-            }
-            if (stop_reason_ != StopReason::none) {
-                count_unwritten_event();
-                return;
-            }
-            std::size_t mark = out_.size();
-            RecordFormatter::Result r =
-                he == HeaderError::none
-                    ? fmt_.payload(out_, seq_ + 1, dropped_total(), h.message_type, body)
-                    : fmt_.message(out_, seq_ + 1, dropped_total(), e.data);
-            if (!append_line(mark, true)) return;
-            count_outcome(r);
+        case kMsg:
+            message_entry(e.data);
             return;
-        }
         case kGap:
             queue_overflow_ += e.arg;
             emit_gap(e.arg, "queue_overflow");
             return;
-        case kTruncated: {
-            ++truncated_;
-            nlohmann::json j = {{"size", e.arg}};
-            if (e.data.size() >= 4)
-                j["type"] = static_cast<unsigned char>(e.data[2]) |
-                            static_cast<unsigned char>(e.data[3]) << 8;
-            meta_line("writer/truncated_message", j.dump());
+        case kTruncated:
+            truncated_entry(e);
             return;
-        }
         case kStreamOpen:
             ++streams_;
             connected_ = true;
@@ -681,50 +653,97 @@ void Writer::handle_entry(const ByteQueue::Entry& e) {
             log().warn("audit writer: rejected connection " + std::string(e.data));
             return;
         case kBarrier:
-        case kStop: {
-            std::optional<std::uint64_t> reported;
-            bool known = false;
-            {
-                std::lock_guard lock(mu_);
-                if (auto it = requests_.find(e.arg); it != requests_.end()) {
-                    reported = it->second.sentry_dropped;
-                    known = true;
-                }
-            }
-            if (reported) {
-                // Drops the sentry counted after its last message reached us
-                // show up only here: record where they were detected.
-                std::uint64_t before = runtime_dropped_;
-                runtime_dropped_ =
-                    unwrap_advance(runtime_dropped_, static_cast<std::uint32_t>(*reported));
-                if (runtime_dropped_ > before) emit_gap(runtime_dropped_ - before, "runtime");
-            }
-            flush_output();
-            sync_log();
-            WriterState s = snapshot();
-            s.runtime_reported = reported;
-            s.barrier_drain_timeout = e.data == "drain_timeout";
-            if (e.kind == kStop) {
-                s.finished = true;
-                writer_done_ = true;
-            }
-            persist(s);
-            publish_live();
-            {
-                std::lock_guard lock(mu_);
-                if (known) {
-                    auto& req = requests_[e.arg];
-                    req.result = s;
-                    req.done = true;
-                    if (req.abandoned) requests_.erase(e.arg);
-                }
-            }
-            cv_.notify_all();
+        case kStop:
+            barrier_entry(e);
             return;
-        }
         default:
             return;
     }
+}
+
+// The sentry's count of what it dropped (32 bits, wrapping) has grown: a gap
+// record says how many, at the place it was detected.
+void Writer::note_runtime_dropped(std::uint32_t count) {
+    std::uint64_t before = runtime_dropped_;
+    runtime_dropped_ = unwrap_advance(runtime_dropped_, count);
+    if (runtime_dropped_ > before) emit_gap(runtime_dropped_ - before, "runtime");
+}
+
+// One sentry message: a record of each point of a batch, or one of the
+// message (a raw one when its header does not parse).
+void Writer::message_entry(std::string_view data) {
+    WireHeader h;
+    std::string_view body;
+    HeaderError he = parse_header(data, h, body);
+    if (he == HeaderError::none) note_runtime_dropped(h.dropped_count);
+    if (he == HeaderError::none && h.message_type == kBatchMessage) {
+        // Several points (runtime/audit-sink.patch): one record each.
+        std::string_view rest = body;
+        BatchEntry be;
+        while (next_batch_entry(rest, be)) event_record(be.type, be.payload);
+        if (!rest.empty()) event_record(kBatchMessage, rest);
+        return;
+    }
+    if (stop_reason_ != StopReason::none) {
+        count_unwritten_event();
+        return;
+    }
+    std::size_t mark = out_.size();
+    RecordFormatter::Result r =
+        he == HeaderError::none
+            ? fmt_.payload(out_, seq_ + 1, dropped_total(), h.message_type, body)
+            : fmt_.message(out_, seq_ + 1, dropped_total(), data);
+    if (!append_line(mark, true)) return;
+    count_outcome(r);
+}
+
+void Writer::truncated_entry(const ByteQueue::Entry& e) {
+    ++truncated_;
+    nlohmann::json j = {{"size", e.arg}};
+    if (e.data.size() >= 4) {
+        int lo = static_cast<unsigned char>(e.data[2]), hi = static_cast<unsigned char>(e.data[3]);
+        j["type"] = lo | hi << 8;
+    }
+    meta_line("writer/truncated_message", j.dump());
+}
+
+// A barrier (or the final stop) asked for by request e.arg: everything before
+// it is written, fsynced and in the state file, and the request gets that
+// state as its answer.
+void Writer::barrier_entry(const ByteQueue::Entry& e) {
+    std::optional<std::uint64_t> reported;
+    bool known = false;
+    {
+        std::lock_guard lock(mu_);
+        if (auto it = requests_.find(e.arg); it != requests_.end()) {
+            reported = it->second.sentry_dropped;
+            known = true;
+        }
+    }
+    // Drops the sentry counted after its last message reached us show up
+    // only here: record where they were detected.
+    if (reported) note_runtime_dropped(static_cast<std::uint32_t>(*reported));
+    flush_output();
+    sync_log();
+    WriterState s = snapshot();
+    s.runtime_reported = reported;
+    s.barrier_drain_timeout = e.data == "drain_timeout";
+    if (e.kind == kStop) {
+        s.finished = true;
+        writer_done_ = true;
+    }
+    persist(s);
+    publish_live();
+    if (known) answer_request(e.arg, s);
+    cv_.notify_all();
+}
+
+void Writer::answer_request(std::uint64_t id, const WriterState& s) {
+    std::lock_guard lock(mu_);
+    auto& req = requests_[id];
+    req.result = s;
+    req.done = true;
+    if (req.abandoned) requests_.erase(id);
 }
 
 void Writer::flush_output() {

@@ -148,6 +148,15 @@ Fd open_pidfd(pid_t pid) {
     return Fd(fd);
 }
 
+// Reaps exactly `pid`; its wait status.
+int reap(pid_t pid) {
+    int status = 0;
+    while (::waitpid(pid, &status, 0) < 0) {
+        if (errno != EINTR) throw_errno("waitpid");
+    }
+    return status;
+}
+
 int remaining_ms(const std::optional<Clock::time_point>& deadline) {
     if (!deadline) return -1;
     auto ms =
@@ -207,10 +216,7 @@ CommandResult wait_capturing(pid_t pid, ChildStdio& stdio, const Command& cmd) {
             }
         }
     }
-    int status = 0;
-    while (::waitpid(pid, &status, 0) < 0) {
-        if (errno != EINTR) throw_errno("waitpid");
-    }
+    int status = reap(pid);
     emit_lines(out_pending, cmd.on_out_line, true);
     emit_lines(err_pending, cmd.on_err_line, true);
     set_status(r, status);
@@ -373,31 +379,57 @@ std::optional<std::pair<std::uint16_t, std::uint16_t>> RunControl::take_resize()
     return std::exchange(s_->window, std::nullopt);
 }
 
-CommandResult LocalRunner::run_attached(const Command& cmd_in, const AttachOptions& opts) {
-    Command cmd = cmd_in;
-    cmd.in = Command::Stdio::inherit;
-    cmd.out = Command::Stdio::inherit;
-    cmd.err = Command::Stdio::inherit;
+namespace {
 
-    // Our own termination signals are taken through a signalfd (blocked in
-    // this thread only; the child starts with an empty mask).
-    sigset_t forward, old;
-    sigemptyset(&forward);
-    for (int s : {SIGINT, SIGTERM, SIGHUP, SIGQUIT}) sigaddset(&forward, s);
-    Fd sfd;
-    if (opts.forward_own_signals) {
-        if (::pthread_sigmask(SIG_BLOCK, &forward, &old) != 0) throw_errno("sigprocmask");
-        sfd.reset(::signalfd(-1, &forward, SFD_CLOEXEC | SFD_NONBLOCK));
-        if (!sfd.valid()) throw_errno("signalfd");
-    }
-    struct Restore {
-        bool active;
-        sigset_t* old;
-        ~Restore() {
-            if (active) ::pthread_sigmask(SIG_SETMASK, old, nullptr);
+// Our own termination signals, taken through a signalfd while a command runs
+// attached: blocked in this thread only (the child starts with an empty
+// mask), and unblocked again when it is done.
+class OwnSignals {
+  public:
+    explicit OwnSignals(bool take) : active_(take) {
+        if (!take) return;
+        sigset_t forward;
+        sigemptyset(&forward);
+        for (int s : {SIGINT, SIGTERM, SIGHUP, SIGQUIT}) sigaddset(&forward, s);
+        if (::pthread_sigmask(SIG_BLOCK, &forward, &old_) != 0) throw_errno("sigprocmask");
+        fd_.reset(::signalfd(-1, &forward, SFD_CLOEXEC | SFD_NONBLOCK));
+        if (!fd_.valid()) {
+            // No destructor runs for a constructor that throws: unblock here.
+            int err = errno;
+            ::pthread_sigmask(SIG_SETMASK, &old_, nullptr);
+            throw_errno("signalfd", err);
         }
-    } restore{opts.forward_own_signals, &old};
+    }
+    ~OwnSignals() {
+        if (active_) ::pthread_sigmask(SIG_SETMASK, &old_, nullptr);
+    }
+    OwnSignals(const OwnSignals&) = delete;
+    OwnSignals& operator=(const OwnSignals&) = delete;
 
+    Fd& fd() { return fd_; }
+
+  private:
+    Fd fd_;  // closed after the mask is restored
+    bool active_;
+    sigset_t old_;
+};
+
+// The child's end of one output stream: a pipe to `sink`'s callback, a copy
+// of its descriptor, or /dev/null.
+void bind_output(const OutputSink& sink, Fd& child_end, Fd& our_end, int target) {
+    if (sink.on_data) {
+        Pipe p = make_pipe();
+        our_end = std::move(p.read);
+        child_end = std::move(p.write);
+    } else if (sink.fd >= 0) {
+        child_end.reset(::fcntl(sink.fd, F_DUPFD_CLOEXEC, 3));
+        if (!child_end.valid()) throw_errno("dup output");
+    } else {
+        child_end = open_for_child(Command::Stdio::null, target, {});
+    }
+}
+
+ChildStdio attached_stdio(const AttachOptions& opts) {
     ChildStdio stdio;
     if (opts.stdin_fd >= 0) {
         stdio.in.reset(::fcntl(opts.stdin_fd, F_DUPFD_CLOEXEC, 3));
@@ -405,77 +437,107 @@ CommandResult LocalRunner::run_attached(const Command& cmd_in, const AttachOptio
     } else {
         stdio.in = open_for_child(Command::Stdio::null, 0, {});
     }
-    auto bind_output = [](const OutputSink& sink, Fd& child_end, Fd& our_end, int target) {
-        if (sink.on_data) {
-            Pipe p = make_pipe();
-            our_end = std::move(p.read);
-            child_end = std::move(p.write);
-        } else if (sink.fd >= 0) {
-            child_end.reset(::fcntl(sink.fd, F_DUPFD_CLOEXEC, 3));
-            if (!child_end.valid()) throw_errno("dup output");
-        } else {
-            child_end = open_for_child(Command::Stdio::null, target, {});
-        }
-    };
     bind_output(opts.out, stdio.out, stdio.out_read, 1);
     bind_output(opts.err, stdio.err, stdio.err_read, 2);
-    pid_t pid = spawn(cmd, stdio, false);
+    return stdio;
+}
 
-    CommandResult r;
-    auto deadline = opts.timeout ? std::optional(Clock::now() + *opts.timeout) : std::nullopt;
-    std::optional<Clock::time_point> kill_at;
-    auto stop = [&] {
-        if (opts.on_timeout) opts.on_timeout();
-        kill_at = Clock::now() + opts.kill_grace;
-    };
-    auto deliver = [&](int sig) {
-        if (opts.forward_signal)
-            opts.forward_signal(sig);
-        else
-            ::kill(pid, sig);
-    };
-    Fd pidfd = open_pidfd(pid);
-    for (;;) {
-        auto now = Clock::now();
-        if (deadline && now >= *deadline && !r.timed_out && !r.cancelled) {
-            r.timed_out = true;
-            stop();
-        }
-        if (kill_at && Clock::now() >= *kill_at) {
-            ::kill(pid, SIGKILL);
-            kill_at.reset();
-        }
-        int wait_ms = remaining_ms(
-            kill_at ? kill_at : ((r.timed_out || r.cancelled) ? std::nullopt : deadline));
-        pollfd pfds[5] = {{pidfd.get(), POLLIN, 0},
-                          {sfd.get(), POLLIN, 0},
-                          {opts.control ? opts.control->fd() : -1, POLLIN, 0},
-                          {stdio.out_read.get(), POLLIN, 0},
-                          {stdio.err_read.get(), POLLIN, 0}};
-        int rc = ::poll(pfds, 5, wait_ms);
-        if (rc < 0 && errno != EINTR) throw_errno("poll");
-        if (rc <= 0) continue;
-        pump(stdio.out_read, opts.out, pfds[3].revents);
-        pump(stdio.err_read, opts.err, pfds[4].revents);
-        if (pfds[0].revents & POLLIN) break;
-        signalfd_siginfo si;
-        while (sfd.valid() &&
-               ::read(sfd.get(), &si, sizeof si) == static_cast<ssize_t>(sizeof si)) {
-            // A terminal's Ctrl-C (sent by the kernel) already reached a child in
-            // our process group; only forward what it did not get.
-            if (si.ssi_code == SI_KERNEL && !cmd.own_process_group) continue;
-            deliver(static_cast<int>(si.ssi_signo));
-        }
-        if (opts.control && (pfds[2].revents & POLLIN)) {
-            for (int sig : opts.control->take_signals()) deliver(sig);
-            if (opts.control->cancelled() && !r.cancelled) {
-                r.cancelled = true;
-                if (!r.timed_out) stop();
-            }
+// Waits for an attached child in one poll loop: its exit, its output, our own
+// signals (forwarded) and the caller's control (signals, cancel), with the
+// timeout and the kill after the grace that follows it or a cancel.
+class AttachedWait {
+  public:
+    AttachedWait(pid_t pid, const Command& cmd, const AttachOptions& opts, ChildStdio& stdio,
+                 Fd& own_signals)
+        : pid_(pid),
+          cmd_(cmd),
+          opts_(opts),
+          stdio_(stdio),
+          own_signals_(own_signals),
+          deadline_(opts.timeout ? std::optional(Clock::now() + *opts.timeout) : std::nullopt),
+          pidfd_(open_pidfd(pid)) {}
+
+    // Returns once the child has exited (not yet reaped).
+    CommandResult until_exit() {
+        for (;;) {
+            enforce_deadlines();
+            int wait_ms = remaining_ms(
+                kill_at_ ? kill_at_ : ((r_.timed_out || r_.cancelled) ? std::nullopt : deadline_));
+            pollfd pfds[5] = {{pidfd_.get(), POLLIN, 0},
+                              {own_signals_.get(), POLLIN, 0},
+                              {opts_.control ? opts_.control->fd() : -1, POLLIN, 0},
+                              {stdio_.out_read.get(), POLLIN, 0},
+                              {stdio_.err_read.get(), POLLIN, 0}};
+            int rc = ::poll(pfds, 5, wait_ms);
+            if (rc < 0 && errno != EINTR) throw_errno("poll");
+            if (rc <= 0) continue;
+            pump(stdio_.out_read, opts_.out, pfds[3].revents);
+            pump(stdio_.err_read, opts_.err, pfds[4].revents);
+            if (pfds[0].revents & POLLIN) return std::move(r_);
+            forward_own_signals();
+            if (opts_.control && (pfds[2].revents & POLLIN)) take_control();
         }
     }
-    // Drain what the child wrote before it exited; a guest process it left
-    // behind may hold the pipe open, so stop as soon as nothing is pending.
+
+  private:
+    void enforce_deadlines() {
+        auto now = Clock::now();
+        if (deadline_ && now >= *deadline_ && !r_.timed_out && !r_.cancelled) {
+            r_.timed_out = true;
+            stop();
+        }
+        if (kill_at_ && Clock::now() >= *kill_at_) {
+            ::kill(pid_, SIGKILL);
+            kill_at_.reset();
+        }
+    }
+
+    // The caller's way to stop the command first; SIGKILL after the grace.
+    void stop() {
+        if (opts_.on_timeout) opts_.on_timeout();
+        kill_at_ = Clock::now() + opts_.kill_grace;
+    }
+
+    void deliver(int sig) {
+        if (opts_.forward_signal)
+            opts_.forward_signal(sig);
+        else
+            ::kill(pid_, sig);
+    }
+
+    void forward_own_signals() {
+        signalfd_siginfo si;
+        while (own_signals_.valid() &&
+               ::read(own_signals_.get(), &si, sizeof si) == static_cast<ssize_t>(sizeof si)) {
+            // A terminal's Ctrl-C (sent by the kernel) already reached a child in
+            // our process group; only forward what it did not get.
+            if (si.ssi_code == SI_KERNEL && !cmd_.own_process_group) continue;
+            deliver(static_cast<int>(si.ssi_signo));
+        }
+    }
+
+    void take_control() {
+        for (int sig : opts_.control->take_signals()) deliver(sig);
+        if (opts_.control->cancelled() && !r_.cancelled) {
+            r_.cancelled = true;
+            if (!r_.timed_out) stop();
+        }
+    }
+
+    pid_t pid_;
+    const Command& cmd_;
+    const AttachOptions& opts_;
+    ChildStdio& stdio_;
+    Fd& own_signals_;
+    CommandResult r_;
+    std::optional<Clock::time_point> deadline_;
+    std::optional<Clock::time_point> kill_at_;
+    Fd pidfd_;
+};
+
+// Drains what the child wrote before it exited; a guest process it left
+// behind may hold the pipe open, so stops as soon as nothing is pending.
+void drain_after_exit(ChildStdio& stdio, const AttachOptions& opts) {
     for (auto [f, sink] : {std::pair{&stdio.out_read, &opts.out}, {&stdio.err_read, &opts.err}}) {
         while (f->valid()) {
             pollfd p{f->get(), POLLIN, 0};
@@ -483,11 +545,21 @@ CommandResult LocalRunner::run_attached(const Command& cmd_in, const AttachOptio
             pump(*f, *sink, p.revents);
         }
     }
-    int status = 0;
-    while (::waitpid(pid, &status, 0) < 0) {
-        if (errno != EINTR) throw_errno("waitpid");
-    }
-    set_status(r, status);
+}
+
+}  // namespace
+
+CommandResult LocalRunner::run_attached(const Command& cmd_in, const AttachOptions& opts) {
+    Command cmd = cmd_in;
+    cmd.in = Command::Stdio::inherit;
+    cmd.out = Command::Stdio::inherit;
+    cmd.err = Command::Stdio::inherit;
+    OwnSignals own_signals(opts.forward_own_signals);
+    ChildStdio stdio = attached_stdio(opts);
+    pid_t pid = spawn(cmd, stdio, false);
+    CommandResult r = AttachedWait(pid, cmd, opts, stdio, own_signals.fd()).until_exit();
+    drain_after_exit(stdio, opts);
+    set_status(r, reap(pid));
     return r;
 }
 

@@ -317,6 +317,122 @@ json config_json(const ImageConfig& c) {
                 {"uid_gid", c.uid_gid}, {"entrypoint", c.entrypoint},   {"cmd", c.cmd}};
 }
 
+// 1. skopeo: the source as an OCI layout, nothing from the network.
+void copy_to_oci_layout(CommandRunner& runner, const Source& source, const fs::path& tmp,
+                        Progress& progress) {
+    progress.step("reading " + source.transport);
+    Command copy;
+    copy.argv = {skopeo_bin.string(),
+                 "--insecure-policy",
+                 "--tmpdir",
+                 tmp.string(),
+                 "copy",
+                 source.text(),
+                 "oci:" + (tmp / "oci").string() + ":image"};
+    copy.timeout = std::chrono::minutes(60);
+    std::uint64_t blobs = 0;
+    copy.on_out_line = [&](const std::string& line) {
+        if (line.rfind("Copying blob", 0) == 0) progress.set(++blobs);
+    };
+    auto r = runner.run(copy);
+    if (!r.ok()) throw Error(ErrorCode::usage, "reading the source: " + last_line(r));
+}
+
+// What an OCI layout of one image says about it.
+struct OciImage {
+    std::string digest;  // of its manifest
+    json manifest;
+    json config;
+    std::string arch;  // empty: not said
+    ImageConfig settings;
+};
+
+ImageConfig image_settings(const json& config) {
+    const json& cc = config.contains("config") && config["config"].is_object() ? config["config"]
+                                                                               : json::object();
+    ImageConfig ic;
+    ic.env = string_list(cc, "Env");
+    ic.entrypoint = string_list(cc, "Entrypoint");
+    ic.cmd = string_list(cc, "Cmd");
+    ic.working_dir = cc.value("WorkingDir", std::string());
+    ic.user = cc.value("User", std::string());
+    for (const auto& e : ic.env)
+        if (e.find('=') == std::string::npos || e[0] == '=')
+            throw Error(ErrorCode::usage, "image config: Env '" + e + "': expected KEY=VALUE");
+    if (!ic.working_dir.empty() && ic.working_dir[0] != '/')
+        throw Error(ErrorCode::usage,
+                    "image config: WorkingDir '" + ic.working_dir + "': not absolute");
+    return ic;
+}
+
+// 2. The manifest and config.
+OciImage read_oci_image(const fs::path& layout) {
+    OciImage img;
+    json index = read_json(layout / "index.json", "index.json");
+    if (!index.contains("manifests") || !index["manifests"].is_array() ||
+        index["manifests"].size() != 1)
+        throw Error(ErrorCode::general, "index.json: expected exactly one manifest");
+    const json& mdesc = index["manifests"][0];
+    img.manifest = read_json(blob_path(layout, mdesc, "manifest"), "manifest");
+    if (!img.manifest.contains("layers") || !img.manifest["layers"].is_array())
+        throw Error(ErrorCode::general, "manifest: no layers");
+    img.config = read_json(blob_path(layout, img.manifest.value("config", json()), "config"),
+                           "image config");
+    img.arch = img.config.value("architecture", std::string());
+    if (!img.arch.empty() && img.arch != host_arch())
+        throw Error(ErrorCode::usage,
+                    "the image is for " + img.arch + ", this host is " + host_arch());
+    img.settings = image_settings(img.config);
+    img.digest = mdesc.value("digest", std::string());
+    return img;
+}
+
+// 3. Every layer's names, before anything is unpacked.
+void scan_layers(CommandRunner& runner, const fs::path& layout, const json& layers,
+                 Progress& progress) {
+    for (std::size_t i = 0; i < layers.size(); ++i) {
+        std::string label = "layer " + std::to_string(i + 1) + "/" + std::to_string(layers.size());
+        scan_layer(runner, blob_path(layout, layers[i], label),
+                   layers[i].value("mediaType", std::string()), label, progress);
+    }
+}
+
+// 4. umoci: the layers in order, whiteouts applied.
+void unpack_layers(CommandRunner& runner, const fs::path& tmp, std::size_t count,
+                   Progress& progress) {
+    progress.step("unpacking " + std::to_string(count) + " layer(s)");
+    Command unpack;
+    unpack.argv = {umoci_bin.string(),
+                   "--log",
+                   "error",
+                   "raw",
+                   "unpack",
+                   "--image",
+                   (tmp / "oci").string() + ":image",
+                   (tmp / "rootfs").string()};
+    unpack.timeout = std::chrono::minutes(60);
+    auto r = runner.run(unpack);
+    if (!r.ok()) throw Error(ErrorCode::usage, "unpacking the layers: " + last_line(r));
+    remove_tree(tmp / "oci");
+}
+
+void write_image_record(const fs::path& tmp, const ImageInfo& info) {
+    write_file_atomic(tmp / "image.json",
+                      json{{"name", info.name},
+                           {"source", info.source},
+                           {"built_at", info.built_at},
+                           {"bytes", info.bytes},
+                           {"imported",
+                            {{"created", info.created},
+                             {"digest", info.digest},
+                             {"layers", info.layers},
+                             {"platform", info.platform},
+                             {"config", config_json(*info.config)}}}}
+                              .dump(2) +
+                          "\n",
+                      0600);
+}
+
 }  // namespace
 
 ImageInfo ImageStore::import(const std::string& name, const std::string& source_text, bool force) {
@@ -347,87 +463,18 @@ ImageInfo ImageStore::import(const std::string& name, const std::string& source_
             Progress progress("importing image '" + name + "'");
             log().debug("importing image '" + name + "' from " + source.text());
 
-            // 1. skopeo: the source as an OCI layout, nothing from the network.
-            progress.step("reading " + source.transport);
-            Command copy;
-            copy.argv = {skopeo_bin.string(),
-                         "--insecure-policy",
-                         "--tmpdir",
-                         tmp.string(),
-                         "copy",
-                         source.text(),
-                         "oci:" + (tmp / "oci").string() + ":image"};
-            copy.timeout = std::chrono::minutes(60);
-            std::uint64_t blobs = 0;
-            copy.on_out_line = [&](const std::string& line) {
-                if (line.rfind("Copying blob", 0) == 0) progress.set(++blobs);
-            };
-            auto r = runner_.run(copy);
-            if (!r.ok()) throw Error(ErrorCode::usage, "reading the source: " + last_line(r));
-
-            // 2. The manifest and config.
+            copy_to_oci_layout(runner_, source, tmp, progress);
             fs::path layout = tmp / "oci";
-            json index = read_json(layout / "index.json", "index.json");
-            if (!index.contains("manifests") || !index["manifests"].is_array() ||
-                index["manifests"].size() != 1)
-                throw Error(ErrorCode::general, "index.json: expected exactly one manifest");
-            const json& mdesc = index["manifests"][0];
-            json manifest = read_json(blob_path(layout, mdesc, "manifest"), "manifest");
-            if (!manifest.contains("layers") || !manifest["layers"].is_array())
-                throw Error(ErrorCode::general, "manifest: no layers");
-            json config = read_json(blob_path(layout, manifest.value("config", json()), "config"),
-                                    "image config");
-            std::string arch = config.value("architecture", std::string());
-            if (!arch.empty() && arch != host_arch())
-                throw Error(ErrorCode::usage,
-                            "the image is for " + arch + ", this host is " + host_arch());
-            const json& cc = config.contains("config") && config["config"].is_object()
-                                 ? config["config"]
-                                 : json::object();
-            ImageConfig ic;
-            ic.env = string_list(cc, "Env");
-            ic.entrypoint = string_list(cc, "Entrypoint");
-            ic.cmd = string_list(cc, "Cmd");
-            ic.working_dir = cc.value("WorkingDir", std::string());
-            ic.user = cc.value("User", std::string());
-            for (const auto& e : ic.env)
-                if (e.find('=') == std::string::npos || e[0] == '=')
-                    throw Error(ErrorCode::usage,
-                                "image config: Env '" + e + "': expected KEY=VALUE");
-            if (!ic.working_dir.empty() && ic.working_dir[0] != '/')
-                throw Error(ErrorCode::usage,
-                            "image config: WorkingDir '" + ic.working_dir + "': not absolute");
-
-            // 3. Every layer's names, before anything is unpacked.
-            const json& layers = manifest["layers"];
-            for (std::size_t i = 0; i < layers.size(); ++i) {
-                std::string label =
-                    "layer " + std::to_string(i + 1) + "/" + std::to_string(layers.size());
-                scan_layer(runner_, blob_path(layout, layers[i], label),
-                           layers[i].value("mediaType", std::string()), label, progress);
-            }
-
-            // 4. umoci: the layers in order, whiteouts applied.
-            progress.step("unpacking " + std::to_string(layers.size()) + " layer(s)");
-            Command unpack;
-            unpack.argv = {umoci_bin.string(),
-                           "--log",
-                           "error",
-                           "raw",
-                           "unpack",
-                           "--image",
-                           (tmp / "oci").string() + ":image",
-                           (tmp / "rootfs").string()};
-            unpack.timeout = std::chrono::minutes(60);
-            r = runner_.run(unpack);
-            if (!r.ok()) throw Error(ErrorCode::usage, "unpacking the layers: " + last_line(r));
-            remove_tree(tmp / "oci");
+            OciImage img = read_oci_image(layout);
+            const json& layers = img.manifest["layers"];
+            scan_layers(runner_, layout, layers, progress);
+            unpack_layers(runner_, tmp, layers.size(), progress);
 
             // 5. Our mount points, the user, the record.
             fs::path rootfs = tmp / "rootfs";
             ::chmod(rootfs.c_str(), 0755);
             sandweave_layout(rootfs);
-            ic.uid_gid = resolve_user(rootfs, ic.user);
+            img.settings.uid_gid = resolve_user(rootfs, img.settings.user);
 
             ImageInfo info;
             info.name = name;
@@ -435,26 +482,13 @@ ImageInfo ImageStore::import(const std::string& name, const std::string& source_
             info.bytes = tree_bytes(rootfs);
             info.rootfs = dir_ / name / "rootfs";
             info.source = source.text();
-            info.created = config.value("created", std::string());
-            info.digest = mdesc.value("digest", std::string());
+            info.created = img.config.value("created", std::string());
+            info.digest = img.digest;
             info.layers = static_cast<int>(layers.size());
-            info.platform = config.value("os", std::string("linux")) + "/" +
-                            (arch.empty() ? host_arch() : arch);
-            info.config = ic;
-            write_file_atomic(tmp / "image.json",
-                              json{{"name", name},
-                                   {"source", info.source},
-                                   {"built_at", info.built_at},
-                                   {"bytes", info.bytes},
-                                   {"imported",
-                                    {{"created", info.created},
-                                     {"digest", info.digest},
-                                     {"layers", info.layers},
-                                     {"platform", info.platform},
-                                     {"config", config_json(ic)}}}}
-                                      .dump(2) +
-                                  "\n",
-                              0600);
+            info.platform = img.config.value("os", std::string("linux")) + "/" +
+                            (img.arch.empty() ? host_arch() : img.arch);
+            info.config = img.settings;
+            write_image_record(tmp, info);
             publish(name, tmp);
             log().info("image '" + name + "' imported (" + std::to_string(info.layers) +
                        " layer(s), " + human_bytes(info.bytes) + ")");

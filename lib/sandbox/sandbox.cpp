@@ -138,142 +138,203 @@ fs::path find_guest_init() {
                                         " or in " SANDWEAVE_INSTALLED_LIBEXEC);
 }
 
-SandboxRecord create_sandbox(Context& ctx, const CreateRequest& req) {
-    // runsc's first cgroup write waits out an RCU grace period unless one has
-    // just passed (lib/core/cgroup.hpp): let it pass now, beside the work
-    // below, instead of on runsc's path. Joined when create returns or fails.
-    std::jthread cgroup_warmup([&host = ctx.host] { host.rejoin_own_cgroup(); });
+namespace {
+
+// What a create settles before it reserves anything: the settings (from a
+// snapshot or a template), and the runtime and guest init they run on.
+struct CreatePlan {
     std::optional<SnapshotRecord> snap;
     SandboxSpec spec;
+    bool memory_restore = false;  // a memory snapshot: restored, not booted
+    fs::path runsc;
+    std::string runtime_version;
+    fs::path init;
+};
+
+SandboxSpec spec_from_template(Context& ctx, const CreateRequest& req) {
+    auto resolver = TemplateResolver::with_default_paths(ctx.store.root());
+    ResolvedTemplate t = resolver.resolve(req.template_ref);
+    if (!req.template_source.empty() && t.name == "inline") {
+        t.name = req.template_source;
+        for (auto& [ptr, from] : t.origin)
+            if (from == "inline") from = req.template_source;
+        if (!t.chain.empty()) t.chain.front() = req.template_source;
+    }
+    ImageStore(ctx.store.images_dir(), ctx.runner).apply_defaults(t);
+    return resolve_spec(t, nullptr, "", req.flags);
+}
+
+CreatePlan plan_create(Context& ctx, const CreateRequest& req) {
+    CreatePlan p;
     if (!req.from_snapshot.empty()) {
         if (req.template_given)
             throw Error(ErrorCode::usage,
                         "a template and a snapshot cannot be combined: a snapshot carries its "
                         "settings");
-        snap = load_snapshot(ctx, req.from_snapshot);
-        spec = spec_for_restore(*snap, req.flags);
+        p.snap = load_snapshot(ctx, req.from_snapshot);
+        p.spec = spec_for_restore(*p.snap, req.flags);
     } else {
-        auto resolver = TemplateResolver::with_default_paths(ctx.store.root());
-        ResolvedTemplate t = resolver.resolve(req.template_ref);
-        if (!req.template_source.empty() && t.name == "inline") {
-            t.name = req.template_source;
-            for (auto& [ptr, from] : t.origin)
-                if (from == "inline") from = req.template_source;
-            if (!t.chain.empty()) t.chain.front() = req.template_source;
-        }
-        ImageStore(ctx.store.images_dir(), ctx.runner).apply_defaults(t);
-        spec = resolve_spec(t, nullptr, "", req.flags);
+        p.spec = spec_from_template(ctx, req);
     }
-    bool memory_restore = snap && snap->kind == SnapshotKind::memory;
-
+    p.memory_restore = p.snap && p.snap->kind == SnapshotKind::memory;
     // A memory image only restores into the runtime that wrote it.
-    fs::path runsc_path = memory_restore ? fs::path(snap->runsc) : find_runsc(ctx.runsc_flag);
-    std::string version = runtime_version(ctx, runsc_path);
-    require_runtime_features(ctx, spec, runsc_path);
+    p.runsc = p.memory_restore ? fs::path(p.snap->runsc) : find_runsc(ctx.runsc_flag);
+    p.runtime_version = runtime_version(ctx, p.runsc);
+    require_runtime_features(ctx, p.spec, p.runsc);
+    p.init = find_guest_init();
+    return p;
+}
 
-    fs::path init = find_guest_init();
-    ImageStore images(ctx.store.images_dir(), ctx.runner);
-
+// The record of the sandbox `plan` describes, under the id reserved for it,
+// in state creating.
+SandboxRecord new_record(Context& ctx, const CreateRequest& req, const CreatePlan& plan,
+                         const std::string& id) {
     SandboxRecord r;
-    // Its lock is held from the instant the directory exists (state.hpp).
-    StateStore::Reservation reserved = ctx.store.reserve(req.name);
-    r.id = reserved.id;
+    r.id = id;
     r.name = req.name;
     r.created_at = now_rfc3339();
-    r.spec = spec;
-    r.runsc = runsc_path.string();
-    r.runtime_version = version;
+    r.spec = plan.spec;
+    r.runsc = plan.runsc.string();
+    r.runtime_version = plan.runtime_version;
     // A memory image restores the init it saved: with a channel only if it had one.
-    r.agent = memory_restore ? snap->agent : true;
-    if (snap) r.from_snapshot = snap->id;
+    r.agent = plan.memory_restore ? plan.snap->agent : true;
+    if (plan.snap) r.from_snapshot = plan.snap->id;
     if (!req.pool.empty()) {
         r.pool = req.pool;
         r.pool_state = req.pool_acquired ? "acquired" : "idle";
         if (req.pool_acquired) r.acquired_at = now_rfc3339();
     }
-    fs::path dir = ctx.store.sandbox_dir(r.id);
-    r.runsc_flags = Runsc::flags_for(ctx.store.runsc_root(), spec.runtime.platform,
-                                     spec.runtime.network, std::nullopt);
+    r.runsc_flags = Runsc::flags_for(ctx.store.runsc_root(), plan.spec.runtime.platform,
+                                     plan.spec.runtime.network, std::nullopt);
+    return r;
+}
 
-    try {
-        return with_context("creating sandbox " + r.id, [&] {
-            for (const char* sub : {"rootfs", "upper", "work", "bundle", "logs", "tmp"})
-                make_dirs(dir / sub, 0700);
-            ::chmod((dir / "upper").c_str(), 0755);
-            // The supervisor starts up while the rest is prepared; it runs
-            // runsc at go(), and exits doing nothing if this create fails or
-            // dies first. Its runsc flags are final here, except with audit.
-            std::optional<Runsc::Launch> launch;
-            auto prepare_launch = [&] {
-                Runsc runsc(ctx.runner, runsc_path, r.runsc_flags);
-                fs::path agent_socket = r.agent ? agent_socket_path(ctx, r.id) : fs::path();
-                // The shim watches the lifetime: no watcher process of its own.
-                std::vector<std::string> lifetime;
-                if (spec.lifetime.any()) lifetime = {ctx.store.root().string(), r.id};
-                launch =
-                    memory_restore
-                        ? runsc.prepare_restore_detached(
-                              r.id, dir / "bundle", snapshot_dir(ctx, snap->id) / "checkpoint",
-                              dir / "logs/console.log", agent_socket, lifetime)
-                        : runsc.prepare_run_detached(r.id, dir / "bundle", dir / "logs/console.log",
-                                                     agent_socket, lifetime);
-            };
-            if (!spec.runtime.audit) prepare_launch();
-            // Not fsynced: after a host crash it is whole, empty or absent,
-            // and a directory without a record (an empty one reads as none,
-            // state.cpp) is an abandoned create that prune removes and doctor
-            // lists. An fsync here was a journal commit on create's path.
-            ctx.store.save(r, Durability::live);
-            SANDWEAVE_FAULT_POINT("create.reserved");
-            fs::path lower = images.ensure(spec.image);
-            if (snap) {
-                with_context("restoring the snapshot's layer", [&] {
-                    copy_tree(ctx, snapshot_dir(ctx, snap->id) / "layer", dir / "upper");
-                });
-            }
-            ctx.host.mount_overlay({lower, dir / "upper", dir / "work", dir / "rootfs"});
-            SANDWEAVE_FAULT_POINT("create.mounted");
+void make_sandbox_dirs(const fs::path& dir) {
+    for (const char* sub : {"rootfs", "upper", "work", "bundle", "logs", "tmp"})
+        make_dirs(dir / sub, 0700);
+    ::chmod((dir / "upper").c_str(), 0755);
+}
 
-            if (spec.runtime.audit) {
-                // The writer listens before runsc exists: no guest event predates
-                // it, and a restored sandbox starts a new stream at seq 1.
-                fs::path pod_init = start_audit(ctx, r);
-                r.runsc_flags = Runsc::flags_for(ctx.store.runsc_root(), spec.runtime.platform,
-                                                 spec.runtime.network, pod_init);
-                ctx.store.save(r);
-                SANDWEAVE_FAULT_POINT("create.writer-started");
-                prepare_launch();
-            }
-            BundleInput in{spec, dir / "rootfs", init, "sandweave", guest_tmp_dir(dir / "rootfs")};
-            // Read once, by the runsc started next; a host crash ends what it describes.
-            write_file_atomic(dir / "bundle/config.json", build_oci_config(in).dump(2), 0600,
-                              Durability::live);
-            launch->go();
-            SANDWEAVE_FAULT_POINT("create.launched");
-            r.state = SandboxState::running;
-            start_lifetime_clock(ctx.store, r);
-            // Not fsynced: after a host crash the "creating" record (with a free
-            // lock) reads as failed, or its absence as an abandoned create,
-            // which is then the truth.
-            ctx.store.save(r, Durability::live);
-            // A memory restore brings its display back with its memory.
-            if (spec.desktop && !memory_restore) start_desktop(ctx, r);
-            ensure_lifetime_watcher(ctx, r);
-            return r;
+// The supervisor starts up while the rest is prepared; it runs runsc at go(),
+// and exits doing nothing if this create fails or dies first. It takes
+// r.runsc_flags as they are now: with audit, only final once the writer runs.
+Runsc::Launch prepare_launch(Context& ctx, const CreatePlan& plan, const SandboxRecord& r,
+                             const fs::path& dir) {
+    Runsc runsc(ctx.runner, plan.runsc, r.runsc_flags);
+    fs::path agent_socket = r.agent ? agent_socket_path(ctx, r.id) : fs::path();
+    // The shim watches the lifetime: no watcher process of its own.
+    std::vector<std::string> lifetime;
+    if (plan.spec.lifetime.any()) lifetime = {ctx.store.root().string(), r.id};
+    if (plan.memory_restore)
+        return runsc.prepare_restore_detached(r.id, dir / "bundle",
+                                              snapshot_dir(ctx, plan.snap->id) / "checkpoint",
+                                              dir / "logs/console.log", agent_socket, lifetime);
+    return runsc.prepare_run_detached(r.id, dir / "bundle", dir / "logs/console.log", agent_socket,
+                                      lifetime);
+}
+
+void save_creating_record(Context& ctx, const SandboxRecord& r) {
+    // Not fsynced: after a host crash it is whole, empty or absent, and a
+    // directory without a record (an empty one reads as none, state.cpp) is
+    // an abandoned create that prune removes and doctor lists. An fsync here
+    // was a journal commit on create's path.
+    ctx.store.save(r, Durability::live);
+    SANDWEAVE_FAULT_POINT("create.reserved");
+}
+
+// The image below, the sandbox's own layer above (a snapshot's, restored).
+void mount_rootfs(Context& ctx, const CreatePlan& plan, const fs::path& dir) {
+    fs::path lower = ImageStore(ctx.store.images_dir(), ctx.runner).ensure(plan.spec.image);
+    if (plan.snap) {
+        with_context("restoring the snapshot's layer", [&] {
+            copy_tree(ctx, snapshot_dir(ctx, plan.snap->id) / "layer", dir / "upper");
         });
+    }
+    ctx.host.mount_overlay({lower, dir / "upper", dir / "work", dir / "rootfs"});
+    SANDWEAVE_FAULT_POINT("create.mounted");
+}
+
+// The writer listens before runsc exists: no guest event predates it, and a
+// restored sandbox starts a new stream at seq 1. runsc's flags name it.
+void start_audit_writer(Context& ctx, SandboxRecord& r) {
+    fs::path pod_init = start_audit(ctx, r);
+    r.runsc_flags = Runsc::flags_for(ctx.store.runsc_root(), r.spec.runtime.platform,
+                                     r.spec.runtime.network, pod_init);
+    ctx.store.save(r);
+    SANDWEAVE_FAULT_POINT("create.writer-started");
+}
+
+void write_bundle_config(const CreatePlan& plan, const fs::path& dir) {
+    BundleInput in{plan.spec, dir / "rootfs", plan.init, "sandweave",
+                   guest_tmp_dir(dir / "rootfs")};
+    // Read once, by the runsc started next; a host crash ends what it describes.
+    write_file_atomic(dir / "bundle/config.json", build_oci_config(in).dump(2), 0600,
+                      Durability::live);
+}
+
+void save_running_record(Context& ctx, SandboxRecord& r) {
+    r.state = SandboxState::running;
+    start_lifetime_clock(ctx.store, r);
+    // Not fsynced: after a host crash the "creating" record (with a free
+    // lock) reads as failed, or its absence as an abandoned create, which
+    // is then the truth.
+    ctx.store.save(r, Durability::live);
+}
+
+// Everything a create does once its id is reserved, in order; what it has
+// started when a step fails is undone by undo_create.
+void build_sandbox(Context& ctx, const CreatePlan& plan, SandboxRecord& r) {
+    const SandboxSpec& spec = plan.spec;
+    fs::path dir = ctx.store.sandbox_dir(r.id);
+    make_sandbox_dirs(dir);
+    std::optional<Runsc::Launch> launch;
+    if (!spec.runtime.audit) launch = prepare_launch(ctx, plan, r, dir);
+    save_creating_record(ctx, r);
+    mount_rootfs(ctx, plan, dir);
+    if (spec.runtime.audit) {
+        start_audit_writer(ctx, r);
+        launch = prepare_launch(ctx, plan, r, dir);
+    }
+    write_bundle_config(plan, dir);
+    launch->go();
+    SANDWEAVE_FAULT_POINT("create.launched");
+    save_running_record(ctx, r);
+    // A memory restore brings its display back with its memory.
+    if (spec.desktop && !plan.memory_restore) start_desktop(ctx, r);
+    ensure_lifetime_watcher(ctx, r);
+}
+
+// Stops what a failed create started and removes the sandbox. A failure here
+// is only logged: the create's own error is the one to report.
+void undo_create(Context& ctx, const SandboxRecord& r, const SandboxSpec& spec) {
+    try {
+        stop_runtime(ctx, r);
+        if (spec.runtime.audit && fs::exists(audit_dir(ctx.store, r.id)))
+            audit::finish(audit_dir(ctx.store, r.id), std::nullopt);
+        // Renamed away first, like rm: a crash meanwhile leaves a
+        // graveyard prune finishes, never a half-deleted sandbox.
+        ctx.store.objects(sandbox_kind).remove(r.id, [&] { ctx.store.release_name(r.name, r.id); });
+    } catch (const std::exception& e) {
+        log().warn("cleaning up after a failed create of " + r.id + ": " + e.what());
+    }
+}
+
+}  // namespace
+
+SandboxRecord create_sandbox(Context& ctx, const CreateRequest& req) {
+    // runsc's first cgroup write waits out an RCU grace period unless one has
+    // just passed (lib/core/cgroup.hpp): let it pass now, beside the work
+    // below, instead of on runsc's path. Joined when create returns or fails.
+    std::jthread cgroup_warmup([&host = ctx.host] { host.rejoin_own_cgroup(); });
+    CreatePlan plan = plan_create(ctx, req);
+    // Its lock is held from the instant the directory exists (state.hpp).
+    StateStore::Reservation reserved = ctx.store.reserve(req.name);
+    SandboxRecord r = new_record(ctx, req, plan, reserved.id);
+    try {
+        with_context("creating sandbox " + r.id, [&] { build_sandbox(ctx, plan, r); });
+        return r;
     } catch (...) {
-        try {
-            stop_runtime(ctx, r);
-            if (spec.runtime.audit && fs::exists(audit_dir(ctx.store, r.id)))
-                audit::finish(audit_dir(ctx.store, r.id), std::nullopt);
-            // Renamed away first, like rm: a crash meanwhile leaves a
-            // graveyard prune finishes, never a half-deleted sandbox.
-            ctx.store.objects(sandbox_kind).remove(r.id, [&] {
-                ctx.store.release_name(r.name, r.id);
-            });
-        } catch (const std::exception& e) {
-            log().warn("cleaning up after a failed create of " + r.id + ": " + e.what());
-        }
+        undo_create(ctx, r, plan.spec);
         throw;
     }
 }

@@ -199,18 +199,118 @@ SnapshotKind choose_snapshot_kind(const std::string& requested, bool audit,
     return kind;
 }
 
+namespace {
+
+void require_running(Runsc& runsc, const SandboxRecord& r) {
+    auto st = r.state == SandboxState::running ? runsc.state(r.id) : std::nullopt;
+    if (!st || st->status != "running")
+        throw Error(ErrorCode::general,
+                    "snapshot: sandbox " + r.id + " is not running (" +
+                        (r.state == SandboxState::running ? "failed" : to_string(r.state)) + ")");
+}
+
+// Held until the snapshot is in place, so two snapshots given the same name
+// at once cannot both pass the check. Nothing to hold for an unnamed one.
+std::optional<FileLock> claim_snapshot_name(Context& ctx, const fs::path& root,
+                                            const std::string& name) {
+    std::optional<FileLock> name_lock;
+    if (name.empty()) return name_lock;
+    if (!valid_object_name(name))
+        throw Error(ErrorCode::usage,
+                    "snapshot name '" + name + "': 1-64 letters, digits, '-', '_' or '.'");
+    name_lock.emplace(root / (".name-" + name + ".lock"));
+    for (const auto& other : list_snapshots(ctx))
+        if (other.name == name)
+            throw Error(ErrorCode::usage, "snapshot name '" + name + "' is already in use");
+    return name_lock;
+}
+
+// An fs snapshot: the layer, copied while the guest is held still.
+void copy_layer_paused(Context& ctx, Runsc& runsc, const std::string& id, const fs::path& sdir,
+                       const fs::path& tmp) {
+    // Flush the guest's dirty file data through the gofer, then hold the
+    // guest still while the layer is copied.
+    auto sync = runsc.raw({"exec", "--user", "0:0", id, "/bin/sync"});
+    if (!sync.ok()) log().warn("guest sync before snapshot failed: " + sync.describe());
+    // Recorded first: if we die while it is paused, the next snapshot
+    // command (sweep_abandoned) resumes it.
+    write_file_atomic(tmp / "paused-source", id, 0600);
+    runsc.pause(id);
+    SANDWEAVE_FAULT_POINT("snapshot.paused");
+    try {
+        copy_tree(ctx, sdir / "upper", tmp / "layer");
+    } catch (...) {
+        runsc.raw({"resume", id});  // best effort: the copy's error is the one to report
+        throw;
+    }
+    runsc.resume(id);
+    fs::remove(tmp / "paused-source");
+}
+
+// The source, stopped by its checkpoint, restored in place from it; a source
+// that cannot be is recorded as failed.
+void restore_source(Context& ctx, Runsc& runsc, SandboxRecord& r, const fs::path& sdir,
+                    const fs::path& tmp) {
+    try {
+        // checkpoint stops the sandbox, but its sentry may still be on
+        // its way out (a loaded host): a plain delete then refuses a
+        // container "not stopped", and the leftover makes the restore
+        // fail with "already exists". --force waits for it.
+        runsc.remove(r.id, true);
+        SANDWEAVE_FAULT_POINT("snapshot.deleted");
+        runsc.restore_detached(r.id, sdir / "bundle", tmp / "checkpoint", sdir / "logs/console.log",
+                               r.agent ? sdir / "agent.sock" : fs::path());
+    } catch (const Error& e) {
+        r.state = SandboxState::failed;
+        r.error = std::string("restore after memory snapshot failed: ") + e.what();
+        ctx.store.save(r);
+        throw Error(ErrorCode::runtime,
+                    "sandbox " + r.id + " could not be resumed after its checkpoint: " + e.what());
+    }
+}
+
+// A memory snapshot: checkpoint stops the sandbox; the layer is copied at
+// that instant, then the source is restored in place and keeps running.
+void checkpoint_and_copy_layer(Context& ctx, Runsc& runsc, SandboxRecord& r, const fs::path& sdir,
+                               const fs::path& tmp) {
+    make_dirs(tmp / "checkpoint", 0700);
+    // Recorded first: if we die once the checkpoint has stopped the
+    // source, the next ls or snapshot command restores it from here.
+    write_file_atomic(tmp / "checkpointed-source", r.id, 0600);
+    runsc.checkpoint(r.id, tmp / "checkpoint");
+    SANDWEAVE_FAULT_POINT("snapshot.checkpointed");
+    std::optional<Error> copy_error;
+    try {
+        copy_tree(ctx, sdir / "upper", tmp / "layer");
+    } catch (const Error& e) {
+        copy_error = e;
+    }
+    restore_source(ctx, runsc, r, sdir, tmp);
+    fs::remove(tmp / "checkpointed-source");
+    if (copy_error) throw *copy_error;
+}
+
+// The record written beside what was copied, read back, and the whole
+// directory renamed into place.
+void seal_snapshot(SnapshotRecord& s, const fs::path& tmp, const fs::path& root) {
+    s.created_at = now_rfc3339();
+    s.bytes = tree_bytes(tmp);
+    write_file_atomic(tmp / "snapshot.json", to_json(s).dump(2) + "\n", 0600);
+    read_and_verify(tmp);
+    SANDWEAVE_FAULT_POINT("snapshot.verified");
+    fs::rename(tmp, root / s.id);
+    fsync_dir(root);
+}
+
+}  // namespace
+
 SnapshotRecord create_snapshot(Context& ctx, const SnapshotRequest& req) {
     if (!known_kind(req.kind)) throw unknown_kind(req.kind);  // before touching the sandbox
     std::string id = ctx.store.resolve_id(req.sandbox);
     auto sandbox_lock = ctx.store.lock(id);
     SandboxRecord r = ctx.store.load(id);
     Runsc runsc(ctx.runner, r.runsc, r.runsc_flags);
-    auto st = r.state == SandboxState::running ? runsc.state(id) : std::nullopt;
-    if (!st || st->status != "running")
-        throw Error(ErrorCode::general,
-                    "snapshot: sandbox " + id + " is not running (" +
-                        (r.state == SandboxState::running ? "failed" : to_string(r.state)) + ")");
-
+    require_running(runsc, r);
     SnapshotKind kind = choose_snapshot_kind(req.kind, r.spec.runtime.audit, id);
 
     fs::path root = snapshots_root(ctx);
@@ -218,18 +318,7 @@ SnapshotRecord create_snapshot(Context& ctx, const SnapshotRequest& req) {
     SnapshotRecord s;
     s.id = "snap-" + random_hex(12);
     s.name = req.name;
-    // Held until the snapshot is in place, so two snapshots given the same
-    // name at once cannot both pass the check below.
-    std::optional<FileLock> name_lock;
-    if (!s.name.empty()) {
-        if (!valid_object_name(s.name))
-            throw Error(ErrorCode::usage,
-                        "snapshot name '" + s.name + "': 1-64 letters, digits, '-', '_' or '.'");
-        name_lock.emplace(root / (".name-" + s.name + ".lock"));
-        for (const auto& other : list_snapshots(ctx))
-            if (other.name == s.name)
-                throw Error(ErrorCode::usage, "snapshot name '" + s.name + "' is already in use");
-    }
+    std::optional<FileLock> name_lock = claim_snapshot_name(ctx, root, s.name);
     s.kind = kind;
     s.source = id;
     s.spec = r.spec;
@@ -237,79 +326,23 @@ SnapshotRecord create_snapshot(Context& ctx, const SnapshotRequest& req) {
     s.runtime_version = r.runtime_version;
     s.agent = r.agent;
     fs::path tmp = root / (".tmp-" + s.id);
-    FileLock build_lock(root / (".tmp-" + s.id + ".lock"));
+    fs::path build_lock_file = root / (".tmp-" + s.id + ".lock");
+    FileLock build_lock(build_lock_file);
     fs::path sdir = ctx.store.sandbox_dir(id);
+    std::error_code ec;
     try {
         make_dirs(tmp, 0700);
-        if (kind == SnapshotKind::fs) {
-            // Flush the guest's dirty file data through the gofer, then hold the
-            // guest still while the layer is copied.
-            auto sync = runsc.raw({"exec", "--user", "0:0", id, "/bin/sync"});
-            if (!sync.ok()) log().warn("guest sync before snapshot failed: " + sync.describe());
-            // Recorded first: if we die while it is paused, the next snapshot
-            // command (sweep_abandoned) resumes it.
-            write_file_atomic(tmp / "paused-source", id, 0600);
-            runsc.pause(id);
-            SANDWEAVE_FAULT_POINT("snapshot.paused");
-            try {
-                copy_tree(ctx, sdir / "upper", tmp / "layer");
-            } catch (...) {
-                runsc.raw({"resume", id});  // best effort: the copy's error is the one to report
-                throw;
-            }
-            runsc.resume(id);
-            fs::remove(tmp / "paused-source");
-        } else {
-            // checkpoint stops the sandbox; the layer is copied at that instant,
-            // then the source is restored in place and keeps running.
-            make_dirs(tmp / "checkpoint", 0700);
-            // Recorded first: if we die once the checkpoint has stopped the
-            // source, the next ls or snapshot command restores it from here.
-            write_file_atomic(tmp / "checkpointed-source", id, 0600);
-            runsc.checkpoint(id, tmp / "checkpoint");
-            SANDWEAVE_FAULT_POINT("snapshot.checkpointed");
-            std::optional<Error> copy_error;
-            try {
-                copy_tree(ctx, sdir / "upper", tmp / "layer");
-            } catch (const Error& e) {
-                copy_error = e;
-            }
-            try {
-                // checkpoint stops the sandbox, but its sentry may still be on
-                // its way out (a loaded host): a plain delete then refuses a
-                // container "not stopped", and the leftover makes the restore
-                // fail with "already exists". --force waits for it.
-                runsc.remove(id, true);
-                SANDWEAVE_FAULT_POINT("snapshot.deleted");
-                runsc.restore_detached(id, sdir / "bundle", tmp / "checkpoint",
-                                       sdir / "logs/console.log",
-                                       r.agent ? sdir / "agent.sock" : fs::path());
-            } catch (const Error& e) {
-                r.state = SandboxState::failed;
-                r.error = std::string("restore after memory snapshot failed: ") + e.what();
-                ctx.store.save(r);
-                throw Error(
-                    ErrorCode::runtime,
-                    "sandbox " + id + " could not be resumed after its checkpoint: " + e.what());
-            }
-            fs::remove(tmp / "checkpointed-source");
-            if (copy_error) throw *copy_error;
-        }
-        s.created_at = now_rfc3339();
-        s.bytes = tree_bytes(tmp);
-        write_file_atomic(tmp / "snapshot.json", to_json(s).dump(2) + "\n", 0600);
-        read_and_verify(tmp);
-        SANDWEAVE_FAULT_POINT("snapshot.verified");
-        fs::rename(tmp, root / s.id);
-        fsync_dir(root);
+        if (kind == SnapshotKind::fs)
+            copy_layer_paused(ctx, runsc, id, sdir, tmp);
+        else
+            checkpoint_and_copy_layer(ctx, runsc, r, sdir, tmp);
+        seal_snapshot(s, tmp, root);
     } catch (...) {
         remove_tree(tmp);
-        std::error_code ec;
-        fs::remove(root / (".tmp-" + s.id + ".lock"), ec);
+        fs::remove(build_lock_file, ec);
         throw;
     }
-    std::error_code ec;
-    fs::remove(root / (".tmp-" + s.id + ".lock"), ec);
+    fs::remove(build_lock_file, ec);
     return s;
 }
 
