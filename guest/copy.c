@@ -683,6 +683,27 @@ static int open_parent(const char* dest, char* last, size_t size, struct sw_copy
     return fd;
 }
 
+/* lstat of the destination with its trailing "/" and "/." dropped, so a
+ * symlink named as "link/" or "link/." is seen as the symlink, not as what it
+ * points to. */
+static int lstat_dest(const char* dest, struct stat* st) {
+    char buf[SW_COPY_MAX_PATH + 1];
+    size_t len = strlen(dest);
+    if (len == 0 || len > SW_COPY_MAX_PATH) return lstat(dest, st);
+    memcpy(buf, dest, len + 1);
+    for (;;) {
+        if (len > 1 && buf[len - 1] == '/') {
+            buf[--len] = 0;
+        } else if (len > 2 && buf[len - 1] == '.' && buf[len - 2] == '/') {
+            len -= 2;
+            buf[len] = 0;
+        } else {
+            break;
+        }
+    }
+    return lstat(buf, st);
+}
+
 static int receive(struct rx* x, struct sw_copy_entry* ep, int fd, const char* dest,
                    const char* name, unsigned flags, struct sw_copy_error* e) {
     sw_copy_reader_init(&x->r, read_fd, &fd);
@@ -690,9 +711,17 @@ static int receive(struct rx* x, struct sw_copy_entry* ep, int fd, const char* d
     if (got <= 0) return got == 0 ? fail(e, 0, "the copy stream is empty") : -1;
     int root_dir = ep->type == SW_ENT_DIR;
     struct stat st;
-    int have = stat(dest, &st) == 0;
+    int have = lstat_dest(dest, &st) == 0;
     int stat_err = have ? 0 : errno;
     if (!have && stat_err != ENOENT && stat_err != ENOTDIR) return fail(e, stat_err, "%s", dest);
+    /* A symlink at the destination may be one an earlier copy brought out of
+     * the guest (out -> ../elsewhere): following it would write outside the
+     * path the user named. */
+    if (have && S_ISLNK(st.st_mode))
+        return fail(e, 0,
+                    "refused: %s is a symlink, and a copy is never written through one "
+                    "(remove it or name its target)",
+                    dest);
     if (flags & SW_COPY_CONTENTS) {
         if (!root_dir) return fail(e, 0, "the source is not a directory, so it has no contents");
         if (!have) return fail(e, 0, "%s: no such directory", dest);

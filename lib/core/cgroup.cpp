@@ -1,10 +1,14 @@
 #include "lib/core/cgroup.hpp"
 
 #include <fcntl.h>
+#include <sys/stat.h>
 #include <unistd.h>
 
 #include <algorithm>
+#include <cerrno>
 #include <string>
+#include <system_error>
+#include <thread>
 
 #include "lib/core/fd.hpp"
 #include "lib/core/fsutil.hpp"
@@ -138,6 +142,101 @@ std::optional<fs::path> rejoin_own_cgroup() {
             return procs;
     }
     return std::nullopt;
+}
+
+namespace {
+
+std::string self_mountinfo() {
+    try {
+        return read_file("/proc/self/mountinfo", 1 << 22);
+    } catch (...) {
+        return {};
+    }
+}
+
+// The hierarchies mounted from their root, each once (a hierarchy may be
+// mounted at several places).
+std::vector<fs::path> hierarchy_roots(std::string_view mountinfo) {
+    std::vector<fs::path> out;
+    std::vector<std::vector<std::string_view>> seen;
+    bool unified_seen = false;
+    for (auto& m : cgroup_mounts(mountinfo)) {
+        if (m.root != "/") continue;
+        if (m.unified) {
+            if (unified_seen) continue;
+            unified_seen = true;
+        } else {
+            std::sort(m.options.begin(), m.options.end());
+            if (std::find(seen.begin(), seen.end(), m.options) != seen.end()) continue;
+            seen.push_back(m.options);
+        }
+        out.emplace_back(m.point);
+    }
+    return out;
+}
+
+}  // namespace
+
+std::vector<fs::path> top_cgroup_dirs(std::string_view name, std::string_view mountinfo) {
+    std::vector<fs::path> out;
+    if (name.empty() || name.find('/') != std::string_view::npos || name == "." || name == "..")
+        return out;
+    for (const auto& root : hierarchy_roots(mountinfo)) out.push_back(root / std::string(name));
+    return out;
+}
+
+std::vector<std::string> top_cgroup_names(std::string_view prefix, std::string_view mountinfo) {
+    std::vector<std::string> out;
+    for (const auto& root : hierarchy_roots(mountinfo)) {
+        std::error_code ec;
+        for (const auto& e : fs::directory_iterator(root, ec)) {
+            std::string n = e.path().filename().string();
+            if (n.rfind(prefix, 0) == 0 && e.is_directory(ec) &&
+                std::find(out.begin(), out.end(), n) == out.end())
+                out.push_back(std::move(n));
+        }
+    }
+    return out;
+}
+
+std::vector<fs::path> remove_top_cgroups(const std::string& name,
+                                         std::chrono::milliseconds patience) {
+    auto left = top_cgroup_dirs(name, self_mountinfo());
+    auto deadline = std::chrono::steady_clock::now() + patience;
+    while (true) {
+        std::vector<fs::path> busy;
+        for (const auto& dir : left)
+            if (::rmdir(dir.c_str()) != 0 && errno != ENOENT) busy.push_back(dir);
+        if (busy.empty() || std::chrono::steady_clock::now() >= deadline) return busy;
+        left = std::move(busy);
+        std::this_thread::sleep_for(std::chrono::milliseconds(20));
+    }
+}
+
+std::vector<std::string> stale_top_cgroups(std::string_view prefix,
+                                           std::chrono::seconds min_age) {
+    std::string mountinfo = self_mountinfo();
+    const auto now = std::chrono::system_clock::now();
+    std::vector<std::string> out;
+    for (const auto& name : top_cgroup_names(prefix, mountinfo)) {
+        bool stale = true;
+        for (const auto& dir : top_cgroup_dirs(name, mountinfo)) {
+            struct stat st{};
+            if (::stat(dir.c_str(), &st) != 0) continue;
+            auto made = std::chrono::system_clock::from_time_t(st.st_mtim.tv_sec);
+            bool empty = false;  // unreadable: not known to be empty
+            try {
+                empty = read_file(dir / "cgroup.procs", 1 << 16).empty();
+            } catch (...) {
+            }
+            if (now - made < min_age || !empty) {
+                stale = false;
+                break;
+            }
+        }
+        if (stale) out.push_back(name);
+    }
+    return out;
 }
 
 }  // namespace sandweave

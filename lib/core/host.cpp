@@ -78,4 +78,13 @@ bool LocalHost::rejoin_own_cgroup() {
     return sandweave::rejoin_own_cgroup().has_value();
 }
 
+bool LocalHost::remove_cgroups(const std::string& id, std::chrono::milliseconds patience) {
+    return remove_top_cgroups(id, patience).empty();
+}
+
+std::vector<std::string> LocalHost::stale_cgroups(const std::string& prefix,
+                                                  std::chrono::seconds min_age) {
+    return stale_top_cgroups(prefix, min_age);
+}
+
 }  // namespace sandweave

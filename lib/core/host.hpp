@@ -10,6 +10,7 @@
 
 #include <sys/types.h>
 
+#include <chrono>
 #include <filesystem>
 #include <string>
 #include <vector>
@@ -43,6 +44,14 @@ class Host {
     // cgroup.procs write on the host (runsc's) finds the lock warm. False when
     // no cgroup took the write; never throws.
     virtual bool rejoin_own_cgroup() = 0;
+    // Removes the host cgroups a sandbox's runtime made under its id, in
+    // every hierarchy (lib/core/cgroup.hpp), waiting up to `patience` for
+    // tasks that are still exiting. False when some could not go.
+    virtual bool remove_cgroups(const std::string& id, std::chrono::milliseconds patience) = 0;
+    // Ids (beginning with `prefix`) whose host cgroups are empty and older
+    // than `min_age`: what a killed runtime left behind.
+    virtual std::vector<std::string> stale_cgroups(const std::string& prefix,
+                                                   std::chrono::seconds min_age) = 0;
 };
 
 class LocalHost final : public Host {
@@ -53,6 +62,9 @@ class LocalHost final : public Host {
     std::vector<pid_t> processes_matching(const std::string& needle) override;
     bool kill(pid_t pid, int signal) override;
     bool rejoin_own_cgroup() override;
+    bool remove_cgroups(const std::string& id, std::chrono::milliseconds patience) override;
+    std::vector<std::string> stale_cgroups(const std::string& prefix,
+                                           std::chrono::seconds min_age) override;
 };
 
 }  // namespace sandweave

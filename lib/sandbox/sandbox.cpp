@@ -43,6 +43,25 @@ void kill_leftover_processes(Context& ctx, const fs::path& bundle) {
     }
 }
 
+// What a runsc killed before `runsc delete` could run leaves under the
+// container's id: its host cgroups (one per hierarchy) and its files in the
+// runtime's root (a lock without a state). The leftover processes must be
+// killed first; a cgroup whose last task is still exiting gets a moment.
+void remove_runtime_leftovers(Context& ctx, const std::string& id) {
+    if (!ctx.host.remove_cgroups(id, std::chrono::seconds(2)))
+        log().warn("sandbox " + id + ": some of its host cgroups still hold tasks");
+    std::error_code ec;
+    const std::string prefix = id + "_sandbox:";
+    for (const auto& e : fs::directory_iterator(ctx.store.runsc_root(), ec)) {
+        std::string n = e.path().filename().string();
+        if (n.rfind(prefix, 0) == 0 && e.path().extension() == ".lock") {
+            fs::path state = e.path();
+            state.replace_extension(".state");
+            if (!fs::exists(state, ec)) fs::remove(e.path(), ec);
+        }
+    }
+}
+
 // Deletes runsc's container (if any), then the mount. Tolerates partial state.
 void stop_runtime(Context& ctx, const SandboxRecord& r) {
     if (!r.runsc.empty()) {
@@ -57,6 +76,7 @@ void stop_runtime(Context& ctx, const SandboxRecord& r) {
         }
     }
     kill_leftover_processes(ctx, ctx.store.sandbox_dir(r.id) / "bundle");
+    remove_runtime_leftovers(ctx, r.id);
     fs::path rootfs = ctx.store.sandbox_dir(r.id) / "rootfs";
     if (ctx.host.is_mounted(rootfs)) ctx.host.unmount(rootfs);
 }
@@ -607,6 +627,7 @@ int sweep_abandoned_creates(Context& ctx) {
                 if (runsc.state(a.id)) runsc.remove(a.id, true);
             }
             kill_leftover_processes(ctx, dir.string() + "/");
+            remove_runtime_leftovers(ctx, a.id);
             if (ctx.host.is_mounted(dir / "rootfs")) ctx.host.unmount(dir / "rootfs");
             ctx.store.objects(sandbox_kind).remove(a.id);
             ++swept;
@@ -616,6 +637,29 @@ int sweep_abandoned_creates(Context& ctx) {
         }
     }
     return swept;
+}
+
+std::vector<std::string> stale_sandbox_cgroups(Context& ctx) {
+    std::vector<std::string> out;
+    for (auto& id : ctx.host.stale_cgroups(sandbox_kind.id_prefix, stale_cgroup_age)) {
+        // Empty and old, but a sandbox of this store that still claims to run
+        // is left to rm (and its own check) rather than judged here.
+        if (ctx.store.objects(sandbox_kind).exists(id)) {
+            try {
+                if (ctx.store.load(id).state == SandboxState::running) continue;
+            } catch (const Error&) {
+            }
+        }
+        out.push_back(std::move(id));
+    }
+    return out;
+}
+
+int sweep_stale_cgroups(Context& ctx) {
+    int n = 0;
+    for (const auto& id : stale_sandbox_cgroups(ctx))
+        if (ctx.host.remove_cgroups(id, std::chrono::milliseconds(0))) ++n;
+    return n;
 }
 
 std::vector<std::string> prune_sandboxes(Context& ctx) {
@@ -630,6 +674,9 @@ std::vector<std::string> prune_sandboxes(Context& ctx) {
         log().info("removed " + std::to_string(swept) + " half-removed sandbox director(ies)");
     if (int names = ctx.store.sweep_stale_names())
         log().info("freed " + std::to_string(names) + " name(s) of removed sandboxes");
+    if (int n = sweep_stale_cgroups(ctx))
+        log().info("removed the empty host cgroups of " + std::to_string(n) +
+                   " sandbox(es) whose runtime was killed");
     std::vector<std::string> removed;
     for (const auto& v : list_sandboxes(ctx)) {
         if (v.live != SandboxState::stopped && v.live != SandboxState::failed) continue;

@@ -111,6 +111,15 @@ std::vector<std::string> sandboxes_using_image(Context& ctx, const std::string& 
 // them; returns how many went. prune calls it.
 int sweep_abandoned_creates(Context& ctx);
 
+// Ids whose host cgroups are left over from a killed runtime: empty, made
+// more than `stale_cgroup_age` ago (so never a create about to join them),
+// in any state directory of this host (a cgroup holds no state-directory
+// name), and not a sandbox of this store that claims to run.
+inline constexpr std::chrono::seconds stale_cgroup_age{30};
+std::vector<std::string> stale_sandbox_cgroups(Context& ctx);
+// Removes them; returns how many ids went. prune calls it.
+int sweep_stale_cgroups(Context& ctx);
+
 // Removes every stopped or failed sandbox, and what interrupted creates and
 // removals left (abandoned reservations, graveyards, stale names); returns
 // the ids of the sandboxes.

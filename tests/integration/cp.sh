@@ -158,6 +158,33 @@ assert_match "... as pointing outside" "points outside the copy" "$LAST_ERR"
 assert_true "... and nothing is written here" test ! -e "$T/withlink"
 ls -A "$T" | grep -q '^\.sw-cp' && fail "no staging name is left here" "$(ls -A "$T")" || pass "no staging name is left here"
 
+# --- a symlink at the destination is never written through ----------------------------------
+# Two steps: a first copy brings a symlink the guest made (out -> ../decoy); a
+# second copy names that symlink as its destination.
+mkdir -p "$T/att" "$T/decoy"
+sw run "$ID" -- sh -c 'ln -s ../decoy /tmp/evil && printf owned >/tmp/payload'
+assert_exit "out, step one: the guest's symlink comes out as a symlink" 0 sw cp "$ID:/tmp/evil" "$T/att/out"
+assert_eq "... pointing where the guest said" "../decoy" "$(readlink "$T/att/out")"
+for form in "" "/" "/."; do
+    capture sw cp "$ID:/tmp/payload" "$T/att/out$form"
+    assert_eq "out, step two ('out$form'): refused (exit 1)" 1 "$LAST_RC"
+    assert_match "... saying the destination is a symlink" "is a symlink" "$LAST_ERR"
+    assert_eq "... in one line" 1 "$(line_count "$LAST_ERR")"
+done
+assert_eq "... nothing was written through it" "" "$(ls -A "$T/decoy")"
+assert_true "... and the symlink is still the symlink" test -L "$T/att/out"
+
+ln -s ../decoy "$T/inlink"
+printf owned >"$T/payload"
+sw run "$ID" -- mkdir -p /tmp/in /tmp/decoy
+assert_exit "in, step one: a symlink goes in as a symlink" 0 sw cp "$T/inlink" "$ID:/tmp/in/out"
+for form in "" "/" "/."; do
+    capture sw cp "$T/payload" "$ID:/tmp/in/out$form"
+    assert_eq "in, step two ('out$form'): refused (exit 1)" 1 "$LAST_RC"
+    assert_match "... saying the destination is a symlink" "is a symlink" "$LAST_ERR"
+done
+assert_eq "... nothing was written through it in the guest" "" "$(sw run "$ID" -- ls -A /tmp/decoy)"
+
 # --- a full disk ------------------------------------------------------------------------------
 mkdir -p "$T/small"
 mount -t tmpfs -o size=8m tmpfs "$T/small" || fatal "a small tmpfs"

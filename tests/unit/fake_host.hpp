@@ -9,6 +9,7 @@
 
 #include <algorithm>
 #include <atomic>
+#include <chrono>
 #include <filesystem>
 #include <optional>
 #include <set>
@@ -73,6 +74,22 @@ class FakeHost final : public Host {
     bool rejoin_own_cgroup() override {
         ++cgroup_rejoins;
         return true;
+    }
+    // The host cgroups by id, and the stale ones among them (empty and old).
+    std::set<std::string> cgroups, stale;
+    std::vector<std::string> cgroup_removals;
+    bool remove_cgroups(const std::string& id, std::chrono::milliseconds) override {
+        cgroup_removals.push_back(id);
+        cgroups.erase(id);
+        stale.erase(id);
+        return true;
+    }
+    std::vector<std::string> stale_cgroups(const std::string& prefix,
+                                           std::chrono::seconds) override {
+        std::vector<std::string> out;
+        for (const auto& id : stale)
+            if (id.rfind(prefix, 0) == 0) out.push_back(id);
+        return out;
     }
 };
 
