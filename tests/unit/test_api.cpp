@@ -2,7 +2,7 @@
 // from a peer are checked strictly, each problem named.
 #include <doctest/doctest.h>
 
-#include "lib/api/api.hpp"
+#include "lib/api/local.hpp"
 #include "lib/api/methods.hpp"
 #include "tests/unit/fixtures.hpp"
 
