@@ -22,6 +22,8 @@
 #include "lib/sandbox/features.hpp"
 #include "lib/sandbox/filter.hpp"
 #include "lib/sandbox/image.hpp"
+#include "lib/sandbox/pool.hpp"
+#include "lib/sandbox/snapshot.hpp"
 #include "lib/spec/template.hpp"
 
 namespace sandweave::api {

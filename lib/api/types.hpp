@@ -289,6 +289,11 @@ struct KillParams {
     }
 };
 
+// A signal as params give it (KillParams::signal, run.signal): "TERM",
+// "SIGTERM" or 15 -> 15; throws Error(usage) for anything else. A client
+// checks with it before connecting (lib/api/methods.cpp).
+int parse_signal(const json& sig);
+
 struct KillResult {
     bool running = false;  // it had not ended when the signal went out
     template <class V>
