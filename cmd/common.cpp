@@ -4,6 +4,7 @@
 
 #include <iostream>
 
+#include "lib/api/local.hpp"
 #include "lib/core/error.hpp"
 #include "lib/core/fd.hpp"
 #include "lib/core/host.hpp"

@@ -26,7 +26,6 @@
 
 #include "cmd/common.hpp"
 #include "lib/core/error.hpp"
-#include "lib/sandbox/image.hpp"
 
 namespace sandweave::cli {
 namespace {
@@ -86,14 +85,13 @@ std::vector<CLI::App*> visible_subcommands(CLI::App* level) {
 // Names the connection knows, for a value of `kind`.
 std::vector<Candidate> query(const GlobalOptions& g, const std::string& kind) {
     std::vector<Candidate> out;
-    if (kind == "RECIPE") {
-        for (const auto& r : ImageStore::recipes()) out.push_back({r, "built-in image recipe"});
-        return out;
-    }
     try {
         Session s(g);
         auto& api = s.api();
-        if (kind == "SANDBOX") {
+        if (kind == "RECIPE") {
+            for (const auto& r : api.image_recipes().recipes)
+                out.push_back({r, "built-in image recipe"});
+        } else if (kind == "SANDBOX") {
             for (const auto& v : api.ls({}).sandboxes) {
                 std::string what =
                     v.record.id + " " + to_string(v.live) + ", " + v.record.spec.template_name;

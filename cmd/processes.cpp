@@ -3,7 +3,6 @@
 #include <cstdio>
 
 #include "cmd/common.hpp"
-#include "lib/api/methods.hpp"
 #include "lib/core/error.hpp"
 #include "lib/core/log.hpp"
 

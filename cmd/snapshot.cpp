@@ -1,7 +1,6 @@
 #include <cstdio>
 
 #include "cmd/common.hpp"
-#include "lib/sandbox/snapshot.hpp"
 
 namespace sandweave::cli {
 
@@ -29,7 +28,7 @@ void register_snapshot(CLI::App& app, GlobalOptions& g, Outcome& out) {
         Session s(g);
         auto r = s.api().snapshot_create(*req);
         if (g.json) {
-            print_json(to_json(r));
+            print_json(api::encode_value(r));
         } else {
             print_line(r.id);
             std::fprintf(

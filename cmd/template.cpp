@@ -2,7 +2,6 @@
 
 #include "cmd/common.hpp"
 #include "lib/core/error.hpp"
-#include "lib/spec/template.hpp"
 
 namespace sandweave::cli {
 namespace {

@@ -32,8 +32,9 @@
 #include <time.h>
 #include <unistd.h>
 
-#include "agent_proto.h"
-#include "copy.h"
+#include "wire/agent_proto.h"
+#include "wire/byte_order.h"
+#include "wire/copy.h"
 
 #define CHANNEL 0
 #define READ_CHUNK (64u << 10)
@@ -88,21 +89,6 @@ static volatile struct {
     int err;
 } vfork_failure;
 
-/* ---- little-endian helpers ------------------------------------------------ */
-
-static void put32(unsigned char* p, uint32_t v) {
-    p[0] = (unsigned char)v;
-    p[1] = (unsigned char)(v >> 8);
-    p[2] = (unsigned char)(v >> 16);
-    p[3] = (unsigned char)(v >> 24);
-}
-static uint32_t get32(const unsigned char* p) {
-    return (uint32_t)p[0] | (uint32_t)p[1] << 8 | (uint32_t)p[2] << 16 | (uint32_t)p[3] << 24;
-}
-static uint16_t get16(const unsigned char* p) {
-    return (uint16_t)(p[0] | p[1] << 8);
-}
-
 static uint64_t now_ms(void) {
     struct timespec ts;
     clock_gettime(CLOCK_MONOTONIC, &ts);
@@ -116,18 +102,18 @@ static uint64_t now_ms(void) {
 static unsigned char* frame_begin(uint8_t type, uint32_t session, uint32_t len) {
     if (!connected || out_len + SW_AGENT_HEADER + len > OUT_CAP) return NULL;
     unsigned char* h = outbuf + out_len;
-    put32(h, len);
+    sw_put32(h, len);
     h[4] = type;
     h[5] = 0;
     h[6] = h[7] = 0;
-    put32(h + 8, session);
+    sw_put32(h + 8, session);
     out_len += SW_AGENT_HEADER + len;
     return h + SW_AGENT_HEADER;
 }
 
 static void send_u32(uint8_t type, uint32_t session, uint32_t v) {
     unsigned char* p = frame_begin(type, session, 4);
-    if (p) put32(p, v);
+    if (p) sw_put32(p, v);
 }
 
 static void send_text(uint8_t type, uint32_t session, const char* text) {
@@ -140,9 +126,9 @@ static void send_exit(struct session* s, uint32_t kind, int32_t code, const char
     size_t n = msg ? strlen(msg) : 0;
     unsigned char* p = frame_begin(SW_EXIT, s->id, (uint32_t)(12 + n));
     if (!p) return;
-    put32(p, kind);
-    put32(p + 4, (uint32_t)code);
-    put32(p + 8, (uint32_t)n);
+    sw_put32(p, kind);
+    sw_put32(p + 4, (uint32_t)code);
+    sw_put32(p + 8, (uint32_t)n);
     if (n) memcpy(p + 12, msg, n);
 }
 
@@ -232,7 +218,7 @@ static void maybe_finish(struct session* s) {
         unsigned char rep[5];
         if (read(s->err_pipe, rep, sizeof rep) == (ssize_t)sizeof rep) {
             stage = (char)rep[0];
-            failed_errno = (int)get32(rep + 1);
+            failed_errno = (int)sw_get32(rep + 1);
         }
     }
     if (failed_errno) {
@@ -262,10 +248,10 @@ static void pump(struct session* s, int* fd, uint8_t type) {
     unsigned char* h = outbuf + out_len;
     ssize_t n = read(*fd, h + SW_AGENT_HEADER, want);
     if (n > 0) {
-        put32(h, (uint32_t)n);
+        sw_put32(h, (uint32_t)n);
         h[4] = type;
         h[5] = h[6] = h[7] = 0;
-        put32(h + 8, s->id);
+        sw_put32(h + 8, s->id);
         out_len += SW_AGENT_HEADER + (size_t)n;
         s->credit -= (uint32_t)n;
         return;
@@ -352,7 +338,7 @@ struct exec_req {
 static int take_string(const unsigned char** p, const unsigned char* end, char** arena,
                        char** out) {
     if (end - *p < 4) return -1;
-    uint32_t n = get32(*p);
+    uint32_t n = sw_get32(*p);
     *p += 4;
     if ((uint32_t)(end - *p) < n || memchr(*p, 0, n)) return -1;
     memcpy(*arena, *p, n);
@@ -365,7 +351,7 @@ static int take_string(const unsigned char** p, const unsigned char* end, char**
 
 static int take_list(const unsigned char** p, const unsigned char* end, char** arena, char** out) {
     if (end - *p < 4) return -1;
-    uint32_t count = get32(*p);
+    uint32_t count = sw_get32(*p);
     *p += 4;
     if (count > MAX_ARGS) return -1;
     for (uint32_t i = 0; i < count; i++)
@@ -419,7 +405,7 @@ static void __attribute__((noreturn)) child_fail(int report, char stage, int err
     }
     unsigned char rep[5];
     rep[0] = (unsigned char)stage;
-    put32(rep + 1, (uint32_t)err);
+    sw_put32(rep + 1, (uint32_t)err);
     if (write(report, rep, sizeof rep) < 0) {
     }
     _exit(127);
@@ -505,12 +491,12 @@ static void start_command(uint32_t id, const unsigned char* p, const unsigned ch
         return;
     }
     if (end - p < 20) goto bad;
-    r.uid = get32(p);
-    r.gid = get32(p + 4);
-    r.flags = get32(p + 8);
-    r.timeout_ms = get32(p + 12);
-    r.rows = get16(p + 16);
-    r.cols = get16(p + 18);
+    r.uid = sw_get32(p);
+    r.gid = sw_get32(p + 4);
+    r.flags = sw_get32(p + 8);
+    r.timeout_ms = sw_get32(p + 12);
+    r.rows = sw_get16(p + 16);
+    r.cols = sw_get16(p + 18);
     p += 20;
     if (take_string(&p, end, &a, &r.cwd) || take_list(&p, end, &a, r.argv) ||
         take_list(&p, end, &a, r.env) || p != end || r.argv[0] == NULL || !r.argv[0][0])
@@ -625,7 +611,7 @@ static void handle(uint8_t type, uint32_t id, const unsigned char* p, uint32_t l
     struct session* s = find(id);
     switch (type) {
         case SW_HELLO: {
-            if (len < 20 || get32(p) != SW_AGENT_PROTOCOL) {
+            if (len < 20 || sw_get32(p) != SW_AGENT_PROTOCOL) {
                 send_text(SW_ERROR, 0, "unsupported protocol version");
                 return;
             }
@@ -634,9 +620,9 @@ static void handle(uint8_t type, uint32_t id, const unsigned char* p, uint32_t l
             static const char name[] = "sandweave-init";
             unsigned char* q = frame_begin(SW_HELLO, 0, 4 + 16 + 4 + sizeof name - 1);
             if (!q) return;
-            put32(q, SW_AGENT_PROTOCOL);
+            sw_put32(q, SW_AGENT_PROTOCOL);
             memcpy(q + 4, p + 4, 16);
-            put32(q + 20, sizeof name - 1);
+            sw_put32(q + 20, sizeof name - 1);
             memcpy(q + 24, name, sizeof name - 1);
             return;
         }
@@ -674,7 +660,7 @@ static void handle(uint8_t type, uint32_t id, const unsigned char* p, uint32_t l
             return;
         case SW_SIGNAL: {
             if (!s || len != 8) return;
-            uint32_t sig = get32(p), scope = get32(p + 4);
+            uint32_t sig = sw_get32(p), scope = sw_get32(p + 4);
             if (sig == 0 || sig >= 65 || !s->pid || s->reaped) return;
             if (scope == SW_TO_TREE)
                 kill_tree(s->pid, (int)sig);
@@ -687,7 +673,7 @@ static void handle(uint8_t type, uint32_t id, const unsigned char* p, uint32_t l
         }
         case SW_RESIZE: {
             if (!s || !s->pty || len != 4 || s->in_fd < 0) return;
-            struct winsize ws = {.ws_row = get16(p), .ws_col = get16(p + 2)}, was;
+            struct winsize ws = {.ws_row = sw_get16(p), .ws_col = sw_get16(p + 2)}, was;
             int changed = ioctl(s->in_fd, TIOCGWINSZ, &was) != 0 || was.ws_row != ws.ws_row ||
                           was.ws_col != ws.ws_col;
             if (ioctl(s->in_fd, TIOCSWINSZ, &ws) != 0 || !changed) return;
@@ -700,7 +686,7 @@ static void handle(uint8_t type, uint32_t id, const unsigned char* p, uint32_t l
         }
         case SW_OUTPUT_ACK: {
             if (!s || len != 4) return;
-            uint64_t c = (uint64_t)s->credit + get32(p);
+            uint64_t c = (uint64_t)s->credit + sw_get32(p);
             s->credit = c > SW_AGENT_WINDOW ? SW_AGENT_WINDOW : (uint32_t)c;
             return;
         }
@@ -727,14 +713,14 @@ static void read_channel(void) {
     size_t off = 0;
     while (in_len - off >= SW_AGENT_HEADER) {
         const unsigned char* h = inbuf + off;
-        uint32_t len = get32(h);
+        uint32_t len = sw_get32(h);
         if (len > SW_AGENT_MAX_PAYLOAD || h[5] || h[6] || h[7]) {
             send_text(SW_ERROR, 0, "malformed frame: input discarded");
             in_len = off = 0;
             return;
         }
         if (in_len - off < SW_AGENT_HEADER + len) break;
-        handle(h[4], get32(h + 8), h + SW_AGENT_HEADER, len);
+        handle(h[4], sw_get32(h + 8), h + SW_AGENT_HEADER, len);
         off += SW_AGENT_HEADER + len;
     }
     memmove(inbuf, inbuf + off, in_len - off);

@@ -4,7 +4,7 @@
 // reading a worker's answer) reports a malformed document as an Error, never
 // as an nlohmann exception.
 
-#include "lib/api/api.hpp"
+#include "lib/api/types.hpp"
 
 namespace sandweave::api {
 

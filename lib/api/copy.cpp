@@ -14,7 +14,7 @@
 #include <optional>
 #include <thread>
 
-#include "lib/api/api.hpp"
+#include "lib/api/local.hpp"
 #include "lib/core/copy_stream.hpp"
 #include "lib/core/error.hpp"
 #include "lib/core/fd.hpp"

@@ -2,7 +2,7 @@
 // fetch_screenshot, which any client uses to get a checked PNG from any Api.
 
 #include "lib/sandbox/desktop.hpp"
-#include "lib/api/api.hpp"
+#include "lib/api/local.hpp"
 #include "lib/core/error.hpp"
 #include "lib/core/fsutil.hpp"
 #include "lib/core/sha256.hpp"

@@ -7,7 +7,7 @@
 #include <algorithm>
 #include <cerrno>
 
-#include "lib/api/api.hpp"
+#include "lib/api/local.hpp"
 #include "lib/api/methods.hpp"
 #include "lib/core/build_info.hpp"
 #include "lib/core/error.hpp"
@@ -22,6 +22,8 @@
 #include "lib/sandbox/features.hpp"
 #include "lib/sandbox/filter.hpp"
 #include "lib/sandbox/image.hpp"
+#include "lib/sandbox/pool.hpp"
+#include "lib/sandbox/snapshot.hpp"
 #include "lib/spec/template.hpp"
 
 namespace sandweave::api {
@@ -398,6 +400,10 @@ ImageList LocalApi::image_ls() {
     for (const auto& i : ImageStore(ctx_.store.images_dir(), ctx_.runner).list())
         out.images.push_back(image_of(i));
     return out;
+}
+
+RecipeList LocalApi::image_recipes() {
+    return {ImageStore::recipes()};
 }
 
 Removed LocalApi::image_rm(const NameParams& p) {

@@ -6,6 +6,7 @@
 
 #include <algorithm>
 
+#include "lib/api/local.hpp"
 #include "lib/core/error.hpp"
 #include "lib/core/units.hpp"
 #include "lib/sandbox/filter.hpp"
@@ -110,6 +111,7 @@ std::vector<Method> build_table() {
         row<ImageBuildParams>("image.build",
                               [](Api& a, const ImageBuildParams& p) { return a.image_build(p); }),
         row0("image.ls", [](Api& a) { return a.image_ls(); }),
+        row0("image.recipes", [](Api& a) { return a.image_recipes(); }),
         row<NameParams>("image.rm", [](Api& a, const NameParams& p) { return a.image_rm(p); }),
         row<ImageImportParams>(
             "image.import", [](Api& a, const ImageImportParams& p) { return a.image_import(p); }),

@@ -82,7 +82,4 @@ struct ResizeParams {
 // A terminal dimension from a client: 1..65535, else Error(usage) naming it.
 std::uint16_t window_dimension(std::int64_t n, const char* name);
 
-// "TERM", "SIGTERM" or 15 -> 15; throws Error(usage) for anything else.
-int parse_signal(const json& sig);
-
 }  // namespace sandweave::api

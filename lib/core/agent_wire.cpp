@@ -3,18 +3,21 @@
 #include <cerrno>
 #include <cstring>
 
+#include "wire/byte_order.h"
+
 namespace sandweave::agent {
 
 namespace {
 
 void put32(std::string& out, std::uint32_t v) {
-    char b[4] = {static_cast<char>(v), static_cast<char>(v >> 8), static_cast<char>(v >> 16),
-                 static_cast<char>(v >> 24)};
-    out.append(b, 4);
+    unsigned char b[4];
+    sw_put32(b, v);
+    out.append(reinterpret_cast<const char*>(b), 4);
 }
 void put16(std::string& out, std::uint16_t v) {
-    char b[2] = {static_cast<char>(v), static_cast<char>(v >> 8)};
-    out.append(b, 2);
+    unsigned char b[2];
+    sw_put16(b, v);
+    out.append(reinterpret_cast<const char*>(b), 2);
 }
 void put_string(std::string& out, std::string_view s) {
     put32(out, static_cast<std::uint32_t>(s.size()));
@@ -33,9 +36,9 @@ class Cursor {
     }
     std::uint16_t u16() {
         need(2);
-        auto b = reinterpret_cast<const unsigned char*>(p_.data() + off_);
+        std::uint16_t v = sw_get16(reinterpret_cast<const unsigned char*>(p_.data() + off_));
         off_ += 2;
-        return static_cast<std::uint16_t>(b[0] | b[1] << 8);
+        return v;
     }
     std::string bytes(std::size_t n) {
         need(n);
@@ -73,9 +76,7 @@ constexpr std::size_t max_args = 4096;
 }  // namespace
 
 std::uint32_t get_u32(std::string_view p, std::size_t off) {
-    auto b = reinterpret_cast<const unsigned char*>(p.data() + off);
-    return static_cast<std::uint32_t>(b[0]) | static_cast<std::uint32_t>(b[1]) << 8 |
-           static_cast<std::uint32_t>(b[2]) << 16 | static_cast<std::uint32_t>(b[3]) << 24;
+    return sw_get32(reinterpret_cast<const unsigned char*>(p.data() + off));
 }
 
 std::string encode(std::uint8_t type, std::uint32_t session, std::string_view payload) {

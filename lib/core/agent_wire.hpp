@@ -1,6 +1,6 @@
 #pragma once
 // The guest agent's frames on the host side (the numbers live in
-// guest/agent_proto.h, shared with the guest; docs/agent.md is the protocol).
+// wire/agent_proto.h, shared with the guest; docs/agent.md is the protocol).
 // Everything decoded here may come from a hostile guest: every length is
 // checked against what arrived and against the protocol's limits, and a
 // violation throws AgentProtocolError naming it.
@@ -13,7 +13,7 @@
 #include <vector>
 
 extern "C" {
-#include "guest/agent_proto.h"
+#include "wire/agent_proto.h"
 }
 
 namespace sandweave::agent {

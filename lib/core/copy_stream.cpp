@@ -13,10 +13,7 @@
 
 #include "lib/core/error.hpp"
 #include "lib/core/fd.hpp"
-
-extern "C" {
-#include "guest/copy.h"
-}
+#include "wire/copy.h"
 
 namespace sandweave::copy {
 

@@ -1,7 +1,7 @@
 #pragma once
 // `sandweave cp` on this host: local files and tar archives to and from the
-// copy stream (guest/copy.h; docs/agent.md "Copying files"). The file work is
-// guest/copy.c, the same code the guest agent runs, so both ends apply one
+// copy stream (wire/copy.h; docs/agent.md "Copying files"). The file work is
+// wire/copy.c, the same code the guest agent runs, so both ends apply one
 // set of rules: nothing is written through a symlink, a copy is built under a
 // private name and renamed into place only once complete, and a member that
 // would land outside its destination is refused.
@@ -9,7 +9,7 @@
 // Everything read here may come from a stranger (a tar on stdin) or from the
 // guest (a stream copied out): every entry is validated before use, and a
 // violation is an Error naming the entry. Each function works on descriptors
-// and blocks; lib/api/client_copy.cpp runs them beside the transfer.
+// and blocks; lib/api/copy.cpp runs them beside the transfer.
 
 #include <cstdint>
 #include <functional>

@@ -638,6 +638,9 @@ api::Image RpcClient::image_build(const api::ImageBuildParams& p) {
 api::ImageList RpcClient::image_ls() {
     return decoded<api::ImageList>(call("image.ls", json::object()), "image.ls");
 }
+api::RecipeList RpcClient::image_recipes() {
+    return decoded<api::RecipeList>(call("image.recipes", json::object()), "image.recipes");
+}
 api::Removed RpcClient::image_rm(const api::NameParams& p) {
     return decoded<api::Removed>(call("image.rm", api::to_json(p)), "image.rm");
 }

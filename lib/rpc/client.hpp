@@ -66,6 +66,7 @@ class RpcClient final : public api::Api {
     api::TemplateValidateResult template_validate(const api::TemplateValidateParams& p) override;
     api::Image image_build(const api::ImageBuildParams& p) override;
     api::ImageList image_ls() override;
+    api::RecipeList image_recipes() override;
     api::Removed image_rm(const api::NameParams& p) override;
     api::Image image_import(const api::ImageImportParams& p) override;
     api::Image image_inspect(const api::NameParams& p) override;

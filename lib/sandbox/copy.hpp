@@ -1,6 +1,6 @@
 #pragma once
 // `sandweave cp`, the sandbox's side: the guest agent's copier
-// (SW_EXEC_COPY_IN / COPY_OUT, guest/copy.h) sends or receives a copy stream
+// (SW_EXEC_COPY_IN / COPY_OUT, wire/copy.h) sends or receives a copy stream
 // over the agent's ordinary command channel, with its flow control, timeouts
 // and end report. The guest does its file work itself (no tar, no binary of
 // the image), as the requested user (root by default, as docker cp writes).

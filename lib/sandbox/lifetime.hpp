@@ -30,21 +30,13 @@
 #include <vector>
 
 #include "lib/sandbox/context.hpp"
+#include "lib/sandbox/records.hpp"
 #include "lib/store/state.hpp"
 
 namespace sandweave {
 
 inline constexpr const char* lifetime_verb = "__lifetime";
 
-// How long the sandbox has left, for ls/inspect; nullopt when it has no
-// lifetime or its clock has not started (a warm pool member) or it has ended.
-struct TimeLeft {
-    std::optional<std::chrono::milliseconds> ttl;
-    std::optional<std::chrono::milliseconds> idle;  // counts only while not busy
-    bool busy = false;                              // a command is running
-    // The sooner of the two that is counting.
-    std::optional<std::chrono::milliseconds> soonest() const;
-};
 std::optional<TimeLeft> time_left(const StateStore& store, const SandboxRecord& r,
                                   std::chrono::system_clock::time_point now);
 

@@ -20,23 +20,10 @@
 
 #include <nlohmann/json.hpp>
 
+#include "lib/sandbox/records.hpp"
 #include "lib/sandbox/sandbox.hpp"
 
 namespace sandweave {
-
-struct PoolInfo {
-    std::string name;
-    int size = 0;
-    nlohmann::json request;  // template, hidepid, audit, user, labels
-    std::string created_at;
-    std::optional<std::string> last_error;
-    int warm = 0;      // idle members that are running
-    int in_use = 0;    // acquired members that still exist
-    int starting = 0;  // members being created
-};
-
-nlohmann::json to_json(const PoolInfo& p);
-PoolInfo pool_info_from_json(const nlohmann::json& j);
 
 PoolInfo create_pool(Context& ctx, const std::string& name, int size, const CreateRequest& req);
 // Returns the acquired sandbox (already marked as the caller's).

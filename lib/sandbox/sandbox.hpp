@@ -21,6 +21,7 @@
 #include "lib/sandbox/agent_client.hpp"
 #include "lib/sandbox/context.hpp"
 #include "lib/sandbox/lifetime.hpp"
+#include "lib/sandbox/records.hpp"
 #include "lib/spec/options.hpp"
 #include "lib/store/state.hpp"
 
@@ -85,22 +86,12 @@ SandboxRecord terminate_sandbox(Context& ctx, const std::string& id);
 // Removes everything: runsc state, mounts, directories, the name.
 void remove_sandbox(Context& ctx, const std::string& id);
 
-// The record with its live state (running / stopped / failed when runsc died
-// under a sandbox we think is running).
-struct SandboxView {
-    SandboxRecord record;
-    SandboxState live = SandboxState::creating;
-    std::optional<TimeLeft> left;  // with a ttl or idle timeout (lifetime.hpp)
-    // What its pids/memory limits counted, when it runs with them (ls, inspect).
-    std::optional<LimitUsage> limits;
-};
 // A view with its time left; a running sandbox whose lifetime watcher died
 // gets a new one here (lifetime.hpp).
 SandboxView sandbox_view(Context& ctx, SandboxRecord r, SandboxState live,
                          std::optional<LimitUsage> limits = std::nullopt);
 std::vector<SandboxView> list_sandboxes(Context& ctx);
 SandboxView inspect_sandbox(Context& ctx, const std::string& id);
-nlohmann::json to_json(const SandboxView& v);
 
 // Sandboxes whose overlay may stand on image `name` (every one not yet
 // stopped): its files must not be replaced or removed under them.

@@ -27,29 +27,10 @@
 #include <nlohmann/json.hpp>
 
 #include "lib/sandbox/context.hpp"
+#include "lib/sandbox/records.hpp"
 #include "lib/spec/options.hpp"
 
 namespace sandweave {
-
-enum class SnapshotKind { fs, memory };
-std::string to_string(SnapshotKind k);
-
-struct SnapshotRecord {
-    std::string id;
-    std::string name;
-    SnapshotKind kind = SnapshotKind::fs;
-    std::string source;  // sandbox id
-    std::string created_at;
-    std::uint64_t bytes = 0;
-    SandboxSpec spec;  // the source's resolved settings
-    std::string runsc;
-    std::string runtime_version;
-    bool agent = false;  // the source had the guest agent (a memory image keeps it)
-};
-
-nlohmann::json to_json(const SnapshotRecord& s);
-// The inverse of to_json; throws Error for a record that does not parse.
-SnapshotRecord snapshot_from_json(const nlohmann::json& j);
 
 struct SnapshotRequest {
     std::string sandbox;

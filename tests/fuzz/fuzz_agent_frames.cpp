@@ -1,7 +1,7 @@
 // The host's decoder of what a guest agent sends (lib/core/agent_wire): the
 // stream split at arbitrary points, the HELLO resync, and every payload
 // decoder, and the copy stream a `sandweave cp` out of the guest carries in
-// its STDOUT frames (guest/copy.h's reader, as the host runs it). Nothing the
+// its STDOUT frames (wire/copy.h's reader, as the host runs it). Nothing the
 // guest sends may crash, hang or over-allocate.
 #include <cstddef>
 #include <cstdint>
@@ -13,7 +13,7 @@
 #include "lib/core/agent_wire.hpp"
 
 extern "C" {
-#include "guest/copy.h"
+#include "wire/copy.h"
 }
 
 using namespace sandweave::agent;

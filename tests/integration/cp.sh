@@ -198,7 +198,7 @@ assert_eq "... one line" 1 "$(line_count "$LAST_ERR")"
 assert_eq "... the earlier content is intact" "old" "$(cat "$T/small/big")"
 assert_eq "... and nothing half-written is left" "big" "$(ls -A "$T/small")"
 
-# The guest side of a full disk is the same code (guest/copy.c); a guest
+# The guest side of a full disk is the same code (wire/copy.c); a guest
 # cannot mount a small tmpfs of its own (no CAP_SYS_ADMIN), so it is the
 # host's side that is exercised here (and tests/unit/test_copy_stream.cpp).
 

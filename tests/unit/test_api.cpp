@@ -2,7 +2,7 @@
 // from a peer are checked strictly, each problem named.
 #include <doctest/doctest.h>
 
-#include "lib/api/api.hpp"
+#include "lib/api/local.hpp"
 #include "lib/api/methods.hpp"
 #include "tests/unit/fixtures.hpp"
 
@@ -303,6 +303,7 @@ TEST_SUITE("api") {
                               "template.validate",
                               "image.build",
                               "image.ls",
+                              "image.recipes",
                               "image.rm",
                               "image.import",
                               "image.inspect",
@@ -315,7 +316,7 @@ TEST_SUITE("api") {
                               "sandbox.cp_in",
                               "sandbox.cp_out"})
             CHECK_MESSAGE(find_method(m) != nullptr, m);
-        CHECK(names.size() == 43);
+        CHECK(names.size() == 44);
         try {
             check_params("sandbox.frob", json::object());
             FAIL("no error");

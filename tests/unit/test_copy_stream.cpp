@@ -1,4 +1,4 @@
-// sandweave cp's rules (guest/copy.c through lib/core/copy_stream): which
+// sandweave cp's rules (wire/copy.c through lib/core/copy_stream): which
 // paths and link targets stay inside a copy, what a hostile stream cannot
 // make the receiver do, and docker cp's names and endpoints.
 #include <doctest/doctest.h>
@@ -16,7 +16,7 @@
 #include "lib/core/fd.hpp"
 
 extern "C" {
-#include "guest/copy.h"
+#include "wire/copy.h"
 }
 
 namespace fs = std::filesystem;

@@ -1,6 +1,6 @@
 /* The copy stream and the file work on either end of it: see copy.h. */
 #define _GNU_SOURCE
-#include "copy.h"
+#include "wire/copy.h"
 
 #include <dirent.h>
 #include <errno.h>
@@ -13,20 +13,9 @@
 #include <time.h>
 #include <unistd.h>
 
-#define IO_CHUNK (256u << 10)
+#include "wire/byte_order.h"
 
-static void put32(unsigned char* p, uint32_t v) {
-    for (int i = 0; i < 4; i++) p[i] = (unsigned char)(v >> (8 * i));
-}
-static void put64(unsigned char* p, uint64_t v) {
-    for (int i = 0; i < 8; i++) p[i] = (unsigned char)(v >> (8 * i));
-}
-static uint32_t get32(const unsigned char* p) {
-    return (uint32_t)p[0] | (uint32_t)p[1] << 8 | (uint32_t)p[2] << 16 | (uint32_t)p[3] << 24;
-}
-static uint64_t get64(const unsigned char* p) {
-    return (uint64_t)get32(p) | (uint64_t)get32(p + 4) << 32;
-}
+#define IO_CHUNK (256u << 10)
 
 static int fail(struct sw_copy_error* e, int err, const char* fmt, ...) {
     va_list ap;
@@ -156,13 +145,13 @@ int sw_copy_next(struct sw_copy_reader* r, struct sw_copy_entry* en, struct sw_c
     const unsigned char* p = r->buf + r->pos;
     memset(en, 0, offsetof(struct sw_copy_entry, path));
     en->type = p[1];
-    en->mode = get32(p + 4);
-    en->mtime_sec = (int64_t)get64(p + 8);
-    en->mtime_nsec = get32(p + 16);
-    en->uid = get32(p + 20);
-    en->gid = get32(p + 24);
-    en->size = get64(p + 28);
-    uint32_t plen = get32(p + 36), llen = get32(p + 40);
+    en->mode = sw_get32(p + 4);
+    en->mtime_sec = (int64_t)sw_get64(p + 8);
+    en->mtime_nsec = sw_get32(p + 16);
+    en->uid = sw_get32(p + 20);
+    en->gid = sw_get32(p + 24);
+    en->size = sw_get64(p + 28);
+    uint32_t plen = sw_get32(p + 36), llen = sw_get32(p + 40);
     if (en->type < SW_ENT_FILE || en->type > SW_ENT_SYMLINK || p[2] || p[3])
         return fail(e, 0, "the copy stream is malformed (entry type %u)", p[1]);
     if (en->mode > 07777 || en->mtime_nsec >= 1000000000u)
@@ -203,14 +192,14 @@ size_t sw_copy_encode(const struct sw_copy_entry* e, unsigned char* b) {
     b[0] = 'E';
     b[1] = e->type;
     b[2] = b[3] = 0;
-    put32(b + 4, e->mode & 07777);
-    put64(b + 8, (uint64_t)e->mtime_sec);
-    put32(b + 16, e->mtime_nsec);
-    put32(b + 20, e->uid);
-    put32(b + 24, e->gid);
-    put64(b + 28, e->type == SW_ENT_FILE ? e->size : 0);
-    put32(b + 36, (uint32_t)plen);
-    put32(b + 40, (uint32_t)llen);
+    sw_put32(b + 4, e->mode & 07777);
+    sw_put64(b + 8, (uint64_t)e->mtime_sec);
+    sw_put32(b + 16, e->mtime_nsec);
+    sw_put32(b + 20, e->uid);
+    sw_put32(b + 24, e->gid);
+    sw_put64(b + 28, e->type == SW_ENT_FILE ? e->size : 0);
+    sw_put32(b + 36, (uint32_t)plen);
+    sw_put32(b + 40, (uint32_t)llen);
     memcpy(b + SW_COPY_RECORD, e->path, plen);
     memcpy(b + SW_COPY_RECORD + plen, e->link, llen);
     return SW_COPY_RECORD + plen + llen;

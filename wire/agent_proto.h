@@ -72,7 +72,7 @@ enum sw_agent_type {
 #define SW_EXEC_STDIN 2u  /* stdin comes as SW_STDIN frames (else /dev/null) */
 #define SW_EXEC_DETACH 4u /* relay: keep the output, survive the client */
 /* `sandweave cp`: instead of an execve, the forked child (with the request's
- * uid and gid) runs the agent's copier (guest/copy.h). COPY_OUT sends argv[0]
+ * uid and gid) runs the agent's copier (wire/copy.h). COPY_OUT sends argv[0]
  * as a copy stream on stdout; COPY_IN (with STDIN) receives the stream from
  * stdin at argv[0], named argv[1] in it when it is a directory, or merges its
  * contents there with COPY_CONTENTS. A failure is one line on stderr and exit
