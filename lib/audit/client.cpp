@@ -32,6 +32,7 @@
 #include "lib/core/fd.hpp"
 #include "lib/core/fsutil.hpp"
 #include "lib/core/helper.hpp"
+#include "lib/core/json_input.hpp"
 #include "lib/core/progress.hpp"
 #include "lib/core/sha256.hpp"
 
@@ -76,7 +77,7 @@ std::vector<TracePoint> points_from_json(const nlohmann::json& a) {
 
 std::vector<TracePoint> load_points(const fs::path& dir) {
     try {
-        return points_from_json(nlohmann::json::parse(read_file(points_path(dir))));
+        return points_from_json(parse_untrusted_json(read_file(points_path(dir))));
     } catch (const std::exception&) {
         return {};  // the status then lists no coverage, which is the truth we have
     }
@@ -137,7 +138,7 @@ Reply control_request(const fs::path& dir, const nlohmann::json& request,
     }
     buf.resize(static_cast<std::size_t>(n));
     try {
-        auto j = nlohmann::json::parse(buf);
+        auto j = parse_untrusted_json(buf);
         if (j.value("ok", false)) {
             r.kind = Reply::ok;
             r.state = j.at("state");
@@ -193,7 +194,7 @@ void extend_with_tail(const fs::path& dir, WriterState& s) {
             }
             nlohmann::json j;
             try {
-                j = nlohmann::json::parse(line);
+                j = parse_untrusted_json(line);
             } catch (...) {
                 stop = true;
                 break;
@@ -243,7 +244,7 @@ std::string read_state_text(const fs::path& dir) {
 
 WriterState parse_state(const fs::path& dir, const std::string& text) {
     try {
-        return state_from_json(nlohmann::json::parse(text));
+        return state_from_json(parse_untrusted_json(text));
     } catch (const std::exception& e) {
         throw Error(ErrorCode::general,
                     "audit writer state " + state_path(dir).string() + " is corrupt: " + e.what());
@@ -531,7 +532,7 @@ WriterOptions parse_writer_argv(const std::vector<std::string>& args) {
                 throw bad("--max-bytes must be a positive integer, not '" + v + "'");
         } else if (k == "--points-file") {
             try {
-                o.points = points_from_json(nlohmann::json::parse(read_file(v)));
+                o.points = points_from_json(parse_untrusted_json(read_file(v)));
             } catch (const std::exception& e) {
                 throw bad("reading --points-file " + v + ": " + e.what());
             }
@@ -637,7 +638,7 @@ Status finish(const fs::path& dir, std::optional<std::uint64_t> sentry_dropped) 
     if (r.kind == Reply::timeout || r.kind == Reply::failed) {
         // A stuck (e.g. SIGSTOPped) writer: terminate must still end it.
         try {
-            WriterState s = state_from_json(nlohmann::json::parse(read_file(state_path(dir))));
+            WriterState s = state_from_json(parse_untrusted_json(read_file(state_path(dir))));
             if (s.pid != ::getpid() && writer_alive(s)) {
                 ::kill(s.pid, SIGKILL);
                 for (int i = 0; i < 100 && writer_alive(s); ++i) std::this_thread::sleep_for(50ms);

@@ -20,6 +20,7 @@
 #include "lib/core/build_info.hpp"
 #include "lib/core/error.hpp"
 #include "lib/core/fd.hpp"
+#include "lib/core/json_input.hpp"
 #include "lib/core/log.hpp"
 #include "lib/core/progress.hpp"
 #include "lib/rpc/jsonrpc.hpp"
@@ -123,9 +124,10 @@ struct RpcClient::Impl {
     void handle(const std::string& line) {
         json j;
         try {
-            j = json::parse(line);
-        } catch (const json::exception&) {
-            return fail_all("the server sent a line that is not JSON");
+            j = parse_untrusted_json(line);
+        } catch (const json::exception& e) {
+            return fail_all(std::string("the server sent a line that is not JSON we accept: ") +
+                            e.what());
         }
         if (!j.is_object()) return fail_all("the server sent something that is not an object");
         if (auto m = j.find("method"); m != j.end() && m->is_string()) {
