@@ -29,11 +29,11 @@ bool json_depth_within(std::string_view text, std::size_t limit) {
 
 nlohmann::json parse_untrusted_json(std::string_view text) {
     if (!json_depth_within(text, max_json_depth))
-        throw nlohmann::json::parse_error::create(
-            101, 0,
-            "nested deeper than " + std::to_string(max_json_depth) +
-                " levels of arrays and objects",
-            nullptr);
+        throw nlohmann::json::parse_error::create(101, 0,
+                                                  "nested deeper than " +
+                                                      std::to_string(max_json_depth) +
+                                                      " levels of arrays and objects",
+                                                  nullptr);
     return nlohmann::json::parse(text);
 }
 

@@ -25,10 +25,10 @@ std::variant<Request, DecodeError> decode_request(std::string_view line) {
     // Before parsing: a document nested deep enough to overflow the stack of
     // whatever copies or prints it fits easily in one line.
     if (!json_depth_within(line, max_json_depth))
-        return DecodeError{code::invalid_request,
-                           "arrays and objects nested deeper than " +
-                               std::to_string(max_json_depth) + " levels",
-                           nullptr};
+        return DecodeError{
+            code::invalid_request,
+            "arrays and objects nested deeper than " + std::to_string(max_json_depth) + " levels",
+            nullptr};
     json j;
     try {
         // Invalid UTF-8 is rejected here.
