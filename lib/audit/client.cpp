@@ -387,9 +387,10 @@ nlohmann::json sentry_json(std::optional<std::uint64_t> v) {
 
 constexpr std::uint64_t large_export_bytes = 64u << 20;
 
-// Copies [0, n) of src into a new file `tmp`, hashing the same bytes on a
-// second thread (the copy itself stays in the kernel: copy_file_range).
-std::string copy_prefix(const fs::path& src, const fs::path& tmp, std::uint64_t n) {
+// Copies [0, n) of src into `out` (the new file `tmp`, left open), hashing
+// the same bytes on a second thread (the copy itself stays in the kernel:
+// copy_file_range).
+std::string copy_prefix(const fs::path& src, int out, const fs::path& tmp, std::uint64_t n) {
     // An empty prefix of a log never created (its writer never started).
     Fd in_fd(::open(src.c_str(), O_RDONLY | O_CLOEXEC));
     if (!in_fd && errno == ENOENT && n == 0) in_fd = Fd(::open("/dev/null", O_RDONLY | O_CLOEXEC));
@@ -401,9 +402,6 @@ std::string copy_prefix(const fs::path& src, const fs::path& tmp, std::uint64_t 
         throw Error(ErrorCode::general,
                     src.string() + " is shorter (" + std::to_string(st.st_size) +
                         " bytes) than its durable prefix (" + std::to_string(n) + " bytes)");
-    Fd out_fd(::open(tmp.c_str(), O_WRONLY | O_CREAT | O_EXCL | O_CLOEXEC, 0600));
-    if (!out_fd) throw_errno("create " + tmp.string());
-    const int out = out_fd.get();
     if (::fchmod(out, 0600) != 0) throw_errno("chmod " + tmp.string());
 
     std::string hash_error;
@@ -476,8 +474,6 @@ std::string copy_prefix(const fs::path& src, const fs::path& tmp, std::uint64_t 
     if (!copy_error.empty()) throw Error(ErrorCode::general, copy_error);
     if (!hash_error.empty()) throw Error(ErrorCode::general, hash_error);
     if (::fsync(out) != 0) throw_errno("fsync " + tmp.string());
-    // close() can report a write error: checked, not left to ~Fd.
-    if (::close(out_fd.release()) != 0) throw_errno("close " + tmp.string());
     return digest;
 }
 
@@ -665,19 +661,28 @@ Status export_log(const fs::path& dir, const fs::path& dest,
         throw Error(ErrorCode::general,
                     errno_message("exporting audit log: removing old " + sidecar.string()));
     }
+    // What an export killed before (SIGKILL: no chance to unlink) left here.
+    remove_stale_temps(dest);
+    remove_stale_temps(sidecar);
     Status st = barrier(dir, sentry_dropped);
-    const fs::path tmp = dest_dir / ("." + dest.filename().string() + ".tmp-" + random_hex(8));
+    fs::path tmp;
     try {
         if (dest.filename().empty()) throw Error(ErrorCode::usage, "export path names no file");
-        st.sha256 = copy_prefix(log_path(dir), tmp, st.bytes);
+        TempFile out = create_temp_beside(dest, 0600);
+        tmp = out.path;
+        st.sha256 = copy_prefix(log_path(dir), out.fd.get(), tmp, st.bytes);
         if (::rename(tmp.c_str(), dest.c_str()) != 0) throw_errno("rename to " + dest.string());
+        tmp.clear();
+        // Closed only now: its lock kept remove_stale_temps away until the rename.
+        // close() can report a write error: checked, not left to ~Fd.
+        if (::close(out.fd.release()) != 0) throw_errno("close " + dest.string());
         fsync_dir(dest_dir);
         st.exported_at = utc_now();
         st.path = fs::absolute(dest).lexically_normal().string();
         write_file_atomic(sidecar, to_json(st).dump(2) + "\n", 0600);
         return st;
     } catch (const Error& e) {
-        ::unlink(tmp.c_str());
+        if (!tmp.empty()) ::unlink(tmp.c_str());
         st.complete = false;
         st.error = e.what();
         st.sha256.clear();
@@ -689,6 +694,9 @@ Status export_log(const fs::path& dir, const fs::path& dest,
             // Nothing claims completeness: the old sidecar is already gone.
         }
         throw e.wrap("exporting audit log to " + dest.string());
+    } catch (...) {
+        if (!tmp.empty()) ::unlink(tmp.c_str());
+        throw;
     }
 }
 
