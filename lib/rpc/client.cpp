@@ -581,8 +581,11 @@ api::Removed RpcClient::rm(const api::IdParams& p) {
 api::RemovedList RpcClient::prune() {
     return decoded<api::RemovedList>(call("sandbox.prune", json::object()), "sandbox.prune");
 }
+// PATH names a file on this host, wherever the worker is: whoever holds this
+// Api (the CLI, or a `serve` child an SDK drives with --host) gets the log
+// here, checked against the worker's sha256, never written on the worker.
 audit::Status RpcClient::audit_export(const api::AuditExportParams& p) {
-    return decoded<audit::Status>(call("audit.export", api::to_json(p)), "audit.export");
+    return api::export_to_client(*this, p.id, p.path, impl_->peer);
 }
 audit::Status RpcClient::audit_fetch(const api::IdParams& p,
                                      const std::function<void(std::string_view)>& on_data) {
