@@ -1,4 +1,3 @@
-#include "lib/core/json_input.hpp"
 #include "lib/core/relay.hpp"
 
 #include <poll.h>
@@ -25,6 +24,7 @@
 #include "lib/core/agent_wire.hpp"
 #include "lib/core/error.hpp"
 #include "lib/core/fsutil.hpp"
+#include "lib/core/json_input.hpp"
 
 namespace sandweave {
 
