@@ -154,7 +154,7 @@ def test_ssh_audit_log_lands_on_the_client(client_only_dir: Tuple[Connection, Pa
         env.run("echo hi")
         report = env.audit_log(target)
     assert report["complete"] is True
-    assert target.is_file(), f"{target} was written on the client: worker side has {list(worker_view.iterdir())}"
+    assert target.is_file(), f"{target} must be written on the client; the worker side has {list(worker_view.iterdir())}"
     data = target.read_bytes()
     assert len(data) == report["bytes"] and hashlib.sha256(data).hexdigest() == report["sha256"]
     assert stat.S_IMODE(target.stat().st_mode) == 0o600

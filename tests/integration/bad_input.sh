@@ -104,7 +104,8 @@ bad "--name with a slash" 2 "name" sw create --name ../escape
 # What goes into a record or a request must be UTF-8: refused at the flag, not an internal error.
 bad "--label with byte 0xFF" 2 "--label: not UTF-8 \(byte 0xFF" sw create --label $'k=\xff'
 bad "--label with a key that is not UTF-8" 2 "--label: not UTF-8" sw create --label $'\xc3=v'
-bad "--label, --json: a usage error too" 2 "not UTF-8" sw --json create --label $'k=\xff'
+assert_exit "--label with byte 0xFF, --json: exit 2" 2 sw --json create --label $'k=\xff'
+assert_match "--label with byte 0xFF, --json: the message in the document" "--label: not UTF-8" "$(jq -r .error.message <<<"$LAST_OUT")"
 bad "--name with byte 0xFF" 2 "--name: not UTF-8" sw create --name $'a\xff'
 bad "--env with byte 0xFF" 2 "--env: not UTF-8" sw run "$ID" --env $'A=\xff' -- true
 bad "--cwd with byte 0xFF" 2 "--cwd: not UTF-8" sw run "$ID" --cwd $'/tmp/\xff' -- true
