@@ -34,8 +34,8 @@ void register_audit(CLI::App& app, GlobalOptions& g, Outcome& out) {
     exp->add_option("path", *path, "Where to write the JSONL log")->required()->type_name("FILE");
     exp->callback([&g, &out, id, path] {
         Session s(g);
-        auto st = s.remote() ? api::export_to_client(s.api(), *id, *path, s.remote_url())
-                             : s.api().audit_export({*id, *path});
+        // A remote connection writes PATH here, on the client (RpcClient).
+        auto st = s.api().audit_export({*id, *path});
         print_audit_status(g, st);
         out.exit_code = st.complete ? 0 : 3;
     });

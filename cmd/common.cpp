@@ -8,6 +8,7 @@
 #include "lib/core/error.hpp"
 #include "lib/core/fd.hpp"
 #include "lib/core/host.hpp"
+#include "lib/core/json_input.hpp"
 #include "lib/core/units.hpp"
 #include "lib/rpc/client.hpp"
 #include "lib/rpc/ssh.hpp"
@@ -88,7 +89,8 @@ int Session::protocol() const {
 }
 
 void print_json(const nlohmann::json& j) {
-    std::cout << j.dump(2) << std::endl;
+    // replace: a message may quote what a user typed, bytes that are not UTF-8 included.
+    std::cout << j.dump(2, ' ', false, nlohmann::json::error_handler_t::replace) << std::endl;
 }
 void print_line(const std::string& s) {
     std::cout << s << '\n';
@@ -172,6 +174,9 @@ api::CreateParams to_create_params(const CreateFlags& f, const CLI::App& sub) {
         throw Error(ErrorCode::usage,
                     "--template and --from-snapshot cannot be combined: a snapshot carries its "
                     "settings");
+    // What goes into a sandbox's record or a request must be UTF-8.
+    for (const auto& l : f.labels) require_utf8(l, "--label");
+    require_utf8(f.name, "--name");
     if (template_given) p.template_ref = f.template_ref;
     if (!f.from_snapshot.empty()) p.from_snapshot = f.from_snapshot;
     if (!f.hidepid.empty()) {

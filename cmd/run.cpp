@@ -10,6 +10,7 @@
 
 #include "cmd/common.hpp"
 #include "lib/core/error.hpp"
+#include "lib/core/json_input.hpp"
 #include "lib/core/log.hpp"
 #include "lib/core/units.hpp"
 
@@ -73,7 +74,9 @@ api::RunParams to_run_params(const RunFlags& f, std::vector<std::string> command
             throw Error(ErrorCode::usage, "--cwd '" + f.cwd + "': must be an absolute path");
         p.cwd = f.cwd;
     }
+    require_utf8(f.cwd, "--cwd");
     for (const auto& e : f.env) {
+        require_utf8(e, "--env");
         auto eq = e.find('=');
         if (eq == std::string::npos || eq == 0)
             throw Error(ErrorCode::usage, "--env '" + e + "': expected KEY=VALUE");

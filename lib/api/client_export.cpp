@@ -46,9 +46,12 @@ audit::Status export_to_client(Api& api, const std::string& id, const std::strin
     if (fs::remove(sidecar, ec); ec)
         throw Error(ErrorCode::general, "audit export: cannot remove the old " + sidecar.string() +
                                             ": " + ec.message());
-    fs::path tmp = path.parent_path() / ("." + path.filename().string() + ".tmp-" + random_hex(8));
-    Fd fd(::open(tmp.c_str(), O_WRONLY | O_CREAT | O_EXCL | O_CLOEXEC, 0600));
-    if (!fd.valid()) throw_errno("audit export: create " + tmp.string());
+    // What an export killed before (SIGKILL: no chance to unlink) left here.
+    remove_stale_temps(path);
+    remove_stale_temps(sidecar);
+    TempFile out = with_context("audit export", [&] { return create_temp_beside(path, 0600); });
+    const fs::path& tmp = out.path;
+    Fd& fd = out.fd;
     struct Discard {
         fs::path p;
         bool keep = false;
@@ -83,12 +86,13 @@ audit::Status export_to_client(Api& api, const std::string& id, const std::strin
                                             std::to_string(st.bytes) + " bytes (sha256 " +
                                             st.sha256 + "); nothing was written");
     if (::fsync(fd.get()) != 0) throw_errno("audit export: fsync " + tmp.string());
-    fd.reset();
     fs::rename(tmp, path, ec);
     if (ec)
         throw Error(ErrorCode::general,
                     "audit export: rename to " + path.string() + ": " + ec.message());
     discard.keep = true;
+    // Closed only now: its lock kept remove_stale_temps away until the rename.
+    if (::close(fd.release()) != 0) throw_errno("audit export: close " + path.string());
     fsync_dir(path.parent_path());
 
     st.path = path.string();

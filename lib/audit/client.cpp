@@ -32,6 +32,7 @@
 #include "lib/core/fd.hpp"
 #include "lib/core/fsutil.hpp"
 #include "lib/core/helper.hpp"
+#include "lib/core/json_input.hpp"
 #include "lib/core/progress.hpp"
 #include "lib/core/sha256.hpp"
 
@@ -76,7 +77,7 @@ std::vector<TracePoint> points_from_json(const nlohmann::json& a) {
 
 std::vector<TracePoint> load_points(const fs::path& dir) {
     try {
-        return points_from_json(nlohmann::json::parse(read_file(points_path(dir))));
+        return points_from_json(parse_untrusted_json(read_file(points_path(dir))));
     } catch (const std::exception&) {
         return {};  // the status then lists no coverage, which is the truth we have
     }
@@ -137,7 +138,7 @@ Reply control_request(const fs::path& dir, const nlohmann::json& request,
     }
     buf.resize(static_cast<std::size_t>(n));
     try {
-        auto j = nlohmann::json::parse(buf);
+        auto j = parse_untrusted_json(buf);
         if (j.value("ok", false)) {
             r.kind = Reply::ok;
             r.state = j.at("state");
@@ -243,7 +244,7 @@ std::string read_state_text(const fs::path& dir) {
 
 WriterState parse_state(const fs::path& dir, const std::string& text) {
     try {
-        return state_from_json(nlohmann::json::parse(text));
+        return state_from_json(parse_untrusted_json(text));
     } catch (const std::exception& e) {
         throw Error(ErrorCode::general,
                     "audit writer state " + state_path(dir).string() + " is corrupt: " + e.what());
@@ -386,9 +387,10 @@ nlohmann::json sentry_json(std::optional<std::uint64_t> v) {
 
 constexpr std::uint64_t large_export_bytes = 64u << 20;
 
-// Copies [0, n) of src into a new file `tmp`, hashing the same bytes on a
-// second thread (the copy itself stays in the kernel: copy_file_range).
-std::string copy_prefix(const fs::path& src, const fs::path& tmp, std::uint64_t n) {
+// Copies [0, n) of src into `out` (the new file `tmp`, left open), hashing
+// the same bytes on a second thread (the copy itself stays in the kernel:
+// copy_file_range).
+std::string copy_prefix(const fs::path& src, int out, const fs::path& tmp, std::uint64_t n) {
     // An empty prefix of a log never created (its writer never started).
     Fd in_fd(::open(src.c_str(), O_RDONLY | O_CLOEXEC));
     if (!in_fd && errno == ENOENT && n == 0) in_fd = Fd(::open("/dev/null", O_RDONLY | O_CLOEXEC));
@@ -400,9 +402,6 @@ std::string copy_prefix(const fs::path& src, const fs::path& tmp, std::uint64_t 
         throw Error(ErrorCode::general,
                     src.string() + " is shorter (" + std::to_string(st.st_size) +
                         " bytes) than its durable prefix (" + std::to_string(n) + " bytes)");
-    Fd out_fd(::open(tmp.c_str(), O_WRONLY | O_CREAT | O_EXCL | O_CLOEXEC, 0600));
-    if (!out_fd) throw_errno("create " + tmp.string());
-    const int out = out_fd.get();
     if (::fchmod(out, 0600) != 0) throw_errno("chmod " + tmp.string());
 
     std::string hash_error;
@@ -475,8 +474,6 @@ std::string copy_prefix(const fs::path& src, const fs::path& tmp, std::uint64_t 
     if (!copy_error.empty()) throw Error(ErrorCode::general, copy_error);
     if (!hash_error.empty()) throw Error(ErrorCode::general, hash_error);
     if (::fsync(out) != 0) throw_errno("fsync " + tmp.string());
-    // close() can report a write error: checked, not left to ~Fd.
-    if (::close(out_fd.release()) != 0) throw_errno("close " + tmp.string());
     return digest;
 }
 
@@ -531,7 +528,7 @@ WriterOptions parse_writer_argv(const std::vector<std::string>& args) {
                 throw bad("--max-bytes must be a positive integer, not '" + v + "'");
         } else if (k == "--points-file") {
             try {
-                o.points = points_from_json(nlohmann::json::parse(read_file(v)));
+                o.points = points_from_json(parse_untrusted_json(read_file(v)));
             } catch (const std::exception& e) {
                 throw bad("reading --points-file " + v + ": " + e.what());
             }
@@ -637,7 +634,7 @@ Status finish(const fs::path& dir, std::optional<std::uint64_t> sentry_dropped) 
     if (r.kind == Reply::timeout || r.kind == Reply::failed) {
         // A stuck (e.g. SIGSTOPped) writer: terminate must still end it.
         try {
-            WriterState s = state_from_json(nlohmann::json::parse(read_file(state_path(dir))));
+            WriterState s = state_from_json(parse_untrusted_json(read_file(state_path(dir))));
             if (s.pid != ::getpid() && writer_alive(s)) {
                 ::kill(s.pid, SIGKILL);
                 for (int i = 0; i < 100 && writer_alive(s); ++i) std::this_thread::sleep_for(50ms);
@@ -664,19 +661,28 @@ Status export_log(const fs::path& dir, const fs::path& dest,
         throw Error(ErrorCode::general,
                     errno_message("exporting audit log: removing old " + sidecar.string()));
     }
+    // What an export killed before (SIGKILL: no chance to unlink) left here.
+    remove_stale_temps(dest);
+    remove_stale_temps(sidecar);
     Status st = barrier(dir, sentry_dropped);
-    const fs::path tmp = dest_dir / ("." + dest.filename().string() + ".tmp-" + random_hex(8));
+    fs::path tmp;
     try {
         if (dest.filename().empty()) throw Error(ErrorCode::usage, "export path names no file");
-        st.sha256 = copy_prefix(log_path(dir), tmp, st.bytes);
+        TempFile out = create_temp_beside(dest, 0600);
+        tmp = out.path;
+        st.sha256 = copy_prefix(log_path(dir), out.fd.get(), tmp, st.bytes);
         if (::rename(tmp.c_str(), dest.c_str()) != 0) throw_errno("rename to " + dest.string());
+        tmp.clear();
+        // Closed only now: its lock kept remove_stale_temps away until the rename.
+        // close() can report a write error: checked, not left to ~Fd.
+        if (::close(out.fd.release()) != 0) throw_errno("close " + dest.string());
         fsync_dir(dest_dir);
         st.exported_at = utc_now();
         st.path = fs::absolute(dest).lexically_normal().string();
         write_file_atomic(sidecar, to_json(st).dump(2) + "\n", 0600);
         return st;
     } catch (const Error& e) {
-        ::unlink(tmp.c_str());
+        if (!tmp.empty()) ::unlink(tmp.c_str());
         st.complete = false;
         st.error = e.what();
         st.sha256.clear();
@@ -688,6 +694,9 @@ Status export_log(const fs::path& dir, const fs::path& dest,
             // Nothing claims completeness: the old sidecar is already gone.
         }
         throw e.wrap("exporting audit log to " + dest.string());
+    } catch (...) {
+        if (!tmp.empty()) ::unlink(tmp.c_str());
+        throw;
     }
 }
 

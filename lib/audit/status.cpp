@@ -5,6 +5,7 @@
 #include "lib/audit/audit.hpp"
 #include "lib/audit/state.hpp"
 #include "lib/core/fsutil.hpp"
+#include "lib/core/json_input.hpp"
 
 namespace sandweave::audit {
 
@@ -130,7 +131,7 @@ nlohmann::json parse_log_line(std::string_view line) {
             text.replace(i + 2, 4, "fffd");
         ++i;  // past the escaped character: an escaped backslash is not an escape
     }
-    return nlohmann::json::parse(text);
+    return parse_untrusted_json(text);
 }
 
 std::string utc_now() {

@@ -22,6 +22,7 @@
 #include "lib/core/error.hpp"
 #include "lib/core/fd.hpp"
 #include "lib/core/fsutil.hpp"
+#include "lib/core/json_input.hpp"
 #include "lib/core/sha256.hpp"
 
 namespace sandweave::audit {
@@ -100,7 +101,7 @@ VerifyResult verify_log(const fs::path& log, const std::optional<fs::path>& side
         return fail("no usable sidecar: " + std::string(e.what()));
     }
     try {
-        r.sidecar = status_from_json(nlohmann::json::parse(side_text));
+        r.sidecar = status_from_json(parse_untrusted_json(side_text));
     } catch (const std::exception& e) {
         return fail("sidecar " + side.string() + " is not a status document: " + e.what());
     }

@@ -42,6 +42,7 @@
 #include "lib/core/fd.hpp"
 #include "lib/core/fsutil.hpp"
 #include "lib/core/helper.hpp"
+#include "lib/core/json_input.hpp"
 #include "lib/core/log.hpp"
 
 namespace sandweave::audit {
@@ -987,7 +988,7 @@ bool Writer::handle_client(int fd) {
     nlohmann::json reply;
     bool stop = false;
     try {
-        auto req = nlohmann::json::parse(buf);
+        auto req = parse_untrusted_json(buf);
         std::string op = req.value("op", "");
         std::optional<std::uint64_t> sd;
         if (auto it = req.find("sentry_dropped"); it != req.end() && it->is_number_unsigned())

@@ -37,12 +37,66 @@ void fsync_dir(const fs::path& dir) {
     if (::fsync(fd.get()) != 0) throw_errno("fsync " + dir.string());
 }
 
+namespace {
+
+constexpr std::size_t temp_hex_digits = 8;
+
+fs::path dir_of(const fs::path& path) {
+    return path.parent_path().empty() ? fs::path(".") : path.parent_path();
+}
+
+std::string temp_prefix(const fs::path& path) {
+    return "." + path.filename().string() + ".tmp-";
+}
+
+bool is_temp_name_of(const std::string& name, const std::string& prefix) {
+    if (name.size() != prefix.size() + temp_hex_digits || name.compare(0, prefix.size(), prefix))
+        return false;
+    return std::all_of(name.begin() + static_cast<std::ptrdiff_t>(prefix.size()), name.end(),
+                       [](char c) { return (c >= '0' && c <= '9') || (c >= 'a' && c <= 'f'); });
+}
+
+}  // namespace
+
+TempFile create_temp_beside(const fs::path& path, mode_t mode) {
+    TempFile t;
+    t.path = dir_of(path) / (temp_prefix(path) + random_hex(temp_hex_digits));
+    t.fd = Fd(::open(t.path.c_str(), O_WRONLY | O_CREAT | O_EXCL | O_CLOEXEC, mode));
+    if (!t.fd) throw_errno("create " + t.path.string());
+    if (::flock(t.fd.get(), LOCK_EX | LOCK_NB) != 0) {
+        int err = errno;
+        ::unlink(t.path.c_str());
+        throw_errno("lock " + t.path.string(), err);
+    }
+    return t;
+}
+
+std::size_t remove_stale_temps(const fs::path& path) {
+    const fs::path dir = dir_of(path);
+    const std::string prefix = temp_prefix(path);
+    Fd dfd(::open(dir.c_str(), O_RDONLY | O_DIRECTORY | O_CLOEXEC));
+    if (!dfd) return 0;
+    std::size_t removed = 0;
+    std::error_code ec;
+    for (fs::directory_iterator it(dir, ec), end; !ec && it != end; it.increment(ec)) {
+        const std::string name = it->path().filename().string();
+        if (!is_temp_name_of(name, prefix)) continue;
+        Fd f(::openat(dfd.get(), name.c_str(),
+                      O_RDONLY | O_NOFOLLOW | O_NONBLOCK | O_NOCTTY | O_CLOEXEC));
+        struct stat st {};
+        if (!f || ::fstat(f.get(), &st) != 0 || !S_ISREG(st.st_mode) || st.st_uid != ::geteuid())
+            continue;
+        // Locked: its writer is alive (an export of the same path right now).
+        if (::flock(f.get(), LOCK_EX | LOCK_NB) != 0) continue;
+        if (::unlinkat(dfd.get(), name.c_str(), 0) == 0) ++removed;
+    }
+    return removed;
+}
+
 void write_file_atomic(const fs::path& path, std::string_view data, mode_t mode,
                        Durability durability) {
-    fs::path dir = path.parent_path().empty() ? fs::path(".") : path.parent_path();
-    fs::path tmp = dir / ("." + path.filename().string() + ".tmp-" + random_hex(8));
-    Fd fd(::open(tmp.c_str(), O_WRONLY | O_CREAT | O_EXCL | O_CLOEXEC, mode));
-    if (!fd) throw_errno("create " + tmp.string());
+    fs::path dir = dir_of(path);
+    auto [tmp, fd] = create_temp_beside(path, mode);
     try {
         if (::fchmod(fd.get(), mode) != 0) throw_errno("chmod " + tmp.string());
         write_all(fd.get(), data, tmp);

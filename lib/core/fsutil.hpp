@@ -35,6 +35,23 @@ enum class Durability { durable, live };
 void write_file_atomic(const fs::path& path, std::string_view data, mode_t mode = 0600,
                        Durability durability = Durability::durable);
 
+// A temporary file beside `path`, for replacing it by rename:
+// ".NAME.tmp-XXXXXXXX" (8 random hex digits) in the same directory, created
+// with O_EXCL and `mode`, and flock()ed for as long as `fd` is open. The lock
+// is what tells remove_stale_temps a live writer's file from one whose writer
+// was killed: the kernel drops it when the holder dies.
+struct TempFile {
+    fs::path path;
+    Fd fd;
+};
+TempFile create_temp_beside(const fs::path& path, mode_t mode = 0600);
+
+// Removes what killed writers of `path` left beside it: files named as
+// create_temp_beside names them, regular, owned by our euid, and not locked by
+// a live writer. Anything else (another name, a symlink, someone else's file)
+// stays. Best effort: returns how many were removed, never throws.
+std::size_t remove_stale_temps(const fs::path& path);
+
 // Reads a whole file, refusing files larger than max_bytes.
 std::string read_file(const fs::path& path, std::size_t max_bytes = 16u << 20);
 // Reads a file of any size in chunks of about 1 MiB, handing each to

@@ -24,6 +24,7 @@
 #include "lib/core/agent_wire.hpp"
 #include "lib/core/error.hpp"
 #include "lib/core/fsutil.hpp"
+#include "lib/core/json_input.hpp"
 
 namespace sandweave {
 
@@ -514,7 +515,7 @@ void Relay::on_client_frame(Client& c, agent::Frame f) {
         case SW_ATTACH:
         case SW_WAIT:
         case SW_KILL: {
-            json req = json::parse(f.payload);
+            json req = parse_untrusted_json(f.payload);
             Session* s = by_handle(req);
             if (!s || !s->detached) {
                 client_send(key, agent::encode(SW_ERROR, f.session, "no such process handle"));

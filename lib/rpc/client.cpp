@@ -20,6 +20,7 @@
 #include "lib/core/build_info.hpp"
 #include "lib/core/error.hpp"
 #include "lib/core/fd.hpp"
+#include "lib/core/json_input.hpp"
 #include "lib/core/log.hpp"
 #include "lib/core/progress.hpp"
 #include "lib/rpc/jsonrpc.hpp"
@@ -123,9 +124,10 @@ struct RpcClient::Impl {
     void handle(const std::string& line) {
         json j;
         try {
-            j = json::parse(line);
-        } catch (const json::exception&) {
-            return fail_all("the server sent a line that is not JSON");
+            j = parse_untrusted_json(line);
+        } catch (const json::exception& e) {
+            return fail_all(std::string("the server sent a line that is not JSON we accept: ") +
+                            e.what());
         }
         if (!j.is_object()) return fail_all("the server sent something that is not an object");
         if (auto m = j.find("method"); m != j.end() && m->is_string()) {
@@ -579,8 +581,11 @@ api::Removed RpcClient::rm(const api::IdParams& p) {
 api::RemovedList RpcClient::prune() {
     return decoded<api::RemovedList>(call("sandbox.prune", json::object()), "sandbox.prune");
 }
+// PATH names a file on this host, wherever the worker is: whoever holds this
+// Api (the CLI, or a `serve` child an SDK drives with --host) gets the log
+// here, checked against the worker's sha256, never written on the worker.
 audit::Status RpcClient::audit_export(const api::AuditExportParams& p) {
-    return decoded<audit::Status>(call("audit.export", api::to_json(p)), "audit.export");
+    return api::export_to_client(*this, p.id, p.path, impl_->peer);
 }
 audit::Status RpcClient::audit_fetch(const api::IdParams& p,
                                      const std::function<void(std::string_view)>& on_data) {

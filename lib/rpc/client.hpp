@@ -11,6 +11,9 @@
 // waiting for its acknowledgement. When the stream breaks, every call in
 // flight fails with ErrorCode::connection (the CLI exits 255).
 //
+// audit_export writes its PATH on this host, not on the worker (through
+// audit.fetch: api::export_to_client), as every other path a client names.
+//
 // Everything the server sends is untrusted: lines are bounded, and a malformed
 // answer is an error, never a crash.
 

@@ -2,6 +2,8 @@
 
 #include <array>
 
+#include "lib/core/json_input.hpp"
+
 namespace sandweave::rpc {
 
 using nlohmann::json;
@@ -20,9 +22,16 @@ std::variant<Request, DecodeError> decode_request(std::string_view line) {
                            "line of " + std::to_string(line.size()) +
                                " bytes is over the limit of " + std::to_string(max_line_bytes),
                            nullptr};
+    // Before parsing: a document nested deep enough to overflow the stack of
+    // whatever copies or prints it fits easily in one line.
+    if (!json_depth_within(line, max_json_depth))
+        return DecodeError{
+            code::invalid_request,
+            "arrays and objects nested deeper than " + std::to_string(max_json_depth) + " levels",
+            nullptr};
     json j;
     try {
-        // Depth is bounded by the line limit; invalid UTF-8 is rejected here.
+        // Invalid UTF-8 is rejected here.
         j = json::parse(line);
     } catch (const json::exception& e) {
         return DecodeError{code::parse_error, std::string("not JSON: ") + e.what(), nullptr};
@@ -50,7 +59,7 @@ std::variant<Request, DecodeError> decode_request(std::string_view line) {
     if (auto p = j.find("params"); p != j.end() && !p->is_null()) {
         if (!p->is_object())
             return DecodeError{code::invalid_params, "params must be an object", id};
-        r.params = *p;
+        r.params = std::move(*p);
     }
     for (const auto& [k, v] : j.items()) {
         (void)v;

@@ -28,6 +28,7 @@ inline constexpr int invalid_params = -32602;
 inline constexpr int internal_error = -32603;
 inline constexpr int peer_not_allowed = -32001;
 inline constexpr int handshake_required = -32002;
+inline constexpr int server_busy = -32003;  // socket only: no room for another connection
 inline constexpr int request_cancelled = -32800;
 }  // namespace code
 

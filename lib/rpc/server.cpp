@@ -4,6 +4,7 @@
 #include <poll.h>
 #include <signal.h>
 #include <sys/eventfd.h>
+#include <sys/resource.h>
 #include <sys/socket.h>
 #include <sys/stat.h>
 #include <sys/un.h>
@@ -11,6 +12,7 @@
 
 #include <algorithm>
 #include <cerrno>
+#include <chrono>
 #include <condition_variable>
 #include <cstring>
 #include <deque>
@@ -18,6 +20,7 @@
 #include <memory>
 #include <mutex>
 #include <set>
+#include <system_error>
 #include <thread>
 
 #include "lib/api/methods.hpp"
@@ -642,6 +645,69 @@ void Connection::run_cancel(const Request& r) {
     if (!r.is_notification()) send(encode_result(r.id, {{"cancelled", running != nullptr}}));
 }
 
+// Answers a peer we will not serve with one error line (id null), then
+// closes gently: with the peer's unread bytes still queued, close() would
+// reset the connection and the peer might never read why.
+void refuse_peer(int fd, int c, const std::string& message) {
+    std::string line = encode_error(nullptr, c, message, error_data(1));
+    line += '\n';
+    (void)write_all(fd, line);
+    ::shutdown(fd, SHUT_WR);
+    pollfd p{fd, POLLIN, 0};
+    char sink[4096];
+    for (int i = 0; i < 8 && ::poll(&p, 1, 50) > 0; ++i)
+        if (::read(fd, sink, sizeof sink) <= 0) break;
+}
+
+// The descriptors `serve --socket` may spend on connections. A new connection
+// is refused (error -32003) once fewer than a quarter of the open-file limit
+// (at least 32) would be left, so that the connections already served can
+// still open what their requests need (a command's pipes, a copy's files).
+// When none is left at all, accept() fails and the peer stays in the backlog,
+// where poll() would report it again at once: one spare descriptor, given up
+// for a moment, lets us accept that peer and tell it why.
+class FdBudget {
+  public:
+    FdBudget() : spare_(open_spare()) {
+        rlimit rl{};
+        if (::getrlimit(RLIMIT_NOFILE, &rl) == 0 && rl.rlim_cur != RLIM_INFINITY)
+            limit_ = static_cast<std::uint64_t>(rl.rlim_cur);
+        reserve_ = std::max<std::uint64_t>(32, limit_ / 4);
+    }
+
+    bool room_for_another(int newest_fd) const {
+        return static_cast<std::uint64_t>(newest_fd) + reserve_ < limit_;
+    }
+
+    std::string busy_message() const {
+        return "server busy: no room for another connection within its limit of " +
+               std::to_string(limit_) + " open files; try again once one has closed";
+    }
+
+    // Accepts one waiting peer with the spare descriptor and refuses it;
+    // false when there was no spare or no peer.
+    bool refuse_with_spare(int listener) {
+        if (!spare_.valid()) {
+            spare_ = open_spare();
+            return false;
+        }
+        spare_.reset();
+        Fd conn(::accept4(listener, nullptr, nullptr, SOCK_CLOEXEC));
+        bool refused = conn.valid();
+        if (refused) refuse_peer(conn.get(), code::server_busy, busy_message());
+        conn.reset();
+        spare_ = open_spare();
+        return refused;
+    }
+
+  private:
+    static Fd open_spare() { return Fd(::open("/dev/null", O_RDONLY | O_CLOEXEC)); }
+
+    Fd spare_;
+    std::uint64_t limit_ = 1u << 20;
+    std::uint64_t reserve_ = 32;
+};
+
 // A socket directory we may use: ours, and nobody else may write into it.
 void prepare_socket_dir(const std::filesystem::path& dir) {
     struct stat st {};
@@ -709,6 +775,7 @@ void serve_socket(api::Api& api, const std::filesystem::path& path, int stop_fd,
     std::mutex mu;
     std::condition_variable cv;
     std::set<int> live;  // connections being served
+    FdBudget budget;
     for (;;) {
         pollfd fds[2] = {{listener.get(), POLLIN, 0}, {stop_fd, POLLIN, 0}};
         if (::poll(fds, stop_fd >= 0 ? 2 : 1, -1) < 0) {
@@ -718,38 +785,69 @@ void serve_socket(api::Api& api, const std::filesystem::path& path, int stop_fd,
         if (stop_fd >= 0 && (fds[1].revents & POLLIN)) break;
         if (!(fds[0].revents & POLLIN)) continue;
         Fd conn(::accept4(listener.get(), nullptr, nullptr, SOCK_CLOEXEC));
-        if (!conn.valid()) continue;
+        if (!conn.valid()) {
+            int accept_err = errno;
+            if (accept_err == EMFILE || accept_err == ENFILE || accept_err == ENOBUFS ||
+                accept_err == ENOMEM) {
+                // The peer waits in the backlog, and poll would report it again
+                // at once: refuse it with the spare descriptor, or wait for a
+                // connection to end rather than spin.
+                if (!budget.refuse_with_spare(listener.get())) {
+                    std::unique_lock<std::mutex> lock(mu);
+                    cv.wait_for(lock, std::chrono::milliseconds(200));
+                }
+            }
+            continue;
+        }
         ucred cred{};
         socklen_t len = sizeof cred;
         if (::getsockopt(conn.get(), SOL_SOCKET, SO_PEERCRED, &cred, &len) != 0 ||
             (cred.uid != 0 && cred.uid != ::geteuid())) {
-            std::string line = encode_error(nullptr, code::peer_not_allowed,
-                                            "uid " + std::to_string(cred.uid) +
-                                                " may not use this server (only root and uid " +
-                                                std::to_string(::geteuid()) + ")",
-                                            error_data(1));
-            line += '\n';
-            (void)write_all(conn.get(), line);
-            // Close gently: with the peer's unread bytes still queued, close()
-            // would reset the connection and the peer might never read why.
-            ::shutdown(conn.get(), SHUT_WR);
-            pollfd p{conn.get(), POLLIN, 0};
-            char sink[4096];
-            for (int i = 0; i < 8 && ::poll(&p, 1, 50) > 0; ++i)
-                if (::read(conn.get(), sink, sizeof sink) <= 0) break;
+            refuse_peer(conn.get(), code::peer_not_allowed,
+                        "uid " + std::to_string(cred.uid) +
+                            " may not use this server (only root and uid " +
+                            std::to_string(::geteuid()) + ")");
+            continue;
+        }
+        // The kernel hands out the lowest free descriptor: a high one means
+        // that many are open, and what is left belongs to the connections
+        // already served (their commands' pipes, their copies).
+        if (!budget.room_for_another(conn.get())) {
+            refuse_peer(conn.get(), code::server_busy, budget.busy_message());
+            continue;
+        }
+        std::unique_ptr<Connection> c;
+        try {
+            c = std::make_unique<Connection>(api, conn.get(), conn.get(), -1, opts);
+        } catch (const Error& e) {
+            refuse_peer(conn.get(), code::server_busy, std::string("server busy: ") + e.what());
             continue;
         }
         {
             std::lock_guard<std::mutex> g(mu);
             live.insert(conn.get());
         }
-        std::thread([&, fd = conn.release()] {
-            Fd owned(fd);
-            serve_connection(api, owned.get(), owned.get(), -1, opts);
-            std::lock_guard<std::mutex> g(mu);
-            live.erase(fd);
-            cv.notify_all();
-        }).detach();
+        // The thread owns both from here (it may finish before we return).
+        int fd = conn.release();
+        Connection* served = c.release();
+        try {
+            std::thread([&, fd, served] {
+                std::unique_ptr<Connection>(served)->serve();
+                ::close(fd);
+                std::lock_guard<std::mutex> g(mu);
+                live.erase(fd);
+                cv.notify_all();
+            }).detach();
+        } catch (const std::system_error& e) {
+            delete served;
+            Fd again(fd);
+            {
+                std::lock_guard<std::mutex> g(mu);
+                live.erase(fd);
+            }
+            refuse_peer(fd, code::server_busy,
+                        std::string("server busy: cannot start a thread: ") + e.what());
+        }
     }
     ::unlink(path.c_str());
     // Stopping ends every connection as if its peer had gone: their commands

@@ -11,6 +11,7 @@
 #include <cstring>
 
 #include "lib/core/error.hpp"
+#include "lib/core/json_input.hpp"
 #include "lib/core/relay.hpp"
 #include "lib/sandbox/sandbox.hpp"
 
@@ -332,7 +333,7 @@ json AgentClient::request(std::uint8_t type, const json& req) {
         throw Error(ErrorCode::not_found, f.payload + " in sandbox " + sandbox_);
     if (f.type != type) lost("unexpected frame type " + std::to_string(f.type));
     try {
-        return json::parse(f.payload);
+        return parse_untrusted_json(f.payload);
     } catch (const json::exception&) {
         lost("malformed answer");
     }

@@ -12,6 +12,7 @@
 #include "lib/core/error.hpp"
 #include "lib/core/fd.hpp"
 #include "lib/core/fsutil.hpp"
+#include "lib/core/json_input.hpp"
 #include "lib/core/log.hpp"
 #include "lib/core/sha256.hpp"
 #include "lib/runtime/bundle.hpp"
@@ -150,7 +151,7 @@ fs::path cache_file(Context& ctx, const fs::path& runsc) {
 json load_cache(const fs::path& file) {
     try {
         // trace metadata alone is ~175 KB.
-        json j = json::parse(read_file(file, 16u << 20));
+        json j = parse_untrusted_json(read_file(file, 16u << 20));
         if (j.is_object()) return j;
     } catch (const std::exception&) {
         // Not recorded yet, or unreadable: treated as empty.
@@ -209,7 +210,7 @@ RuntimeBuild runtime_build(Context& ctx, const fs::path& runsc) {
     }
     json m;
     try {
-        m = json::parse(read_file(manifest, 1u << 20));
+        m = parse_untrusted_json(read_file(manifest, 1u << 20));
         if (!m.is_object() || !m.contains("sha256") || !m["sha256"].is_string() ||
             !m.contains("patches") || !m["patches"].is_array())
             throw std::runtime_error("expected sha256 and patches");

@@ -12,6 +12,7 @@
 
 #include "lib/core/error.hpp"
 #include "lib/core/fsutil.hpp"
+#include "lib/core/json_input.hpp"
 #include "lib/core/log.hpp"
 #include "lib/core/progress.hpp"
 #include "lib/core/units.hpp"
@@ -116,7 +117,7 @@ std::vector<std::string> ImageStore::recipes() {
 
 std::optional<ImageInfo> ImageStore::find(const std::string& name) const {
     if (!objects().exists(name)) return std::nullopt;
-    json j = json::parse(read_file(dir_ / name / image_kind.record));
+    json j = parse_untrusted_json(read_file(dir_ / name / image_kind.record));
     ImageInfo info{name, j.value("recipe", name), j.value("built_at", std::string()),
                    j.value("bytes", std::uint64_t{0}), dir_ / name / "rootfs"};
     info.source = j.value("source", "recipe " + info.recipe);

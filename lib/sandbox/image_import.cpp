@@ -26,6 +26,7 @@
 #include "lib/core/error.hpp"
 #include "lib/core/fd.hpp"
 #include "lib/core/fsutil.hpp"
+#include "lib/core/json_input.hpp"
 #include "lib/core/log.hpp"
 #include "lib/core/progress.hpp"
 #include "lib/core/tar_scan.hpp"
@@ -97,7 +98,7 @@ std::string last_line(const CommandResult& r) {
 
 json read_json(const fs::path& p, const std::string& what) {
     try {
-        json j = json::parse(read_file(p, max_json_blob));
+        json j = parse_untrusted_json(read_file(p, max_json_blob));
         if (!j.is_object()) throw std::runtime_error("not a JSON object");
         return j;
     } catch (const Error& e) {

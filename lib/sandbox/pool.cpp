@@ -14,6 +14,7 @@
 #include "lib/core/fault.hpp"
 #include "lib/core/fsutil.hpp"
 #include "lib/core/helper.hpp"
+#include "lib/core/json_input.hpp"
 #include "lib/core/log.hpp"
 #include "lib/core/progress.hpp"
 #include "lib/core/units.hpp"
@@ -37,7 +38,7 @@ std::optional<json> read_pool(Context& ctx, const std::string& name) {
     fs::path file = pool_dir(ctx, name) / pool_kind.record;
     std::error_code ec;
     if (!fs::exists(file, ec)) return std::nullopt;
-    return json::parse(read_file(file, 1 << 20));
+    return parse_untrusted_json(read_file(file, 1 << 20));
 }
 
 // By the store's lookup rule: for pools, the exact name.

@@ -5,6 +5,7 @@
 #include "lib/core/error.hpp"
 #include "lib/core/fault.hpp"
 #include "lib/core/fsutil.hpp"
+#include "lib/core/json_input.hpp"
 #include "lib/core/log.hpp"
 #include "lib/runtime/runsc.hpp"
 #include "lib/sandbox/sandbox.hpp"
@@ -26,7 +27,7 @@ SnapshotRecord read_and_verify(const fs::path& dir) {
     SnapshotRecord s;
     std::string name = dir.filename().string();
     try {
-        s = snapshot_from_json(json::parse(read_file(dir / "snapshot.json", 4u << 20)));
+        s = snapshot_from_json(parse_untrusted_json(read_file(dir / "snapshot.json", 4u << 20)));
     } catch (const json::exception& e) {
         throw Error(ErrorCode::general, "snapshot " + name + " is corrupt: " + e.what());
     } catch (const Error& e) {

@@ -9,6 +9,7 @@
 
 #include "lib/core/error.hpp"
 #include "lib/core/fsutil.hpp"
+#include "lib/core/json_input.hpp"
 #include "lib/core/units.hpp"
 
 namespace sandweave {
@@ -66,6 +67,26 @@ std::string shown(const YAML::Node& n) {
     if (n.IsSequence()) return "a list";
     if (n.IsNull()) return "nothing";
     return is_plain(n) ? scalar_text(n) : "\"" + scalar_text(n) + "\"";
+}
+
+// Every key and scalar of a document, before anything reads it: what goes
+// into a sandbox's record must be UTF-8, and the user is told which key to fix.
+// (yaml-cpp bounds the nesting at 2000 levels.)
+void require_utf8_scalars(const YAML::Node& n, const Where& w, const std::string& key) {
+    if (n.IsScalar()) {
+        if (std::string problem = utf8_problem(n.Scalar()); !problem.empty())
+            fail(w, n, key.empty() ? "template" : key, problem);
+    } else if (n.IsMap()) {
+        for (const auto& kv : n) {
+            std::string k = kv.first.IsScalar() ? kv.first.Scalar() : std::string();
+            if (std::string problem = utf8_problem(k); !problem.empty())
+                fail(w, kv.first, key.empty() ? "a key" : "a key in " + key, problem);
+            require_utf8_scalars(kv.second, w, key.empty() ? k : key + "." + k);
+        }
+    } else if (n.IsSequence()) {
+        std::size_t i = 0;
+        for (const auto& e : n) require_utf8_scalars(e, w, key + "[" + std::to_string(i++) + "]");
+    }
 }
 
 using Validator = std::function<json(const YAML::Node&, const Where&, const std::string& key)>;
@@ -430,6 +451,7 @@ ResolvedTemplate TemplateResolver::resolve_loaded(Loaded loaded,
                                                 std::to_string(max_extends_depth) + where.chain));
     if (!loaded.root.IsDefined() || loaded.root.IsNull())
         throw Error(ErrorCode::usage, printable(loaded.label + ": empty template" + where.chain));
+    require_utf8_scalars(loaded.root, where, "");
     json doc = validate_map(loaded.root, where, "", top_level_table());
 
     ResolvedTemplate out;

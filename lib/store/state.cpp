@@ -12,6 +12,7 @@
 
 #include "lib/core/error.hpp"
 #include "lib/core/fault.hpp"
+#include "lib/core/json_input.hpp"
 
 namespace sandweave {
 
@@ -134,7 +135,7 @@ std::optional<std::string> ObjectDir::name_target(const std::string& name) const
             std::vector<std::string> matches;
             for (const auto& id : ids()) {
                 try {
-                    auto j = json::parse(read_file(dir_ / id / kind_.record, 4u << 20));
+                    auto j = parse_untrusted_json(read_file(dir_ / id / kind_.record, 4u << 20));
                     if (j.is_object() && j.value("name", std::string()) == name)
                         matches.push_back(id);
                 } catch (const std::exception&) {
@@ -474,7 +475,7 @@ SandboxRecord StateStore::load(const std::string& id) const {
     fs::path file = sandbox_dir(id) / "sandbox.json";
     std::string text = read_file(file, 4u << 20);
     try {
-        return record_from_json(json::parse(text));
+        return record_from_json(parse_untrusted_json(text));
     } catch (const json::exception& e) {
         throw Error(ErrorCode::general, "corrupt state " + file.string() + ": " + e.what());
     }

@@ -8,14 +8,17 @@ covers what the remote side made.
 from __future__ import annotations
 
 import asyncio
+import hashlib
+import json
 import os
 import shutil
 import socket
+import stat
 import subprocess
 import tempfile
 import time
 from pathlib import Path
-from typing import Iterator
+from typing import Callable, Iterator, List, Tuple
 
 import pytest
 
@@ -29,8 +32,9 @@ def _free_port() -> int:
         return int(s.getsockname()[1])
 
 
-@pytest.fixture(scope="module")
-def ssh_worker(sw_bin: str, state_dir: str) -> Iterator[Connection]:
+def _ssh_worker(sw_bin: str, state_dir: str, wrap: Callable[[List[str]], List[str]] = lambda argv: argv):
+    """An sshd on a free loopback port (its argv through `wrap`), and a
+    Connection to it: yields (connection, sshd process)."""
     sshd, keygen = shutil.which("sshd") or "/usr/sbin/sshd", shutil.which("ssh-keygen")
     if not os.path.exists(sshd) or not keygen:
         pytest.skip("openssh-server is not installed (scripts/setup.sh --test-deps installs it)")
@@ -47,7 +51,7 @@ def ssh_worker(sw_bin: str, state_dir: str) -> Iterator[Connection]:
         f"SetEnv SANDWEAVE_STATE_DIR={state_dir}\n"
     )
     os.makedirs("/run/sshd", exist_ok=True)
-    proc = subprocess.Popen([sshd, "-D", "-e", "-f", str(d / "sshd_config")], stderr=subprocess.PIPE)
+    proc = subprocess.Popen(wrap([sshd, "-D", "-e", "-f", str(d / "sshd_config")]), stderr=subprocess.PIPE)
     try:
         for _ in range(100):
             try:
@@ -64,12 +68,35 @@ def ssh_worker(sw_bin: str, state_dir: str) -> Iterator[Connection]:
                 "--remote-binary", sw_bin,
             ],
         )
-        yield conn
+        yield conn, proc
         conn.close()
     finally:
         proc.terminate()
         proc.wait(10)
         shutil.rmtree(d, ignore_errors=True)
+
+
+@pytest.fixture(scope="module")
+def ssh_worker(sw_bin: str, state_dir: str) -> Iterator[Connection]:
+    for conn, _ in _ssh_worker(sw_bin, state_dir):
+        yield conn
+
+
+@pytest.fixture()
+def client_only_dir(sw_bin: str, state_dir: str) -> Iterator[Tuple[Connection, Path, Path]]:
+    """A worker that cannot see a directory of the client: its sshd runs in a
+    mount namespace of its own, with an empty tmpfs over that directory.
+    Yields (connection, the directory, the same path as the worker sees it)."""
+    if not shutil.which("unshare"):
+        pytest.skip("unshare (util-linux) is not installed")
+    here = Path(tempfile.mkdtemp(prefix="sandweave-pytest-client-only-"))
+    script = 'mount -t tmpfs -o size=64m,mode=0700 sandweave-worker-side "$1" && shift && exec "$@"'
+    wrap = lambda argv: ["unshare", "--mount", "--propagation", "private", "sh", "-c", script, "sh", str(here), *argv]
+    try:
+        for conn, proc in _ssh_worker(sw_bin, state_dir, wrap):
+            yield conn, here, Path(f"/proc/{proc.pid}/root") / here.relative_to("/")
+    finally:
+        shutil.rmtree(here, ignore_errors=True)
 
 
 def test_ssh_sync(ssh_worker: Connection, tmp_path: Path) -> None:
@@ -115,3 +142,22 @@ def test_ssh_state_dir_is_the_workers(state_dir: str) -> None:
     with pytest.raises(SandweaveError) as err:
         Sandbox(template="base", connection=f"ssh://nobody@127.0.0.1:{port}", state_dir="/tmp/x")
     assert "state-dir" in err.value.message and err.value.code == 2
+
+
+def test_ssh_audit_log_lands_on_the_client(client_only_dir: Tuple[Connection, Path, Path]) -> None:
+    # The user's example over SSH: episode.jsonl must be on the machine that
+    # ran Python, checked against the worker's sha256, and never on the worker.
+    conn, here, worker_view = client_only_dir
+    assert worker_view.is_dir() and not any(worker_view.iterdir()), "the worker sees its own empty directory there"
+    target = here / "episode.jsonl"
+    with Sandbox(template="base", audit=True, connection=conn) as env:
+        env.run("echo hi")
+        report = env.audit_log(target)
+    assert report["complete"] is True
+    assert target.is_file(), f"{target} must be written on the client; the worker side has {list(worker_view.iterdir())}"
+    data = target.read_bytes()
+    assert len(data) == report["bytes"] and hashlib.sha256(data).hexdigest() == report["sha256"]
+    assert stat.S_IMODE(target.stat().st_mode) == 0o600
+    sidecar = json.loads((here / "episode.jsonl.status.json").read_text())
+    assert sidecar["sha256"] == report["sha256"] and sidecar["via"].startswith("ssh://")
+    assert list(worker_view.iterdir()) == [], "nothing was written on the worker"

@@ -4,7 +4,8 @@
 // Properties (docs/protocol.md, "Framing", "Messages", "Errors"):
 //   - nothing crashes; check_params throws nothing but sandweave::Error;
 //   - a Request has a string or integer id (or null: a notification) and
-//     object params; a line over 1 MiB is never a Request;
+//     object params; a line over 1 MiB, or nested deeper than 64 levels, is
+//     never a Request (so what the server copies and prints stays shallow);
 //   - a DecodeError is -32700 (id null), -32600 or -32602, with a null, string
 //     or integer id, and -32600 with id null for a line over 1 MiB;
 //   - encode_result / encode_error / encode_notification of what was decoded
@@ -24,6 +25,7 @@
 #include <nlohmann/json.hpp>
 
 #include "lib/core/error.hpp"
+#include "lib/core/json_input.hpp"
 #include "lib/rpc/jsonrpc.hpp"
 #if __has_include("lib/api/api.hpp")
 #include "lib/api/api.hpp"
@@ -68,6 +70,7 @@ extern "C" int LLVMFuzzerTestOneInput(const std::uint8_t* data, std::size_t size
     auto decoded = rpc::decode_request(line);
     if (auto* req = std::get_if<rpc::Request>(&decoded)) {
         require(size <= rpc::max_line_bytes);
+        require(sandweave::json_depth_within(line, sandweave::max_json_depth));
         require(valid_id(req->id));
         require(req->params.is_object());
         json out = parsed_line(rpc::encode_result(req->id, req->params));

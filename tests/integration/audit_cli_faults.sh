@@ -249,6 +249,16 @@ fi
 assert_true "interrupt: older export A still untouched" test "$(sha256sum "$A" "$A.status.json")" = "$before"
 "$SW" audit export "$X" "$B2" >/dev/null 2>&1
 assert_true "interrupt: the next export to B is consistent again" eval 'sidecar_matches_file "$B2" && seq_contiguous "$B2"'
+# The killed export could not remove its temp copy; the next export of the same path does.
+assert_true "interrupt: the next export to B removed the killed one's temp copy" \
+    test -z "$(find "$T/out" -name '.big.jsonl.tmp-*')"
+# Only ours: another name, or a file another user owns, stays.
+touch "$T/out/.big.jsonl.tmp-notours" "$T/out/.big.jsonl.tmp-0123abcd"
+chown 1001 "$T/out/.big.jsonl.tmp-0123abcd"
+"$SW" audit export "$X" "$B2" >/dev/null 2>&1
+assert_true "interrupt: files that only look like temp copies stay" \
+    test -e "$T/out/.big.jsonl.tmp-notours" -a -e "$T/out/.big.jsonl.tmp-0123abcd"
+rm -f "$T/out/.big.jsonl.tmp-notours" "$T/out/.big.jsonl.tmp-0123abcd"
 "$SW" rm "$X" >/dev/null 2>&1
 
 # ---------------------------------------------------------------- 5. disk full (state dir on a small tmpfs)

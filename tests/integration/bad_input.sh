@@ -101,6 +101,15 @@ bad "--timeout 0s" 2 "--timeout" sw run "$ID" --timeout 0s -- true
 bad "--timeout 0 (same as 0s, not an instant kill)" 2 "--timeout" sw run "$ID" --timeout 0 -- echo hi
 bad "--label without =" 2 "--label.*novalue" sw create --label novalue
 bad "--name with a slash" 2 "name" sw create --name ../escape
+# What goes into a record or a request must be UTF-8: refused at the flag, not an internal error.
+bad "--label with byte 0xFF" 2 "--label: not UTF-8 \(byte 0xFF" sw create --label $'k=\xff'
+bad "--label with a key that is not UTF-8" 2 "--label: not UTF-8" sw create --label $'\xc3=v'
+assert_exit "--label with byte 0xFF, --json: exit 2" 2 sw --json create --label $'k=\xff'
+assert_match "--label with byte 0xFF, --json: the message in the document" "--label: not UTF-8" "$(jq -r .error.message <<<"$LAST_OUT")"
+bad "--name with byte 0xFF" 2 "--name: not UTF-8" sw create --name $'a\xff'
+bad "--env with byte 0xFF" 2 "--env: not UTF-8" sw run "$ID" --env $'A=\xff' -- true
+bad "--cwd with byte 0xFF" 2 "--cwd: not UTF-8" sw run "$ID" --cwd $'/tmp/\xff' -- true
+bad "one-shot --label with byte 0xFF" 2 "--label: not UTF-8" sw run --template base --label $'k=\xff' -- true
 bad "--host with an unknown scheme" 2 "host 'ftp://worker'.*ssh://" sw ls --host ftp://worker
 bad "--host ssh:// without a host" 2 "no host" sw ls --host ssh://
 bad "--host ssh:// with a bad port" 2 "bad port" sw ls --host ssh://w:99999
@@ -126,6 +135,12 @@ bad "template cycle a -> b -> a (validate)" 2 "cycle.*a\.yaml -> .*b\.yaml -> .*
 printf 'extends: base\nruntime_options:\n  hidepd: 2\n' >"$T/unknown-key.yaml"
 bad "unknown key with a hint" 2 "unknown-key\.yaml.*hidepd.*did you mean 'hidepid'" sw create --template "$T/unknown-key.yaml"
 bad "unknown key (validate)" 2 "unknown-key\.yaml.*hidepd.*did you mean 'hidepid'" sw template validate "$T/unknown-key.yaml"
+printf 'extends: base\nenv:\n  GREETING: "caf\xe9"\n' >"$T/latin1.yaml"
+bad "template value not UTF-8 (byte 0xE9)" 2 "latin1\.yaml.* line 3: env\.GREETING: not UTF-8 \(byte 0xE9" sw create --template "$T/latin1.yaml"
+bad "template value not UTF-8 (validate)" 2 "latin1\.yaml.*env\.GREETING: not UTF-8" sw template validate "$T/latin1.yaml"
+printf 'extends: base\nlabels:\n  \xff: x\n' >"$T/key-ff.yaml"
+bad "template key not UTF-8 (byte 0xFF)" 2 "key-ff\.yaml.* line 3: a key in labels: not UTF-8 \(byte 0xFF" sw create --template "$T/key-ff.yaml"
+bad "inline template not UTF-8" 2 "labels\.k: not UTF-8" sw create --template $'{"extends": "base", "labels": {"k": "\xff"}}'
 printf 'extends: base\nenvv:\n  A: "1"\n' >"$T/unknown-top.yaml"
 bad "unknown top-level key" 2 "envv.*did you mean 'env'" sw template validate "$T/unknown-top.yaml"
 

@@ -21,6 +21,7 @@ import os
 import re
 import shutil
 import signal
+import socket
 import stat
 import subprocess
 import sys
@@ -1147,6 +1148,40 @@ class L_BadInput(ServeCase):
         time.sleep(0.2)
         self.assertEqual(p.responses, [], "the tail of an over-long line is not read as a request")
 
+    def test_deep_nesting(self):
+        # Small lines (300 KB, 480 KB) that once overflowed the server's stack.
+        self.bad(b"[" * 150000 + b"]" * 150000 + b"\n", -32600, "an array nested 150,000 deep")
+        i = self.next_id()
+        self.bad(f'{{"jsonrpc":"2.0","id":{i},"method":"version","params":'.encode()
+                 + b'{"a":' * 80000 + b"1" + b"}" * 80000 + b"}\n",
+                 -32600, "params nested 80,000 deep (id null: the line is not parsed)")
+
+        def nested(depth):
+            v = 1
+            for _ in range(depth):
+                v = {"a": v}
+            return v
+        # 64 levels in all (the request object, params, then 62) are read: the
+        # unknown parameter is what is wrong.
+        self.expectError("version", {"x": nested(62)}, -32602, "params nested 64 deep in all are parsed", client=self.bc)
+        i = self.next_id()
+        line = json.dumps({"jsonrpc": "2.0", "id": i, "method": "version", "params": {"x": nested(63)}})
+        self.bad((line + "\n").encode(), -32600, "65 levels are refused")
+        # Brackets inside strings, escaped quotes included, are not nesting.
+        e = self.expectError("sandbox.inspect", {"id": '\\"' + "[{" * 50000}, 4,
+                             "brackets inside a string do not count", client=self.bc)
+        self.assertIn("no such sandbox", e.message, "the id with brackets was looked up")
+
+    def test_template_file_not_utf8(self):
+        path = os.path.join(SCRATCH, "not-utf8.yaml")
+        with open(path, "wb") as f:
+            f.write(b"extends: base\nenv:\n  GREETING: \"caf\xe9\"\n")
+        e = self.expectError("sandbox.create", {"template": path}, 2, "a template file with byte 0xE9", client=self.bc)
+        self.assertIn(path, e.message, "the error names the file")
+        self.assertIn("env.GREETING", e.message, "the error names the key")
+        self.assertIn("not UTF-8", e.message, "the error says what is wrong")
+        self.usable("a template file that is not UTF-8")
+
     def test_crlf_line(self):
         i = self.next_id()
         req = self.bc.send_raw(f'{{"jsonrpc":"2.0","id":{i},"method":"version"}}\r\n', expect_id=i, method="version")
@@ -1335,6 +1370,71 @@ class N_Socket(ServeCase):
             self.assertEqual(peer["end"], "eof", f"then the server disconnects: {peer}")
             self.assertIsInstance(c2.call("version"), dict, "the server keeps serving after refusing a peer")
         finally:
+            for c in self._clients:
+                c.close(timeout=5)
+            srv.stop(timeout=5)
+
+    def test_out_of_file_descriptors(self):
+        # With 128 open files at most, idle connections must be refused, not
+        # abort the server (once, eventfd() failed in a detached thread).
+        sockdir = os.path.join(SCRATCH, "sock-fds")
+        path = os.path.join(sockdir, "sock")
+        srv = SocketServer(SW, path, STATE)
+        srv.cmd = ["prlimit", "--nofile=128:128", "--"] + srv.cmd
+        srv.start()
+        extra = []
+        try:
+            first = self.own(srv.connect())
+            refused = 0
+            deadline = time.monotonic() + 60
+            while len(extra) < 200:
+                self.assertIsNone(srv.proc.poll(), f"the server died after {len(extra)} more connections: {srv.stderr_tail()}")
+                self.assertLess(time.monotonic(), deadline, f"the server stopped accepting after {len(extra)} connections")
+                s = socket.socket(socket.AF_UNIX, socket.SOCK_STREAM)
+                s.setblocking(False)
+                try:
+                    s.connect(path)  # EAGAIN while the backlog is full
+                except BlockingIOError:
+                    s.close()
+                    time.sleep(0.02)
+                    continue
+                except OSError as e:
+                    s.close()
+                    self.fail(f"connection {len(extra) + 2} failed: {e}; server: {srv.stderr_tail()}")
+                extra.append(s)
+            time.sleep(1)
+            for s in extra:
+                try:
+                    data = s.recv(4096)
+                except BlockingIOError:
+                    continue
+                if data:
+                    msg = json.loads(data.split(b"\n")[0])
+                    self.assertEqual(msg.get("error", {}).get("code"), -32003, f"a refused connection: {msg}")
+                    self.assertIsNone(msg.get("id", "absent"), f"the refusal has id null: {msg}")
+                    refused += 1
+            self.assertIsNone(srv.proc.poll(), f"the server is still running after 200 more connections: {srv.stderr_tail()}")
+            self.assertGreater(refused, 0, "connections beyond the limit are refused with error -32003")
+            self.assertIsInstance(first.call("version", timeout=10), dict, "an existing connection still works")
+            out, _, _ = self.run_ok(["echo", "still"], "sandbox.run on an existing connection", client=first)
+            self.assertEqual(out, b"still\n", "a command (pipes: new descriptors) still runs")
+
+            def cpu():
+                with open(f"/proc/{srv.proc.pid}/stat") as f:
+                    fields = f.read().rsplit(")", 1)[1].split()
+                return (int(fields[11]) + int(fields[12])) / os.sysconf("SC_CLK_TCK")
+            before = cpu()
+            time.sleep(2)
+            spent = cpu() - before
+            self.assertLess(spent, 0.5, f"the server does not spin on EMFILE: {spent:.2f} s of CPU in 2 s")
+            for s in extra:
+                s.close()
+            extra = []
+            later = self.own(srv.connect())
+            self.assertIsInstance(later.call("version", timeout=10), dict, "once connections close, a new one is served")
+        finally:
+            for s in extra:
+                s.close()
             for c in self._clients:
                 c.close(timeout=5)
             srv.stop(timeout=5)

@@ -54,8 +54,14 @@ TEST_SUITE("rpc") {
         std::string huge =
             R"({"jsonrpc":"2.0","id":1,"method":")" + std::string(max_line_bytes, 'a') + "\"}";
         CHECK(refused(huge).code == code::invalid_request);
+        // Nesting is checked before parsing (docs/protocol.md, "Framing").
         std::string deep(100000, '[');
-        CHECK(refused(deep).code == code::parse_error);
+        CHECK(refused(deep).code == code::invalid_request);
+        // 64 levels are parsed (and refused for being an array), 65 are not.
+        CHECK(refused(std::string(64, '[') + std::string(64, ']')).message.find("batches") !=
+              std::string::npos);
+        CHECK(refused(std::string(65, '[') + std::string(65, ']')).message.find("nested deeper") !=
+              std::string::npos);
     }
 
     TEST_CASE("encoded lines are single-line JSON-RPC 2.0") {

@@ -19,10 +19,12 @@ using nlohmann::json;
 namespace {
 
 // Answers hello with `capabilities`, and every sandbox.run with exit 0,
-// keeping the params of each run it was sent.
+// keeping the params of each run it was sent; or, with `nested`, answers
+// every request after hello with a result nested that deep.
 class FakeWorker {
   public:
-    explicit FakeWorker(std::vector<std::string> capabilities) : caps_(std::move(capabilities)) {
+    explicit FakeWorker(std::vector<std::string> capabilities, std::size_t nested = 0)
+        : caps_(std::move(capabilities)), nested_(nested) {
         int sv[2];
         REQUIRE(::socketpair(AF_UNIX, SOCK_STREAM | SOCK_CLOEXEC, 0, sv) == 0);
         mine_ = sv[0];
@@ -64,6 +66,13 @@ class FakeWorker {
                 json req = json::parse(buf.substr(0, nl));
                 buf.erase(0, nl + 1);
                 if (!req.contains("id")) continue;
+                if (nested_ && req["method"] != "hello") {
+                    std::string line = R"({"jsonrpc":"2.0","id":)" + req["id"].dump() +
+                                       R"(,"result":)" + std::string(nested_, '[') +
+                                       std::string(nested_, ']') + "}\n";
+                    (void)!::write(mine_, line.data(), line.size());
+                    continue;
+                }
                 json result;
                 if (req["method"] == "hello") {
                     result = {{"protocol", 1},
@@ -81,6 +90,7 @@ class FakeWorker {
     }
 
     std::vector<std::string> caps_;
+    std::size_t nested_ = 0;
     int mine_ = -1, theirs_ = -1;
     std::thread thread_;
     std::mutex mu_;
@@ -132,5 +142,17 @@ TEST_SUITE("rpc") {
         REQUIRE(sent.size() == 2);
         CHECK(!sent[0].contains("entrypoint"));
         CHECK(sent[1]["entrypoint"] == json::array());
+    }
+
+    TEST_CASE("a worker's reply nested 200,000 deep is an error, not a stack overflow") {
+        FakeWorker w({"log"}, 200000);
+        auto c = w.client();
+        try {
+            c->run(run_of({"/bin/true"}, std::vector<std::string>{}), {});
+            FAIL("no error");
+        } catch (const Error& e) {
+            CHECK(e.code() == ErrorCode::connection);
+            CHECK(std::string(e.what()).find("not JSON") != std::string::npos);
+        }
     }
 }
