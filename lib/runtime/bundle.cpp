@@ -36,6 +36,13 @@ json capabilities_for(const UserSpec& user) {
                 {"ambient", json::array()}};
 }
 
+json init_capabilities() {
+    json caps = capabilities_for(UserSpec{0, 0});
+    for (const char* set : {"bounding", "effective", "permitted"})
+        caps[set].push_back("CAP_SYS_ADMIN");
+    return caps;
+}
+
 json build_oci_config(const BundleInput& in) {
     // The guest's procfs keeps at most proc_dentry_cache_limit unused dentries
     // (bundle.hpp): the runtime's default of 1000 kept the /proc/PID
@@ -85,7 +92,7 @@ json build_oci_config(const BundleInput& in) {
           {"args", {guest_init_path}},
           {"env", guest_env(root_spec, {})},
           {"cwd", "/"},
-          {"capabilities", capabilities_for(root_spec.user)},
+          {"capabilities", init_capabilities()},
           {"noNewPrivileges", false}}},
         {"root", {{"path", in.rootfs.string()}, {"readonly", false}}},
         {"hostname", in.hostname},

@@ -244,7 +244,9 @@ SnapshotRecord create_snapshot(Context& ctx, const SnapshotRequest& req) {
         if (kind == SnapshotKind::fs) {
             // Flush the guest's dirty file data through the gofer, then hold the
             // guest still while the layer is copied.
-            auto sync = runsc.raw({"exec", "--user", "0:0", id, "/bin/sync"});
+            // Named capabilities: without any, runsc exec gives the process
+            // the init's, CAP_SYS_ADMIN included; sync needs none of them.
+            auto sync = runsc.raw({"exec", "--user", "0:0", "--cap", "CAP_KILL", id, "/bin/sync"});
             if (!sync.ok()) log().warn("guest sync before snapshot failed: " + sync.describe());
             // Recorded first: if we die while it is paused, the next snapshot
             // command (sweep_abandoned) resumes it.
