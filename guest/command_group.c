@@ -67,6 +67,9 @@ int command_group_setup(void) {
             0) {
             root = open(MOUNT_POINT, O_RDONLY | O_DIRECTORY | O_CLOEXEC);
             umount2(MOUNT_POINT, MNT_DETACH);
+            /* Closed to other users even through /proc/1/fd, which gVisor
+             * follows without Linux's ptrace check. */
+            if (root >= 0) fchmod(root, 0700);
         }
         rmdir(MOUNT_POINT);
     }

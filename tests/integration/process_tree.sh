@@ -36,6 +36,10 @@ timeout_takes_all "daemon (setsid, its parent exited)" "1006|100" \
 timeout_takes_all "nohup-style daemon" "1007|100" \
     'setsid sh -c "trap \"\" HUP; sleep 1007 </dev/null >/dev/null 2>&1 & exit" ; sleep 100'
 timeout_takes_all "setsid as uid 1001" "1008|1009" 'setsid sleep 1008 & sleep 1009' 1001:1001
+# The agent's descriptors are in /proc/1/fd, one of them the hierarchy's root.
+timeout_takes_all "uid 1001 trying to leave its group through /proc/1/fd" "1017|1018" \
+    'for f in /proc/1/fd/* /proc/1/fd/*/*; do echo 0 >"$f/cgroup.procs"; done 2>/dev/null
+     setsid sleep 1017 & sleep 1018' 1001:1001
 
 if guest_has "sleep 2000"; then pass "a command started separately is not killed by another's timeout"
 else fail "a command started separately is not killed by another's timeout" "$(guest_ps "$ID")"; fi
