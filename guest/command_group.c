@@ -31,6 +31,7 @@ static struct command_group spare = {0, -1};
  * ended normally may keep its group for as long as it runs. */
 static struct {
     unsigned number;
+    int procs; /* closed by the sweep, off the command's path; -1 after */
     int doomed;
 } lingering[MAX_LINGERING];
 static int n_lingering;
@@ -162,14 +163,16 @@ int command_group_signal(const struct command_group* g, int sig) {
 
 void command_group_release(struct command_group* g, int doomed) {
     if (g->procs < 0) return;
-    close(g->procs);
-    g->procs = -1;
     if (n_lingering < MAX_LINGERING) {
         lingering[n_lingering].number = g->number;
+        lingering[n_lingering].procs = g->procs;
         lingering[n_lingering].doomed = doomed;
         n_lingering++;
         n_fresh++;
-    } /* else: an empty directory of the hierarchy stays behind */
+    } else {
+        close(g->procs); /* its empty directory stays behind */
+    }
+    g->procs = -1;
     g->number = 0;
 }
 
@@ -185,6 +188,10 @@ void command_group_sweep(void) {
     n_fresh = 0;
     orphan_reaped = 0;
     for (int i = from; i < n_lingering;) {
+        if (lingering[i].procs >= 0) {
+            close(lingering[i].procs);
+            lingering[i].procs = -1;
+        }
         char name[32];
         snprintf(name, sizeof name, "c%u", lingering[i].number);
         if (unlinkat(root, name, AT_REMOVEDIR) == 0 || errno != EBUSY) {
