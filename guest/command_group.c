@@ -194,7 +194,8 @@ void command_group_sweep(void) {
         }
         char name[32];
         snprintf(name, sizeof name, "c%u", lingering[i].number);
-        if (unlinkat(root, name, AT_REMOVEDIR) == 0 || errno != EBUSY) {
+        /* Linux says EBUSY for a group with processes; gVisor ENOTEMPTY. */
+        if (unlinkat(root, name, AT_REMOVEDIR) == 0 || (errno != EBUSY && errno != ENOTEMPTY)) {
             lingering[i] = lingering[--n_lingering];
             continue;
         }

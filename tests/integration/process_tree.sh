@@ -69,6 +69,20 @@ assert_exit "a command that leaves a daemon ends normally" 0 \
 if guest_has "sleep 1016"; then pass "... and its daemon keeps running (no timeout, no kill)"
 else fail "... and its daemon keeps running (no timeout, no kill)" "$(guest_ps "$ID")"; fi
 
+# Groups do not pile up: one whose daemon ended is removed, as is a killed one.
+for i in 1 2 3 4 5 6; do sw run "$ID" -- sh -c 'setsid sleep 1 </dev/null >/dev/null 2>&1 &'; done
+sw run "$ID" --timeout 1s -- sh -c 'setsid sleep 1019 & sleep 1020' >/dev/null 2>&1
+sleep 2
+# The hierarchy's empty groups, as guest root finds them through init's descriptor.
+empty_groups() {
+    sw run "$ID" -- sh -c 'for f in /proc/1/fd/*; do [ -e "$f/job.id" ] || continue
+        for g in "$f"/c[0-9]*; do [ -n "$(cat "$g/cgroup.procs")" ] || echo "$g"; done; done' 2>/dev/null
+}
+# One is left: the group made ahead for the next command.
+at_most_one_empty_group() { test "$(empty_groups | wc -l)" -le 1; }
+if wait_for 5 at_most_one_empty_group; then pass "the groups of ended commands are removed"
+else fail "the groups of ended commands are removed" "$(empty_groups)"; fi
+
 # --- the groups are the agent's alone --------------------------------------------------------------
 capture sw run "$ID" -- sh -c 'grep -c cgroup /proc/mounts'
 assert_eq "no cgroup mount is visible in the guest" 0 "$LAST_OUT"
