@@ -36,13 +36,6 @@ json capabilities_for(const UserSpec& user) {
                 {"ambient", json::array()}};
 }
 
-json init_capabilities() {
-    json caps = capabilities_for(UserSpec{0, 0});
-    for (const char* set : {"bounding", "effective", "permitted"})
-        caps[set].push_back("CAP_SYS_ADMIN");
-    return caps;
-}
-
 json build_oci_config(const BundleInput& in) {
     // The guest's procfs keeps at most proc_dentry_cache_limit unused dentries
     // (bundle.hpp): the runtime's default of 1000 kept the /proc/PID
@@ -106,6 +99,13 @@ json build_oci_config(const BundleInput& in) {
                                       {{"type", "mount"}}})},
           {"resources", resources}}},
     };
+}
+
+json init_capabilities() {
+    json caps = capabilities_for(UserSpec{0, 0});
+    for (const char* set : {"bounding", "effective", "permitted"})
+        caps[set].push_back("CAP_SYS_ADMIN");
+    return caps;
 }
 
 }  // namespace sandweave
