@@ -175,7 +175,7 @@ void register_run(CLI::App& app, GlobalOptions& g, Outcome& out,
     sub->add_option("-e,--env", f->env, "Environment KEY=VALUE (repeatable)")
         ->allow_extra_args(false);
     sub->add_option("--timeout", f->timeout,
-                    "Kill the command after this long (exit 124), e.g. 30s");
+                    "Kill the command and all it started after this long (exit 124), e.g. 30s");
     sub->add_option("-c", f->shell, "Run this string with /bin/sh -c");
     sub->add_option("--entrypoint", f->entrypoint,
                     "Run this program instead of the sandbox's entrypoint, dropping its cmd ('' "

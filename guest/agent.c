@@ -2,8 +2,9 @@
  * The guest agent: PID 1 serving the host's requests over the socket the
  * supervisor donated as fd 0 (docs/agent.md). It starts each command as its
  * own fork and execve (so the audit log sees it), streams its output back
- * under a per-command window, forwards signals, enforces timeouts on the
- * command's whole session, and reaps every orphan as init must.
+ * under a per-command window, forwards signals, enforces timeouts on
+ * everything the command started (its cgroup, command_group.h), and reaps
+ * every orphan as init must.
  *
  * Single-threaded: one poll() loop over the channel, a signalfd and each
  * command's descriptors. Everything the host sends is checked; a malformed
@@ -32,6 +33,7 @@
 #include <time.h>
 #include <unistd.h>
 
+#include "command_group.h"
 #include "wire/agent_proto.h"
 #include "wire/byte_order.h"
 #include "wire/copy.h"
@@ -60,7 +62,9 @@ struct session {
     uint32_t credit;      /* output bytes we may still send */
     char* pending;        /* stdin not yet written */
     size_t pending_len;
-    uint32_t stdin_written; /* not yet acknowledged */
+    uint32_t stdin_written;     /* not yet acknowledged */
+    struct command_group group; /* every process the command started */
+    int killed;                 /* SIGKILL sent to its tree: nothing of it may stay */
 };
 
 static struct session sessions[SW_AGENT_MAX_SESSIONS];
@@ -166,6 +170,7 @@ static void close_fd(int* fd) {
 }
 
 static void release(struct session* s) {
+    command_group_release(&s->group, s->killed || s->timed_out);
     close_fd(&s->in_fd);
     close_fd(&s->out_fd);
     close_fd(&s->err_fd);
@@ -173,13 +178,21 @@ static void release(struct session* s) {
     free(s->pending);
     memset(s, 0, sizeof *s);
     s->in_fd = s->out_fd = s->err_fd = s->err_pipe = -1;
+    s->group.procs = -1;
 }
 
-/* Sends `sig` to every process of the session `sid` (the command's setsid
- * made its pid the session id): the process group first, then a /proc scan
- * for what left the group. Only PID 1 runs this, so hidepid hides nothing. */
-static void kill_tree(pid_t sid, int sig) {
-    kill(sid, sig); /* first: it may not have reached its setsid() yet */
+/* Sends `sig` to every process the command started: its cgroup's, which
+ * nothing of it can leave. Without one (an init that could not make the
+ * hierarchy), the session `sid` (the command's setsid made its pid the session
+ * id): the process group, then a /proc scan for what left the group. Only
+ * PID 1 runs this, so hidepid hides nothing. */
+static void kill_tree(struct session* s, int sig) {
+    pid_t sid = s->pid;
+    if (sig == SIGKILL) s->killed = 1;
+    /* First: a forked copier may not have joined its group yet. Once reaped,
+     * its pid may be another process's. */
+    if (!s->reaped) kill(sid, sig);
+    if (command_group_signal(&s->group, sig) >= 0) return;
     kill(-sid, sig);
     for (int pass = 0; pass < 2; pass++) {
         DIR* d = opendir("/proc");
@@ -326,6 +339,7 @@ static size_t terminal_signals(struct session* s, unsigned char* data, size_t le
 /* ---- starting a command -------------------------------------------------------- */
 
 struct exec_req {
+    struct command_group group;
     uint32_t uid, gid, flags, timeout_ms;
     uint16_t rows, cols;
     char* cwd;
@@ -453,6 +467,7 @@ exec_child(const struct exec_req* r, int master, const char* slave, int in, int 
     for (int i = 0; i < n_changed_signals; i++) sigaction(changed_signals[i], &dfl, NULL);
     sigprocmask(SIG_SETMASK, &none, NULL);
     setsid();
+    command_group_join(&r->group);
     int i0, i1, i2;
     if (master >= 0) {
         int fd = open(slave, O_RDWR | O_CLOEXEC);
@@ -537,14 +552,19 @@ static void start_command(uint32_t id, const unsigned char* p, const unsigned ch
     if (copying && (r.flags & SW_EXEC_PTY)) goto bad_fds;
     vfork_failure.stage = 0;
     vfork_failure.err = 0;
+    command_group_take(&r.group);
     pid_t pid = copying ? fork() : vfork();
-    if (pid < 0) goto sys;
+    if (pid < 0) {
+        command_group_release(&r.group, 0);
+        goto sys;
+    }
     if (pid == 0) exec_child(&r, master, slave, in[0], out[1], err[1], rep[1]);
 
     if (rep[1] >= 0) close(rep[1]);
     memset(s, 0, sizeof *s);
     s->id = id;
     s->pid = pid;
+    s->group = r.group;
     s->err_pipe = rep[0];
     if (!copying) {
         s->fail_stage = vfork_failure.stage;
@@ -600,7 +620,7 @@ static void end_all_sessions(void) {
     for (int i = 0; i < SW_AGENT_MAX_SESSIONS; i++) {
         struct session* s = &sessions[i];
         if (!s->id) continue;
-        if (s->pid && !s->reaped) kill_tree(s->pid, SIGKILL);
+        if (s->pid && !s->reaped) kill_tree(s, SIGKILL);
         /* Reaped later by the loop as an orphan; the session is forgotten. */
         release(s);
     }
@@ -663,7 +683,7 @@ static void handle(uint8_t type, uint32_t id, const unsigned char* p, uint32_t l
             uint32_t sig = sw_get32(p), scope = sw_get32(p + 4);
             if (sig == 0 || sig >= 65 || !s->pid || s->reaped) return;
             if (scope == SW_TO_TREE)
-                kill_tree(s->pid, (int)sig);
+                kill_tree(s, (int)sig);
             else if (scope == SW_TO_GROUP && kill(-s->pid, (int)sig) == 0) {
             } else if (scope == SW_TO_GROUP)
                 kill(s->pid, (int)sig); /* before its setsid() */
@@ -733,16 +753,19 @@ static void reap(void) {
         pid_t pid = waitpid(-1, &status, WNOHANG);
         if (pid < 0 && errno == EINTR) continue;
         if (pid <= 0) return;
+        int own = 0;
         for (int i = 0; i < SW_AGENT_MAX_SESSIONS; i++) {
             struct session* s = &sessions[i];
             if (s->id && s->pid == pid && !s->reaped) {
+                own = 1;
                 s->reaped = 1;
                 s->status = status;
-                /* What the command left behind in its session goes with it
-                 * when it was killed for its timeout. */
-                if (s->timed_out) kill_tree(pid, SIGKILL);
+                /* What the command left behind goes with it when it was
+                 * killed for its timeout. */
+                if (s->timed_out) kill_tree(s, SIGKILL);
             }
         }
+        if (!own) command_group_orphan_reaped();
     }
 }
 
@@ -772,6 +795,7 @@ int agent_serve(const sigset_t* signals) {
     for (int i = 0; i < SW_AGENT_MAX_SESSIONS; i++) {
         struct session* s = &sessions[i];
         s->in_fd = s->out_fd = s->err_fd = s->err_pipe = -1; /* not 0: that is the channel */
+        s->group.procs = -1;
     }
     /* A command that stops reading its stdin, or a host that goes away,
      * must be an EPIPE here, never the end of PID 1. */
@@ -800,7 +824,7 @@ int agent_serve(const sigset_t* signals) {
             if (s->deadline_ms <= now) {
                 if (!s->timed_out) {
                     s->timed_out = 1;
-                    kill_tree(s->pid, SIGKILL);
+                    kill_tree(s, SIGKILL);
                 }
                 continue;
             }
@@ -878,5 +902,8 @@ int agent_serve(const sigset_t* signals) {
             }
         }
         if (out_len && connected) flush_out();
+        /* Off a command's path: after its EXIT went out, before the next. */
+        command_group_sweep();
+        command_group_prepare();
     }
 }

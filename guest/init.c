@@ -4,7 +4,8 @@
  * It keeps the sandbox alive and reaps every orphan re-parented to it, so
  * commands that leave background children behind never accumulate zombies.
  * When its fd 0 is a socket (the channel the supervisor donated at create),
- * it is also the guest agent that starts the host's commands (agent.c).
+ * it is also the guest agent that starts the host's commands (agent.c), each
+ * in a cgroup of its own (command_group.c).
  * It takes signals synchronously (signalfd or sigwaitinfo), so no handler runs
  * asynchronously; SIGTERM/SIGINT end it, which stops the sandbox.
  * Static, no output unless something is wrong.
@@ -21,6 +22,7 @@
 #include <unistd.h>
 
 #include "agent.h"
+#include "command_group.h"
 
 /*
  * `init --probe-hidepid`: sandweave's check that a runtime really enforces
@@ -86,6 +88,8 @@ int main(int argc, char** argv) {
         perror("sandweave-init: sigprocmask");
         return 1;
     }
+    /* Before anything else: it also gives up the capability it needs. */
+    if (getpid() == 1) command_group_setup();
     struct stat channel;
     if (fstat(0, &channel) == 0 && S_ISSOCK(channel.st_mode)) {
         int rc = agent_serve(&set);

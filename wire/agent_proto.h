@@ -92,7 +92,7 @@ enum sw_exit_kind {
 enum sw_signal_scope {
     SW_TO_PROCESS = 0, /* the command's own process */
     SW_TO_GROUP = 1,   /* its process group (what a terminal's Ctrl-C reaches) */
-    SW_TO_TREE = 2     /* every process of its session: the whole tree */
+    SW_TO_TREE = 2     /* every process it started, however detached */
 };
 
 #endif

@@ -108,7 +108,7 @@ json build_oci_config(const BundleInput& in) {
           {"args", {guest_init_path}},
           {"env", guest_env(root_spec, {})},
           {"cwd", "/"},
-          {"capabilities", capabilities_for(root_spec.user)},
+          {"capabilities", init_capabilities()},
           {"noNewPrivileges", false}}},
         {"root", {{"path", in.rootfs.string()}, {"readonly", false}}},
         {"hostname", in.hostname},
@@ -122,6 +122,13 @@ json build_oci_config(const BundleInput& in) {
                                       {{"type", "mount"}}})},
           {"resources", resources}}},
     };
+}
+
+json init_capabilities() {
+    json caps = capabilities_for(UserSpec{0, 0});
+    for (const char* set : {"bounding", "effective", "permitted"})
+        caps[set].push_back("CAP_SYS_ADMIN");
+    return caps;
 }
 
 }  // namespace sandweave

@@ -51,8 +51,12 @@ std::filesystem::path guest_tmp_dir(const std::filesystem::path& rootfs);
 
 // The OCI capability sets of a process run as `user`: Docker's default set for
 // root, none for anyone else. The guest init gets root's, which its agent's
-// commands keep (root) or drop with their uid (anyone else).
+// commands keep (root) or drop with their uid (anyone else), plus
+// CAP_SYS_ADMIN, which it uses once at start for the hierarchy that holds each
+// command's processes and then drops for itself and every command
+// (guest/command_group.h).
 nlohmann::json capabilities_for(const UserSpec& user);
+nlohmann::json init_capabilities();
 
 // The environment a guest command gets: PATH, HOME, the template's env, then the
 // caller's extra K=V entries (later wins).

@@ -230,8 +230,10 @@ std::optional<FileLock> claim_snapshot_name(Context& ctx, const fs::path& root,
 void copy_layer_paused(Context& ctx, Runsc& runsc, const std::string& id, const fs::path& sdir,
                        const fs::path& tmp) {
     // Flush the guest's dirty file data through the gofer, then hold the
-    // guest still while the layer is copied.
-    auto sync = runsc.raw({"exec", "--user", "0:0", id, "/bin/sync"});
+    // guest still while the layer is copied. Named capabilities: without
+    // any, runsc exec gives the process the init's, CAP_SYS_ADMIN included;
+    // sync needs none of them.
+    auto sync = runsc.raw({"exec", "--user", "0:0", "--cap", "CAP_KILL", id, "/bin/sync"});
     if (!sync.ok()) log().warn("guest sync before snapshot failed: " + sync.describe());
     // Recorded first: if we die while it is paused, the next snapshot
     // command (sweep_abandoned) resumes it.

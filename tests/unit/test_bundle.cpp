@@ -103,6 +103,21 @@ TEST_SUITE("bundle") {
         CHECK(mount_at(c, "/sys") != nullptr);
     }
 
+    // The init needs CAP_SYS_ADMIN once, for the hierarchy of the command
+    // groups (guest/command_group.h), and drops it; no command is given it.
+    TEST_CASE("only the init gets CAP_SYS_ADMIN, on top of root's set") {
+        json c = build_oci_config(input(0));
+        json root = capabilities_for(UserSpec{0, 0});
+        for (const char* set : {"bounding", "effective", "permitted"}) {
+            CAPTURE(set);
+            auto init = c["process"]["capabilities"][set].get<std::vector<std::string>>();
+            auto cmd = root[set].get<std::vector<std::string>>();
+            CHECK(std::count(init.begin(), init.end(), "CAP_SYS_ADMIN") == 1);
+            CHECK(std::count(cmd.begin(), cmd.end(), "CAP_SYS_ADMIN") == 0);
+            CHECK(init.size() == cmd.size() + 1);
+        }
+    }
+
     // The host cgroup holds the runtime too: it gets the guest's limits plus
     // room for it; the guest's own limits are annotations (test_limits.cpp).
     TEST_CASE("resources become host cgroup limits only when set") {
