@@ -19,6 +19,9 @@
 #   --port-base N         slurmctld listens on N, node wI's slurmd on N+I [17000]
 #   --slots N             sandbox slots (the count-only GRES sbx) per node [4]
 #   --slurmd-timeout S    seconds without a slurmd before its node is DOWN [10]
+#   --message-timeout S   Slurm's MessageTimeout [3]: each ping of a dead
+#                         slurmd takes this long to fail, which adds to the
+#                         time before its node is DOWN (docs/weave.md)
 #   --timeout S           how long start waits for the nodes [60]
 # Needs root: it installs packages, and slurmd starts job steps as the
 # submitting user, which only root can do (slurmctld and munged also run as
@@ -30,13 +33,14 @@ dir=/var/lib/sandweave-cluster
 port_base=17000
 slots=4
 slurmd_timeout=10
+message_timeout=3
 wait_timeout=60
 nodes=(w1 w2 w3)
 action=""
 
 die() { printf '%s: %s\n' "$prog" "$*" >&2; exit 1; }
 say() { printf '%s: %s\n' "$prog" "$*" >&2; }
-usage() { sed -n '2,25p' "$0" | sed 's/^# \{0,1\}//'; }
+usage() { sed -n '2,28p' "$0" | sed 's/^# \{0,1\}//'; }
 
 is_uint() { [[ "$1" =~ ^[0-9]+$ ]]; }
 while [ $# -gt 0 ]; do
@@ -45,6 +49,7 @@ while [ $# -gt 0 ]; do
         --port-base) [ $# -ge 2 ] && is_uint "$2" || die "--port-base needs a number"; port_base="$2"; shift ;;
         --slots) [ $# -ge 2 ] && is_uint "$2" || die "--slots needs a number"; slots="$2"; shift ;;
         --slurmd-timeout) [ $# -ge 2 ] && is_uint "$2" || die "--slurmd-timeout needs a number"; slurmd_timeout="$2"; shift ;;
+        --message-timeout) [ $# -ge 2 ] && is_uint "$2" || die "--message-timeout needs a number"; message_timeout="$2"; shift ;;
         --timeout) [ $# -ge 2 ] && is_uint "$2" || die "--timeout needs a number"; wait_timeout="$2"; shift ;;
         -h|--help) usage; exit 0 ;;
         start|stop|status|env) [ -z "$action" ] || die "one action at a time"; action="$1" ;;
@@ -56,6 +61,7 @@ done
 ((port_base >= 1024 && port_base + ${#nodes[@]} <= 65535)) || die "--port-base must be between 1024 and $((65535 - ${#nodes[@]}))"
 ((slots >= 1 && slots <= 1024)) || die "--slots must be between 1 and 1024"
 ((slurmd_timeout >= 5)) || die "--slurmd-timeout must be at least 5 seconds"
+((message_timeout >= 2 && message_timeout <= 100)) || die "--message-timeout must be between 2 and 100 seconds"
 [[ "$dir" == /* ]] || dir="$PWD/$dir"
 dir="${dir%/}"
 # Slurm's configuration parser splits on whitespace and '#'.
@@ -63,7 +69,11 @@ dir="${dir%/}"
 
 conf="$dir/etc/slurm.conf"
 munge_socket="$dir/munge/munge.socket"
-export SLURM_CONF="$conf"
+
+# Slurm's commands and daemons, pointed at this cluster. SLURM_CONF is given to
+# them only, not exported to every helper this script runs: the daemons pass
+# it on to job steps and their tasks, which is how stop finds them.
+with_conf() { SLURM_CONF="$conf" "$@"; }
 
 # --- processes ---------------------------------------------------------------------
 
@@ -81,15 +91,25 @@ slurmctld_pid() { pid_of "$dir/run/slurmctld.pid" slurmctld; }
 slurmd_pid() { pid_of "$dir/run/slurmd-$1.pid" slurmd; }
 
 # Every process started by this cluster's daemons: they all carry our
-# SLURM_CONF (the daemons get it from this script, job steps and tasks from
-# slurmd and from the srun that launched them).
+# SLURM_CONF (see with_conf) in the environment they were started with.
 cluster_pids() {
     local p
     for p in /proc/[0-9]*; do
-        [ "${p#/proc/}" != "$$" ] || continue
-        { tr '\0' '\n' <"$p/environ"; } 2>/dev/null | grep -qxF "SLURM_CONF=$conf" && echo "${p#/proc/}"
+        { tr '\0' '\n' <"$p/environ"; } 2>/dev/null | grep -qxF "SLURM_CONF=$conf" || continue
+        is_ours "${p#/proc/}" || echo "${p#/proc/}"
     done
     munged_pid || true
+}
+
+# Whether PID is this script or one of its own children (they inherit the
+# caller's SLURM_CONF, if it was exported).
+is_ours() {  # PID
+    local pid="$1"
+    while [ -n "$pid" ] && [ "$pid" -gt 1 ]; do
+        [ "$pid" = "$$" ] && return 0
+        pid="$(awk '/^PPid:/ { print $2 }' "/proc/$pid/status" 2>/dev/null)"
+    done
+    return 1
 }
 
 # Sends TERM to each PID, waits up to SECONDS, then KILLs what is left.
@@ -164,6 +184,9 @@ SwitchType=switch/none
 # salloc --no-shell leaves no process behind to watch: never end an allocation for inactivity.
 InactiveLimit=0
 SlurmdTimeout=$slurmd_timeout
+# Slurm retries a refused connection once a second for MessageTimeout, so a
+# dead slurmd is noticed about MessageTimeout after a ping: keep it short on loopback.
+MessageTimeout=$message_timeout
 ReturnToService=2
 KillWait=5
 MinJobAge=60
@@ -203,10 +226,20 @@ any_running() {
     return 1
 }
 
+# munged refuses a socket below a directory that not everyone may enter.
+check_searchable() {
+    local d="$dir"
+    while d="$(dirname "$d")"; [ "$d" != / ]; do
+        [ "$(( $(stat -c %#a "$d") & 01 ))" = 1 ] ||
+            die "munged needs every directory above its socket searchable by all: chmod o+x $d, or pick another --dir"
+    done
+}
+
 prepare_dir() {
     local n
     umask 022
     mkdir -p "$dir"
+    check_searchable
     chmod 0755 "$dir"
     mkdir -p "$dir/etc" "$dir/run" "$dir/log" "$dir/state/ctld"
     # munged insists on a socket directory only its user can write, and a key only it can read.
@@ -247,16 +280,16 @@ start_munged() {
 
 start_slurmctld() {
     slurmctld_pid >/dev/null && return 0
-    slurmctld -f "$conf" || die "slurmctld did not start (see $dir/log/slurmctld.log)"
+    with_conf slurmctld -f "$conf" || die "slurmctld did not start (see $dir/log/slurmctld.log)"
 }
 
 start_slurmd() {  # NODE
     slurmd_pid "$1" >/dev/null && return 0
-    slurmd -f "$conf" -N "$1" || die "slurmd for $1 did not start (see $dir/log/slurmd-$1.log)"
+    with_conf slurmd -f "$conf" -N "$1" || die "slurmd for $1 did not start (see $dir/log/slurmd-$1.log)"
 }
 
 # Prints each node's name and state (sinfo's compact state: idle, mix, down*...).
-node_states() { sinfo -h -N -o '%N %t' 2>/dev/null | sort -u; }
+node_states() { with_conf sinfo -h -N -o '%N %t' 2>/dev/null | sort -u; }
 
 wait_ready() {
     local deadline=$((SECONDS + wait_timeout)) states idle
@@ -300,8 +333,8 @@ do_stop() {
     local pids n
     require_root
     if slurmctld_pid >/dev/null; then
-        scancel --quiet --user=root --full 2>/dev/null || true
-        scancel --quiet --full $(squeue -h -o %i 2>/dev/null) 2>/dev/null || true
+        with_conf scancel --quiet --user=root --full 2>/dev/null || true
+        with_conf scancel --quiet --full $(with_conf squeue -h -o %i 2>/dev/null) 2>/dev/null || true
     fi
     pids=()
     for n in "${nodes[@]}"; do slurmd_pid "$n" >/dev/null && pids+=("$(slurmd_pid "$n")"); done
@@ -327,9 +360,9 @@ do_status() {
     for n in "${nodes[@]}"; do show "slurmd-$n" "$(slurmd_pid "$n" || true)"; done
     if pid="$(slurmctld_pid)"; then
         echo
-        sinfo -N -o '%N %t %G' 2>/dev/null || true
+        with_conf sinfo -N -o '%N %t %G' 2>/dev/null || true
         echo
-        squeue -o '%i %j %T %N %b' 2>/dev/null || true
+        with_conf squeue -o '%i %j %T %N %b' 2>/dev/null || true
     fi
     return "$rc"
 }
