@@ -1,0 +1,380 @@
+#!/usr/bin/env bash
+# A one-machine Slurm cluster for trying Weave and for its tests: munged,
+# slurmctld and three slurmd (nodes w1, w2, w3) on this host, loopback only,
+# everything under one directory of its own (the system's /etc/slurm and
+# /etc/munge are neither read nor changed).
+#
+# Usage: scripts/weave-cluster.sh [OPTIONS] start|stop|status|env
+#   start   install what is missing (Debian: slurmctld slurmd slurm-client
+#           munge), write the configuration, start the daemons that are not
+#           running and wait until sinfo shows every node idle (twice is fine)
+#   stop    cancel every job, stop the daemons and wait until none of the
+#           cluster's processes (daemons, job steps, tasks) is left
+#   status  what runs, the nodes' states and the jobs
+#   env     print `export SLURM_CONF=...` and the workers' settings, for
+#           eval "$(scripts/weave-cluster.sh env)"
+# Options:
+#   --dir DIR             where keys, configuration, logs and state live
+#                         [/var/lib/sandweave-cluster]
+#   --port-base N         slurmctld listens on N, node wI's slurmd on N+I [17000]
+#   --slots N             sandbox slots (the count-only GRES sbx) per node [4]
+#   --slurmd-timeout S    seconds without a slurmd before its node is DOWN [10]
+#   --message-timeout S   Slurm's MessageTimeout [3]: each ping of a dead
+#                         slurmd takes this long to fail, which adds to the
+#                         time before its node is DOWN (docs/weave.md)
+#   --timeout S           how long start waits for the nodes [60]
+# Needs root: it installs packages, and slurmd starts job steps as the
+# submitting user, which only root can do (slurmctld and munged also run as
+# root here, to keep the one-machine setup free of extra accounts).
+set -euo pipefail
+
+prog="weave-cluster.sh"
+dir=/var/lib/sandweave-cluster
+port_base=17000
+slots=4
+slurmd_timeout=10
+message_timeout=3
+wait_timeout=60
+nodes=(w1 w2 w3)
+action=""
+
+die() { printf '%s: %s\n' "$prog" "$*" >&2; exit 1; }
+say() { printf '%s: %s\n' "$prog" "$*" >&2; }
+usage() { sed -n '2,28p' "$0" | sed 's/^# \{0,1\}//'; }
+
+is_uint() { [[ "$1" =~ ^[0-9]+$ ]]; }
+while [ $# -gt 0 ]; do
+    case "$1" in
+        --dir) [ $# -ge 2 ] || die "--dir needs a value"; dir="$2"; shift ;;
+        --port-base) [ $# -ge 2 ] && is_uint "$2" || die "--port-base needs a number"; port_base="$2"; shift ;;
+        --slots) [ $# -ge 2 ] && is_uint "$2" || die "--slots needs a number"; slots="$2"; shift ;;
+        --slurmd-timeout) [ $# -ge 2 ] && is_uint "$2" || die "--slurmd-timeout needs a number"; slurmd_timeout="$2"; shift ;;
+        --message-timeout) [ $# -ge 2 ] && is_uint "$2" || die "--message-timeout needs a number"; message_timeout="$2"; shift ;;
+        --timeout) [ $# -ge 2 ] && is_uint "$2" || die "--timeout needs a number"; wait_timeout="$2"; shift ;;
+        -h|--help) usage; exit 0 ;;
+        start|stop|status|env) [ -z "$action" ] || die "one action at a time"; action="$1" ;;
+        *) usage >&2; die "unknown argument: $1" ;;
+    esac
+    shift
+done
+[ -n "$action" ] || { usage >&2; exit 2; }
+((port_base >= 1024 && port_base + ${#nodes[@]} <= 65535)) || die "--port-base must be between 1024 and $((65535 - ${#nodes[@]}))"
+((slots >= 1 && slots <= 1024)) || die "--slots must be between 1 and 1024"
+((slurmd_timeout >= 5)) || die "--slurmd-timeout must be at least 5 seconds"
+((message_timeout >= 2 && message_timeout <= 100)) || die "--message-timeout must be between 2 and 100 seconds"
+[[ "$dir" == /* ]] || dir="$PWD/$dir"
+dir="${dir%/}"
+# Slurm's configuration parser splits on whitespace and '#'.
+[[ "$dir" =~ ^[A-Za-z0-9_./+-]+$ ]] || die "--dir may contain only letters, digits and _ . / + -: $dir"
+
+conf="$dir/etc/slurm.conf"
+munge_socket="$dir/munge/munge.socket"
+
+# Slurm's commands and daemons, pointed at this cluster. SLURM_CONF is given to
+# them only, not exported to every helper this script runs: the daemons pass
+# it on to job steps and their tasks, which is how stop finds them.
+with_conf() { SLURM_CONF="$conf" "$@"; }
+
+# --- processes ---------------------------------------------------------------------
+
+# The pid in FILE when that process is alive and is the program NAME.
+pid_of() {  # FILE NAME
+    local pid
+    [ -r "$1" ] || return 1
+    pid="$(tr -dc 0-9 <"$1")"
+    [ -n "$pid" ] && [ -r "/proc/$pid/comm" ] || return 1
+    [ "$(cat "/proc/$pid/comm" 2>/dev/null)" = "$2" ] || return 1
+    echo "$pid"
+}
+munged_pid() { pid_of "$dir/munge/munged.pid" munged; }
+slurmctld_pid() { pid_of "$dir/run/slurmctld.pid" slurmctld; }
+slurmd_pid() { pid_of "$dir/run/slurmd-$1.pid" slurmd; }
+
+# Every process started by this cluster's daemons: they all carry our
+# SLURM_CONF (see with_conf) in the environment they were started with.
+cluster_pids() {
+    local p
+    for p in /proc/[0-9]*; do
+        { tr '\0' '\n' <"$p/environ"; } 2>/dev/null | grep -qxF "SLURM_CONF=$conf" || continue
+        is_ours "${p#/proc/}" || echo "${p#/proc/}"
+    done
+    munged_pid || true
+}
+
+# Whether PID is this script or one of its own children (they inherit the
+# caller's SLURM_CONF, if it was exported).
+is_ours() {  # PID
+    local pid="$1"
+    while [ -n "$pid" ] && [ "$pid" -gt 1 ]; do
+        [ "$pid" = "$$" ] && return 0
+        pid="$(awk '/^PPid:/ { print $2 }' "/proc/$pid/status" 2>/dev/null)"
+    done
+    return 1
+}
+
+# Sends TERM to each PID, waits up to SECONDS, then KILLs what is left.
+end_pids() {  # SECONDS PID...
+    local seconds="$1" deadline pid left
+    shift
+    [ $# -gt 0 ] || return 0
+    kill -TERM "$@" 2>/dev/null || true
+    deadline=$((SECONDS + seconds))
+    while :; do
+        left=()
+        for pid in "$@"; do kill -0 "$pid" 2>/dev/null && left+=("$pid"); done
+        [ ${#left[@]} -gt 0 ] || return 0
+        ((SECONDS < deadline)) || break
+        sleep 0.1
+    done
+    kill -KILL "${left[@]}" 2>/dev/null || true
+}
+
+# --- start -------------------------------------------------------------------------
+
+require_root() {
+    [ "$(id -u)" = 0 ] || die "$action needs root (installing packages; slurmd starts job steps as the submitting user)"
+}
+
+install_packages() {
+    local packages=(slurmctld slurmd slurm-client munge) missing=() p
+    for p in "${packages[@]}"; do
+        dpkg-query -W -f='${Status}' "$p" 2>/dev/null | grep -q "install ok installed" || missing+=("$p")
+    done
+    [ ${#missing[@]} -gt 0 ] || return 0
+    command -v apt-get >/dev/null || die "missing ${missing[*]} and no apt-get to install them"
+    say "installing: ${missing[*]}"
+    export DEBIAN_FRONTEND=noninteractive
+    apt-get update -q >&2 || die "apt-get update failed"
+    apt-get install -y -q --no-install-recommends "${missing[@]}" >&2 || die "could not install ${missing[*]}"
+}
+
+write_conf() {  # FILE: slurm.conf for this cluster
+    local i
+    cat <<EOF
+# Written by scripts/weave-cluster.sh: a one-machine cluster, loopback only.
+ClusterName=sandweave
+SlurmctldHost=localhost(127.0.0.1)
+SlurmctldPort=$port_base
+SlurmUser=root
+SlurmdUser=root
+AuthType=auth/munge
+CredType=cred/munge
+AuthInfo=socket=$munge_socket
+# Bind to the configured addresses (127.0.0.1), never to every interface.
+CommunicationParameters=NoCtldInAddrAny,NoInAddrAny
+StateSaveLocation=$dir/state/ctld
+SlurmctldPidFile=$dir/run/slurmctld.pid
+SlurmctldLogFile=$dir/log/slurmctld.log
+SlurmdSpoolDir=$dir/state/slurmd-%n
+SlurmdPidFile=$dir/run/slurmd-%n.pid
+SlurmdLogFile=$dir/log/slurmd-%n.log
+# Three slurmd on one host: each takes the node description below, not the hardware.
+SlurmdParameters=config_overrides
+SelectType=select/cons_tres
+SelectTypeParameters=CR_CPU_Memory
+DefMemPerCPU=256
+GresTypes=sbx
+ProctrackType=proctrack/linuxproc
+TaskPlugin=task/none
+JobAcctGatherType=jobacct_gather/none
+AccountingStorageType=accounting_storage/none
+JobCompType=jobcomp/none
+MpiDefault=none
+SwitchType=switch/none
+# salloc --no-shell leaves no process behind to watch: never end an allocation for inactivity.
+InactiveLimit=0
+SlurmdTimeout=$slurmd_timeout
+# Slurm retries a refused connection once a second for MessageTimeout, so a
+# dead slurmd is noticed about MessageTimeout after a ping: keep it short on loopback.
+MessageTimeout=$message_timeout
+ReturnToService=2
+KillWait=5
+MinJobAge=60
+SlurmctldDebug=info
+SlurmdDebug=info
+MailProg=/bin/true
+EOF
+    for i in "${!nodes[@]}"; do
+        printf 'NodeName=%s NodeHostname=localhost NodeAddr=127.0.0.1 Port=%d CPUs=8 RealMemory=8192 Gres=sbx:%d State=UNKNOWN\n' \
+            "${nodes[$i]}" $((port_base + i + 1)) "$slots"
+    done
+    printf 'PartitionName=sandboxes Nodes=%s Default=YES MaxTime=INFINITE State=UP\n' "$(IFS=,; echo "${nodes[*]}")"
+}
+
+write_gres_conf() {
+    # Count-only: Slurm counts the slots, no device files are bound.
+    printf 'Name=sbx Count=%d Flags=CountOnly\n' "$slots"
+}
+
+# The cluster as the controller (and a user) needs it: where Slurm's
+# configuration is and each worker's sandweave state directory.
+write_env() {
+    local n
+    printf '# Written by scripts/weave-cluster.sh; read with: eval "$(scripts/weave-cluster.sh --dir %s env)"\n' "$dir"
+    printf 'export SLURM_CONF=%s\n' "$conf"
+    printf 'export SANDWEAVE_WEAVE_CLUSTER_DIR=%s\n' "$dir"
+    printf 'export SANDWEAVE_WEAVE_WORKERS="%s"\n' "${nodes[*]}"
+    for n in "${nodes[@]}"; do
+        printf 'export SANDWEAVE_WEAVE_STATE_%s=%s\n' "$n" "$dir/workers/$n/state"
+    done
+}
+
+any_running() {
+    local n
+    if munged_pid >/dev/null || slurmctld_pid >/dev/null; then return 0; fi
+    for n in "${nodes[@]}"; do slurmd_pid "$n" >/dev/null && return 0; done
+    return 1
+}
+
+# munged refuses a socket below a directory that not everyone may enter.
+check_searchable() {
+    local d="$dir"
+    while d="$(dirname "$d")"; [ "$d" != / ]; do
+        [ "$(( $(stat -c %#a "$d") & 01 ))" = 1 ] ||
+            die "munged needs every directory above its socket searchable by all: chmod o+x $d, or pick another --dir"
+    done
+}
+
+prepare_dir() {
+    local n
+    umask 022
+    mkdir -p "$dir"
+    check_searchable
+    chmod 0755 "$dir"
+    mkdir -p "$dir/etc" "$dir/run" "$dir/log" "$dir/state/ctld"
+    # munged insists on a socket directory only its user can write, and a key only it can read.
+    install -d -m 0711 "$dir/munge"
+    for n in "${nodes[@]}"; do
+        install -d -m 0700 "$dir/workers/$n/state"
+        install -d -m 0755 "$dir/state/slurmd-$n"
+    done
+    if [ ! -s "$dir/munge/munge.key" ]; then
+        rm -f "$dir/munge/munge.key"
+        mungekey --create --keyfile="$dir/munge/munge.key" || die "could not create the munge key"
+    fi
+    chmod 0600 "$dir/munge/munge.key"
+    # A running cluster keeps its settings: changing them needs a stop first.
+    write_conf >"$conf.new"
+    write_gres_conf >"$dir/etc/gres.conf.new"
+    if { [ -f "$conf" ] && ! cmp -s "$conf.new" "$conf"; } ||
+        { [ -f "$dir/etc/gres.conf" ] && ! cmp -s "$dir/etc/gres.conf.new" "$dir/etc/gres.conf"; }; then
+        if any_running; then
+            rm -f "$conf.new" "$dir/etc/gres.conf.new"
+            die "the cluster in $dir runs with other settings; stop it first"
+        fi
+    fi
+    mv -f "$conf.new" "$conf"
+    mv -f "$dir/etc/gres.conf.new" "$dir/etc/gres.conf"
+    write_env >"$dir/cluster.env.new"
+    mv -f "$dir/cluster.env.new" "$dir/cluster.env"
+}
+
+start_munged() {
+    munged_pid >/dev/null && return 0
+    rm -f "$munge_socket" "$munge_socket.lock"
+    munged --socket="$munge_socket" --key-file="$dir/munge/munge.key" \
+        --pid-file="$dir/munge/munged.pid" --log-file="$dir/log/munged.log" \
+        --seed-file="$dir/munge/munged.seed" --num-threads=2 ||
+        die "munged did not start (see $dir/log/munged.log)"
+}
+
+start_slurmctld() {
+    slurmctld_pid >/dev/null && return 0
+    with_conf slurmctld -f "$conf" || die "slurmctld did not start (see $dir/log/slurmctld.log)"
+}
+
+start_slurmd() {  # NODE
+    slurmd_pid "$1" >/dev/null && return 0
+    with_conf slurmd -f "$conf" -N "$1" || die "slurmd for $1 did not start (see $dir/log/slurmd-$1.log)"
+}
+
+# Prints each node's name and state (sinfo's compact state: idle, mix, down*...).
+node_states() { with_conf sinfo -h -N -o '%N %t' 2>/dev/null | sort -u; }
+
+wait_ready() {
+    local deadline=$((SECONDS + wait_timeout)) states idle
+    while :; do
+        states="$(node_states || true)"
+        idle="$(awk '$2 ~ /^(idle|mix|alloc)$/' <<<"$states" | wc -l)"
+        ((idle == ${#nodes[@]})) && return 0
+        ((SECONDS < deadline)) || die "nodes not up after ${wait_timeout}s: $(tr '\n' ' ' <<<"$states")(logs in $dir/log)"
+        # A node that registered DOWN earlier (slurmd killed) comes back by itself
+        # with ReturnToService=2 once its slurmd answers.
+        sleep 0.2
+    done
+}
+
+do_start() {
+    local t0 n
+    t0="$(date +%s.%N)"
+    require_root
+    install_packages
+    prepare_dir
+    start_munged
+    start_slurmctld
+    for n in "${nodes[@]}"; do start_slurmd "$n"; done
+    wait_ready
+    say "ready in $(awk -v a="$t0" -v b="$(date +%s.%N)" 'BEGIN { printf "%.1f", b - a }')s: nodes ${nodes[*]}, $slots sandbox slots each"
+    cat <<EOF
+Use it:
+  eval "\$($0 --dir $dir env)"
+  sinfo -N                                  # the workers
+  salloc --no-shell --gres=sbx:1 -n1 --mem=256M --time=10
+  srun --jobid JOB --overlap hostname       # run in that allocation
+  scancel JOB
+Stop it:
+  $0 --dir $dir stop
+EOF
+}
+
+# --- stop, status, env -------------------------------------------------------------
+
+do_stop() {
+    local pids n
+    require_root
+    if slurmctld_pid >/dev/null; then
+        with_conf scancel --quiet --user=root --full 2>/dev/null || true
+        with_conf scancel --quiet --full $(with_conf squeue -h -o %i 2>/dev/null) 2>/dev/null || true
+    fi
+    pids=()
+    for n in "${nodes[@]}"; do slurmd_pid "$n" >/dev/null && pids+=("$(slurmd_pid "$n")"); done
+    slurmctld_pid >/dev/null && pids+=("$(slurmctld_pid)")
+    end_pids 10 "${pids[@]}"
+    # Job steps and their tasks outlive slurmd by design: end them too.
+    mapfile -t pids < <(cluster_pids | grep -vxF "$(munged_pid || echo none)")
+    end_pids 5 "${pids[@]}"
+    munged_pid >/dev/null && end_pids 5 "$(munged_pid)"
+    mapfile -t pids < <(cluster_pids)
+    [ ${#pids[@]} -eq 0 ] || die "still running after stop: ${pids[*]}"
+    rm -f "$dir"/run/*.pid "$munge_socket" "$munge_socket.lock"
+    say "stopped (state kept in $dir)"
+}
+
+do_status() {
+    local n pid rc=0
+    show() {  # NAME PID
+        if [ -n "$2" ]; then printf '%-10s running (pid %s)\n' "$1" "$2"; else printf '%-10s stopped\n' "$1"; rc=3; fi
+    }
+    show munged "$(munged_pid || true)"
+    show slurmctld "$(slurmctld_pid || true)"
+    for n in "${nodes[@]}"; do show "slurmd-$n" "$(slurmd_pid "$n" || true)"; done
+    if pid="$(slurmctld_pid)"; then
+        echo
+        with_conf sinfo -N -o '%N %t %G' 2>/dev/null || true
+        echo
+        with_conf squeue -o '%i %j %T %N %b' 2>/dev/null || true
+    fi
+    return "$rc"
+}
+
+do_env() {
+    [ -f "$dir/cluster.env" ] || die "no cluster in $dir (start it first)"
+    cat "$dir/cluster.env"
+}
+
+case "$action" in
+    start) do_start ;;
+    stop) do_stop ;;
+    status) do_status ;;
+    env) do_env ;;
+esac
