@@ -28,7 +28,7 @@ client-side timestamps.
 Usage: bench/episodes.py [--episodes 40] [--cycles 40] [--reps 3] [--acquires 30]
                          [--breakdown 24] [--template base]
 SW_BENCH_DEBUG=1 lists every sampled process with its CPU on stderr.
-Needs root and a built tree (SANDWEAVE_BIN, else build/sandweave). Uses a
+Needs root and a built tree (SANDWEAVE_BIN or SANDWEAVE, else build/sandweave). Uses a
 private state directory, removed at the end. Not part of CI.
 """
 
@@ -439,9 +439,20 @@ def enter_cgroup() -> Optional[str]:
 def leave_cgroup(name: Optional[str]) -> None:
     if not name:
         return
-    with open(f"{CPUACCT}/cgroup.procs", "w") as f:
-        f.write(str(os.getpid()))
-    for _ in range(50):  # children of ours may still be exiting
+    # Every process still in it goes back to the root: the SDK's serve child
+    # lives until this interpreter exits, a refill may still be winding down.
+    for _ in range(50):
+        try:
+            with open(f"{CPUACCT}/{name}/cgroup.procs") as f:
+                pids = f.read().split()
+        except OSError:
+            return
+        for pid in pids:
+            try:
+                with open(f"{CPUACCT}/cgroup.procs", "w") as f:
+                    f.write(pid)
+            except OSError:
+                pass  # exited meanwhile
         try:
             os.rmdir(f"{CPUACCT}/{name}")
             return
@@ -460,9 +471,9 @@ def main() -> int:
     ap.add_argument("--breakdown", type=int, default=24, help="episodes per breakdown batch (default 24)")
     ap.add_argument("--template", default="base")
     args = ap.parse_args()
-    binary = os.environ.get("SANDWEAVE_BIN") or os.path.join(top, "build", "sandweave")
+    binary = os.environ.get("SANDWEAVE_BIN") or os.environ.get("SANDWEAVE") or os.path.join(top, "build", "sandweave")
     if not os.access(binary, os.X_OK):
-        print(f"sandweave binary {binary} not found (set SANDWEAVE_BIN)", file=sys.stderr)
+        print(f"sandweave binary {binary} not found (set SANDWEAVE_BIN or SANDWEAVE)", file=sys.stderr)
         return 1
     os.environ["SANDWEAVE_BIN"] = binary
     state = tempfile.mkdtemp(prefix="sw-bench-ep.", dir="/var/tmp")
