@@ -66,11 +66,14 @@ void remove_runtime_leftovers(Context& ctx, const std::string& id) {
 void stop_runtime(Context& ctx, const SandboxRecord& r) {
     if (!r.runsc.empty()) {
         Runsc runsc = runsc_for(ctx, r);
-        if (runsc.state(r.id)) {
+        // A running sandbox's container exists: deleted straight away, its
+        // state asked only if that fails (a runsc process less on terminate's
+        // path). Any other is likely gone already: asked first.
+        if (r.state == SandboxState::running || runsc.state(r.id)) {
             try {
                 runsc.remove(r.id, true);
             } catch (const Error& e) {
-                // Gone between state and delete is fine; anything else is not.
+                // Already gone is fine; anything else is not.
                 if (runsc.state(r.id)) throw;
             }
         }
@@ -488,8 +491,7 @@ SandboxRecord terminate_sandbox(Context& ctx, const std::string& ref) {
         if (r.spec.runtime.audit) {
             // The final barrier comes before the stop, so an export after
             // terminate covers everything the guest did.
-            auto st = Runsc(ctx.runner, r.runsc, r.runsc_flags).state(id);
-            auto status = finish_audit(ctx, r, st && st->status == "running");
+            auto status = finish_audit(ctx, r, runtime_running(ctx, r));
             if (!status.complete)
                 log().warn("audit log of " + id +
                            " is incomplete at terminate: " + nlohmann::json(status.reasons).dump());

@@ -1,0 +1,591 @@
+#!/usr/bin/env python3
+"""Audited episodes per second against the raw runtime's cycle rate, in one run,
+and where an episode's wall time and CPU go.
+
+  raw cycle     `runsc run --bundle B ID` of /bin/true in the foreground, a
+                fresh ID each time, on a bundle made once: the base image
+                read-only, `runsc spec` defaults otherwise. runsc creates,
+                starts, waits for and destroys the sandbox itself, so a cycle
+                leaves nothing behind. Same runsc binary and global flags as
+                sandweave's (--root, --platform=ptrace, --network=none).
+  episode       from the Python SDK, as examples/episodes.py: pool acquire ->
+                the agent script as uid 1001 (hidepid 2, audit on) -> audit
+                export (complete must be true) -> terminate -> close (rm).
+                Pool of CONCURRENCY members, warmed before the clock starts.
+
+Rates are taken at concurrency 1 and 8, raw and sandweave interleaved within
+each rep, REPS times; printed as medians and as the ratio episodes / raw.
+Warm `pool acquire` (SDK, pool of 4 settled before each acquire) p50/p99.
+
+Breakdown: one more batch per concurrency with a sampler process reading, every
+10 ms, /proc/PID/stat of every process of this run (classified by cmdline) and
+cpuacct.usage of each sandbox's host cgroup (named after its id); the bench and
+everything it starts run in a cpuacct cgroup of their own, whose usage (exited
+processes included) gives the totals. The window ends once the pool has
+refilled, so it holds one create per episode. Wall time per step comes from
+client-side timestamps.
+
+Usage: bench/episodes.py [--episodes 40] [--cycles 40] [--reps 3] [--acquires 30]
+                         [--breakdown 24] [--template base]
+SW_BENCH_DEBUG=1 lists every sampled process with its CPU on stderr.
+Needs root and a built tree (SANDWEAVE_BIN or SANDWEAVE, else build/sandweave). Uses a
+private state directory, removed at the end. Not part of CI.
+"""
+
+from __future__ import annotations
+
+import argparse
+import asyncio
+import importlib.util
+import json
+import os
+import resource
+import shutil
+import signal
+import statistics
+import subprocess
+import sys
+import tempfile
+import threading
+import time
+from typing import Dict, List, Optional, Tuple
+
+top = os.path.dirname(os.path.dirname(os.path.abspath(__file__)))
+sys.path.insert(0, os.path.join(top, "python"))
+
+CPUACCT = "/sys/fs/cgroup/cpuacct"
+CONCURRENCY = (1, 8)
+TICK_NS = 1_000_000_000 // os.sysconf("SC_CLK_TCK")
+
+
+def load_example():
+    spec = importlib.util.spec_from_file_location("example_episodes", os.path.join(top, "examples", "episodes.py"))
+    mod = importlib.util.module_from_spec(spec)
+    spec.loader.exec_module(mod)  # type: ignore[union-attr]
+    return mod
+
+
+def pct(values: List[float], p: float) -> float:
+    s = sorted(values)
+    return s[min(len(s) - 1, max(0, int(round(p / 100 * len(s) + 0.5)) - 1))]
+
+
+def loadavg() -> str:
+    with open("/proc/loadavg") as f:
+        return " ".join(f.read().split()[:3])
+
+
+# --- the sampler (a process of its own, outside the bench's cgroup) -----------------------
+
+PROCESS_ROWS = [
+    ("sentry", "runsc-sandbox (the sentry)"),
+    ("gofer", "runsc-gofer"),
+    ("runsc", "runsc CLI (run --detach, kill, delete, ...)"),
+    ("writer", "audit writer"),
+    ("shim", "shim / agent relay"),
+    ("serve", "serve child (JSON-RPC worker)"),
+    ("refill", "pool refill (background creates)"),
+    ("lifetime", "lifetime watcher"),
+    ("cli", "other sandweave processes"),
+    ("sdk", "SDK python (this bench)"),
+]
+
+
+def classify(args: List[str], state: str, bench_pid: int, pid: int, ppid: int, known: Dict[int, Optional[str]]):
+    if pid == bench_pid:
+        return "sdk"
+    if pid == os.getpid():
+        return None  # the sampler
+    line = " ".join(args)
+    mine = state in line or known.get(ppid) is not None or ppid == bench_pid
+    if not mine or not args:
+        return None
+    a0 = os.path.basename(args[0])
+    if a0 == "runsc-sandbox":
+        return "sentry"
+    if a0 == "runsc-gofer":
+        return "gofer"
+    if a0 == "runsc" or "runsc" in a0 or a0 == "exe":  # /proc/self/exe: runsc's helpers
+        return "runsc"
+    if "sandweave" in a0:
+        verbs = {
+            "__shim": "shim",
+            "__audit-writer": "writer",
+            "__pool-refill": "refill",
+            "__lifetime": "lifetime",
+            "serve": "serve",  # sandweave --host local serve --stdio
+        }
+        return next((verbs[a] for a in args[1:] if a in verbs), "cli")
+    return "cli"
+
+
+def proc_cpu(pid: int) -> Optional[Tuple[int, int]]:
+    """(ppid, utime+stime in ns) of a process, exited threads included."""
+    try:
+        with open(f"/proc/{pid}/stat") as f:
+            s = f.read()
+    except OSError:
+        return None
+    rest = s[s.rindex(")") + 2 :].split()
+    return int(rest[1]), (int(rest[11]) + int(rest[12])) * TICK_NS
+
+
+def threads_ns(pid: int) -> int:
+    total = 0
+    try:
+        tids = os.listdir(f"/proc/{pid}/task")
+    except OSError:
+        return 0
+    for tid in tids:
+        try:
+            with open(f"/proc/{pid}/task/{tid}/schedstat") as f:
+                total += int(f.read().split()[0])
+        except (OSError, ValueError, IndexError):
+            pass
+    return total
+
+
+def cgroup_usage(name: str) -> Optional[int]:
+    try:
+        with open(f"{CPUACCT}/{name}/cpuacct.usage") as f:
+            return int(f.read())
+    except OSError:
+        return None
+
+
+def sampler_main(state: str, bench_pid: int, out: str) -> int:
+    """Samples until SIGTERM, then writes {category: ns, ...} to OUT."""
+    stop = threading.Event()
+    signal.signal(signal.SIGTERM, lambda *_: stop.set())
+    known: Dict[int, Optional[str]] = {}
+    cmdlines: Dict[int, str] = {}
+    first: Dict[int, int] = {}  # pid -> its CPU when first seen (pids alive at the start)
+    last: Dict[int, int] = {}
+    sb_first: Dict[str, int] = {}
+    sb_last: Dict[str, int] = {}
+    starting = True
+    while True:
+        done = stop.is_set()
+        for name in os.listdir("/proc"):
+            if not name.isdigit():
+                continue
+            pid = int(name)
+            if pid in known and known[pid] is None:
+                continue
+            pc = proc_cpu(pid)
+            if pc is None:
+                continue
+            ppid, ns = pc
+            # Read again while it lives: a child reads as its parent until it execs.
+            try:
+                with open(f"/proc/{pid}/cmdline", "rb") as f:
+                    args = [a.decode(errors="replace") for a in f.read().split(b"\0") if a]
+            except OSError:
+                continue
+            cat = classify(args, state, bench_pid, pid, ppid, known)
+            if cat is not None:
+                cmdlines[pid] = " ".join(args)
+            if pid not in known:
+                known[pid] = cat
+                if cat is None:
+                    continue
+                first[pid] = ns if starting else 0
+            elif cat is not None:
+                known[pid] = cat
+            if known[pid] not in ("sentry", "gofer"):
+                # Few threads: their exact runtimes beat the 10 ms ticks of a short life.
+                ns = max(ns, threads_ns(pid))
+            last[pid] = max(last.get(pid, 0), ns)
+        try:
+            ids = os.listdir(os.path.join(state, "sandboxes"))
+        except OSError:
+            ids = []
+        for sid in ids:
+            u = cgroup_usage(sid)
+            if u is None:
+                continue
+            if sid not in sb_first:
+                sb_first[sid] = u if starting else 0
+            sb_last[sid] = max(sb_last.get(sid, 0), u)
+        starting = False
+        if done:
+            break
+        stop.wait(0.01)
+    by: Dict[str, int] = {}
+    for pid, cat in known.items():
+        if cat is None or pid not in last:
+            continue
+        by[cat] = by.get(cat, 0) + last[pid] - first.get(pid, 0)
+    if os.environ.get("SW_BENCH_DEBUG"):
+        for pid, cat in known.items():
+            if cat is not None and pid in last:
+                sys.stderr.write(f"{cat} {pid} {(last[pid] - first.get(pid, 0)) / 1e6:.1f} ms {cmdlines.get(pid, '')[-110:]}\n")
+    by["sandbox_cgroups"] = sum(sb_last[s] - sb_first.get(s, 0) for s in sb_last)
+    with open(out, "w") as f:
+        json.dump(by, f)
+    return 0
+
+
+class Sampler:
+    def __init__(self, state: str, cgroup: Optional[str]) -> None:
+        self.out = tempfile.mktemp(prefix="sw-bench-sample.", dir="/var/tmp")
+        self.cgroup = cgroup
+        self.cg0 = cgroup_usage(cgroup) if cgroup else None
+
+        def leave_cgroup() -> None:  # the sampler's own CPU is not the bench's
+            if cgroup:
+                with open(f"{CPUACCT}/cgroup.procs", "w") as f:
+                    f.write(str(os.getpid()))
+
+        self.proc = subprocess.Popen(
+            [sys.executable, os.path.abspath(__file__), "--sample", state, str(os.getpid()), self.out],
+            preexec_fn=leave_cgroup,
+        )
+        time.sleep(0.3)  # its first pass records what every live process had used so far
+
+    def stop(self) -> Dict[str, int]:
+        self.proc.send_signal(signal.SIGTERM)
+        self.proc.wait()
+        with open(self.out) as f:
+            by = json.load(f)
+        os.unlink(self.out)
+        if self.cgroup:
+            by["bench_cgroup"] = (cgroup_usage(self.cgroup) or 0) - (self.cg0 or 0)
+        return by
+
+
+# --- raw cycles -------------------------------------------------------------------------------
+
+
+def make_raw_bundle(runsc: str, state: str, rootfs: str) -> str:
+    bundle = os.path.join(state, "raw-bundle")
+    os.makedirs(bundle)
+    subprocess.run([runsc, "spec", "--", "/bin/true"], cwd=bundle, check=True)
+    path = os.path.join(bundle, "config.json")
+    with open(path) as f:
+        c = json.load(f)
+    c["root"] = {"path": rootfs, "readonly": True}
+    c["process"]["terminal"] = False
+    with open(path, "w") as f:
+        json.dump(c, f)
+    return bundle
+
+
+class Raw:
+    def __init__(self, runsc: str, state: str, bundle: str) -> None:
+        self.argv = [runsc, f"--root={state}/raw-runsc", "--platform=ptrace", "--network=none", "run", "--bundle", bundle]
+        self.serial = 0
+        self.lock = threading.Lock()
+
+    def rate(self, cycles: int, concurrency: int) -> Tuple[float, int, float]:
+        """(cycles/s, failures, CPU ms per cycle: runsc and every process it waited for)."""
+        left = [cycles]
+        failures = [0]
+
+        def worker() -> None:
+            while True:
+                with self.lock:
+                    if left[0] == 0:
+                        return
+                    left[0] -= 1
+                    self.serial += 1
+                    cid = f"raw{self.serial}"
+                r = subprocess.run(self.argv + [cid], stdin=subprocess.DEVNULL, stdout=subprocess.DEVNULL,
+                                   stderr=subprocess.PIPE)
+                if r.returncode != 0:
+                    with self.lock:
+                        failures[0] += 1
+                    sys.stderr.write(f"raw cycle {cid}: exit {r.returncode}: {r.stderr[-300:]!r}\n")
+
+        ru0 = resource.getrusage(resource.RUSAGE_CHILDREN)
+        t = time.perf_counter()
+        threads = [threading.Thread(target=worker) for _ in range(concurrency)]
+        for th in threads:
+            th.start()
+        for th in threads:
+            th.join()
+        elapsed = time.perf_counter() - t
+        ru1 = resource.getrusage(resource.RUSAGE_CHILDREN)
+        cpu = (ru1.ru_utime + ru1.ru_stime - ru0.ru_utime - ru0.ru_stime) * 1000 / cycles
+        return cycles / elapsed, failures[0], cpu
+
+
+# --- episodes ---------------------------------------------------------------------------------
+
+STEPS = ("acquire", "run", "export", "terminate", "rm")
+
+
+async def one_episode(ex, pool, n: int, out_dir: str) -> Dict[str, object]:
+    t = [time.perf_counter()]
+    rec: Dict[str, object] = {"ok": False, "complete": False, "hidden": False}
+    env = await pool.acquire.aio()
+    t.append(time.perf_counter())
+    try:
+        result = await env.run.aio(ex.AGENT, user="1001:1001", env={"EPISODE": str(n)}, timeout=60)
+        t.append(time.perf_counter())
+        log = os.path.join(out_dir, f"episode-{n:04d}.jsonl")
+        report = await env.audit_log.aio(log)
+        t.append(time.perf_counter())
+        await env.terminate.aio()
+        t.append(time.perf_counter())
+        rec.update(ok=result.exit_code == 0, hidden="pid1=hidden" in result.stdout,
+                   complete=bool(report["complete"]), dropped=int(report.get("dropped", 0)))
+        os.unlink(log)
+    finally:
+        await env.close.aio()
+        t.append(time.perf_counter())
+    rec["steps"] = {s: t[i + 1] - t[i] for i, s in enumerate(STEPS) if i + 1 < len(t)}
+    rec["total"] = t[-1] - t[0]
+    return rec
+
+
+async def wait_warm(pool, size: int, timeout: float = 120) -> None:
+    deadline = time.monotonic() + timeout
+    while (await pool.inspect.aio()).get("warm", 0) < size:
+        if time.monotonic() > deadline:
+            raise RuntimeError(f"the pool did not refill to {size} in {timeout:.0f} s")
+        await asyncio.sleep(0.05)
+
+
+async def episodes(ex, n: int, concurrency: int, template: str, out_dir: str,
+                   sampled: Optional[Tuple[str, Optional[str]]] = None) -> Dict[str, object]:
+    from sandweave import Pool
+
+    pool = await Pool.create.aio(template, size=concurrency, hidepid=2, audit=True)
+    sem = asyncio.Semaphore(concurrency)
+    failures: List[str] = []
+
+    async def one(i: int) -> Optional[Dict[str, object]]:
+        async with sem:
+            try:
+                return await one_episode(ex, pool, i, out_dir)
+            except Exception as e:  # counted, and the batch goes on
+                failures.append(f"{type(e).__name__}: {e}")
+                return None
+
+    try:
+        await wait_warm(pool, concurrency)
+        await asyncio.sleep(0.3)
+        sampler = Sampler(*sampled) if sampled else None
+        t = time.perf_counter()
+        results = await asyncio.gather(*[one(i) for i in range(n)])
+        elapsed = time.perf_counter() - t
+        cpu = None
+        if sampler:
+            await wait_warm(pool, concurrency)  # one create per episode in the window
+            await asyncio.sleep(0.3)
+            cpu = sampler.stop()
+    finally:
+        await pool.close.aio()
+    done = [r for r in results if r]
+    bad = [r for r in done if not (r["ok"] and r["complete"] and r["hidden"])]
+    for f in failures[:3]:
+        sys.stderr.write(f"episode failed: {f}\n")
+    return {
+        "rate": n / elapsed,
+        "failures": len(failures) + len(bad),
+        "incomplete": sum(1 for r in done if not r["complete"]),
+        "dropped": sum(int(r.get("dropped", 0)) for r in done),
+        "acquire": [r["steps"]["acquire"] for r in done],
+        "steps": {s: [r["steps"][s] for r in done if s in r["steps"]] for s in STEPS},
+        "total": [r["total"] for r in done],
+        "cpu": cpu,
+    }
+
+
+def warm_acquires(template: str, k: int) -> List[float]:
+    from sandweave import Pool
+
+    out = []
+    with Pool(template, size=4, hidepid=2, audit=True) as pool:
+        for _ in range(k):
+            asyncio.run(wait_warm(pool, 4))
+            time.sleep(0.2)  # the last refilled member has finished booting
+            t = time.perf_counter()
+            env = pool.acquire()
+            out.append(time.perf_counter() - t)
+            env.close()
+    return out
+
+
+def creates(template: str, k: int) -> List[float]:
+    from sandweave import Sandbox
+
+    out = []
+    for _ in range(k):
+        t = time.perf_counter()
+        env = Sandbox.create(template, hidepid=2, audit=True)
+        out.append(time.perf_counter() - t)
+        env.close()
+    return out
+
+
+# --- main -------------------------------------------------------------------------------------
+
+
+def enter_cgroup() -> Optional[str]:
+    """Moves this process into a cpuacct cgroup of its own; its children follow."""
+    name = f"sw-bench-episodes-{os.getpid()}"
+    try:
+        os.mkdir(f"{CPUACCT}/{name}")
+        with open(f"{CPUACCT}/{name}/cgroup.procs", "w") as f:
+            f.write(str(os.getpid()))
+        return name
+    except OSError as e:
+        sys.stderr.write(f"no cpuacct cgroup ({e}): totals from sampling only\n")
+        return None
+
+
+def leave_cgroup(name: Optional[str]) -> None:
+    if not name:
+        return
+    # Every process still in it goes back to the root: the SDK's serve child
+    # lives until this interpreter exits, a refill may still be winding down.
+    for _ in range(50):
+        try:
+            with open(f"{CPUACCT}/{name}/cgroup.procs") as f:
+                pids = f.read().split()
+        except OSError:
+            return
+        for pid in pids:
+            try:
+                with open(f"{CPUACCT}/cgroup.procs", "w") as f:
+                    f.write(pid)
+            except OSError:
+                pass  # exited meanwhile
+        try:
+            os.rmdir(f"{CPUACCT}/{name}")
+            return
+        except OSError:
+            time.sleep(0.1)
+
+
+def main() -> int:
+    if len(sys.argv) == 5 and sys.argv[1] == "--sample":
+        return sampler_main(sys.argv[2], int(sys.argv[3]), sys.argv[4])
+    ap = argparse.ArgumentParser(description=__doc__.split("\n\n")[0])
+    ap.add_argument("--episodes", type=int, default=40, help="episodes per rate sample (default 40)")
+    ap.add_argument("--cycles", type=int, default=40, help="raw cycles per rate sample (default 40)")
+    ap.add_argument("--reps", type=int, default=3, help="rate samples per concurrency (default 3)")
+    ap.add_argument("--acquires", type=int, default=30, help="timed warm acquires (default 30)")
+    ap.add_argument("--breakdown", type=int, default=24, help="episodes per breakdown batch (default 24)")
+    ap.add_argument("--template", default="base")
+    args = ap.parse_args()
+    binary = os.environ.get("SANDWEAVE_BIN") or os.environ.get("SANDWEAVE") or os.path.join(top, "build", "sandweave")
+    if not os.access(binary, os.X_OK):
+        print(f"sandweave binary {binary} not found (set SANDWEAVE_BIN or SANDWEAVE)", file=sys.stderr)
+        return 1
+    os.environ["SANDWEAVE_BIN"] = binary
+    state = tempfile.mkdtemp(prefix="sw-bench-ep.", dir="/var/tmp")
+    os.environ["SANDWEAVE_STATE_DIR"] = state
+    doctor = json.loads(subprocess.run([binary, "doctor", "--json"], capture_output=True, text=True).stdout)
+    runsc = [c for c in doctor["checks"] if c["name"] == "runsc"][0]["detail"].split(":")[0]
+    ex = load_example()
+    cgroup = enter_cgroup()
+    out_dir = tempfile.mkdtemp(prefix="sw-bench-ep-logs.", dir="/var/tmp")
+    load0 = loadavg()
+    try:
+        subprocess.run([binary, "image", "build", args.template], check=True, capture_output=True)
+        rootfs = os.path.join(state, "images", args.template, "rootfs")
+        raw = Raw(runsc, state, make_raw_bundle(runsc, state, rootfs))
+        print(f"sandweave {binary}; runsc {runsc}; template {args.template}", file=sys.stderr)
+        print(f"load average at start: {load0} on {os.cpu_count()} cpus", file=sys.stderr)
+        raw.rate(4, 1)  # warm: the runtime's binary and the image in the page cache
+        asyncio.run(episodes(ex, 4, 1, args.template, out_dir))
+
+        rates: Dict[int, Dict[str, list]] = {c: {"raw": [], "ep": [], "rawcpu": []} for c in CONCURRENCY}
+        fails = {"raw": 0, "ep": 0, "incomplete": 0, "dropped": 0}
+        acq_in_episode: List[float] = []
+        for rep in range(args.reps):
+            for c in CONCURRENCY:
+                r, rf, rc = raw.rate(args.cycles, c)
+                e = asyncio.run(episodes(ex, args.episodes, c, args.template, out_dir))
+                rates[c]["raw"].append(r)
+                rates[c]["rawcpu"].append(rc)
+                rates[c]["ep"].append(e["rate"])
+                fails["raw"] += rf
+                fails["ep"] += e["failures"]
+                fails["incomplete"] += e["incomplete"]
+                fails["dropped"] += e["dropped"]
+                acq_in_episode += e["acquire"]
+                print(f"rep {rep + 1} concurrency {c}: raw {r:.2f}/s, episodes {e['rate']:.2f}/s "
+                      f"(load {loadavg()})", file=sys.stderr)
+
+        print("warm acquires...", file=sys.stderr)
+        acq = warm_acquires(args.template, args.acquires)
+        print("creates, measured alone...", file=sys.stderr)
+        cr = creates(args.template, 5)
+        print("breakdown batches...", file=sys.stderr)
+        brk = {c: asyncio.run(episodes(ex, args.breakdown, c, args.template, out_dir, (state, cgroup)))
+               for c in CONCURRENCY}
+        load1 = loadavg()
+    finally:
+        subprocess.run([binary, "--state-dir", state, "prune"], capture_output=True)
+        ids = subprocess.run([binary, "--state-dir", state, "ls", "--ids"], capture_output=True, text=True).stdout
+        for sid in ids.split():
+            subprocess.run([binary, "--state-dir", state, "rm", sid], capture_output=True)
+        subprocess.run(f"{runsc} --root={state}/raw-runsc list -q 2>/dev/null | xargs -r -n1 "
+                       f"{runsc} --root={state}/raw-runsc delete --force", shell=True, capture_output=True)
+        shutil.rmtree(state, ignore_errors=True)
+        shutil.rmtree(out_dir, ignore_errors=True)
+        leave_cgroup(cgroup)
+
+    med = statistics.median
+    ms = lambda v: f"{v * 1000:.1f}"  # noqa: E731
+    print(f"load average: {load0} at start, {load1} at end, {os.cpu_count()} cpus")
+    print()
+    print(f"rates, median of {args.reps} (raw: {args.cycles} cycles, episodes: {args.episodes} per sample)")
+    print(f"{'concurrency':<12} {'raw cycles/s':>13} {'episodes/s':>11} {'ratio':>6} {'target':>7}  per-rep ratios")
+    for c in CONCURRENCY:
+        r, e = med(rates[c]["raw"]), med(rates[c]["ep"])
+        per = " ".join(f"{a / b:.2f}" for a, b in zip(rates[c]["ep"], rates[c]["raw"]))
+        print(f"{c:<12} {r:>13.2f} {e:>11.2f} {e / r:>6.2f} {'>= 0.90':>7}  {per}")
+    print(f"raw cycle failures: {fails['raw']}; episode failures: {fails['ep']} "
+          f"(audit export incomplete: {fails['incomplete']}, dropped events: {fails['dropped']})")
+    print(f"pool acquire, warm (settled pool of 4, {len(acq)}): p50 {ms(med(acq))} ms, p99 {ms(pct(acq, 99))} ms "
+          f"(target p50 < 2 ms, p99 < 10 ms)")
+    print(f"pool acquire inside the episode runs ({len(acq_in_episode)}): p50 {ms(med(acq_in_episode))} ms, "
+          f"p99 {ms(pct(acq_in_episode, 99))} ms")
+    print(f"create (hidepid 2, audit), measured alone: median {ms(med(cr))} ms")
+    print()
+    print(f"wall time per step, breakdown batches of {args.breakdown} episodes (client side, ms)")
+    hdr = "".join(f"{'c=' + str(c) + ' median':>14}{'mean':>8}{'share':>7}" for c in CONCURRENCY)
+    print(f"{'step':<22}{hdr}")
+    for s in STEPS + ("episode",):
+        row = f"{s:<22}"
+        for c in CONCURRENCY:
+            v = brk[c]["total"] if s == "episode" else brk[c]["steps"][s]
+            share = statistics.mean(v) / statistics.mean(brk[c]["total"])
+            row += f"{ms(med(v)):>14}{ms(statistics.mean(v)):>8}{share * 100:>6.0f}%"
+        print(row)
+    print(f"{'create (background)':<22}{ms(med(cr)):>14}  (measured alone; the pool refill makes one per episode)")
+    print()
+    print("CPU per episode by process, breakdown batches (ms; window = batch + pool refilled)")
+    print(f"{'process':<46}" + "".join(f"{'c=' + str(c):>10}{'share':>7}" for c in CONCURRENCY))
+    per: Dict[int, Dict[str, float]] = {}
+    for c in CONCURRENCY:
+        cpu = brk[c]["cpu"] or {}
+        n = args.breakdown
+        rows = {k: cpu.get(k, 0) / 1e6 / n for k, _ in PROCESS_ROWS}
+        sandbox_cg = cpu.get("sandbox_cgroups", 0) / 1e6 / n
+        bench_cg = cpu.get("bench_cgroup", 0) / 1e6 / n
+        sampled_in_sb = rows["sentry"] + rows["gofer"]
+        sampled_out = sum(v for k, v in rows.items() if k not in ("sentry", "gofer"))
+        total = sandbox_cg + bench_cg if cgroup else sampled_in_sb + sampled_out
+        rows["unattributed"] = max(0.0, total - sampled_in_sb - sampled_out)
+        rows["total"] = total
+        per[c] = rows
+    labels = PROCESS_ROWS + [("unattributed", "short-lived / exited between samples"), ("total", "total (cgroups)")]
+    for k, label in labels:
+        row = f"{label:<46}"
+        for c in CONCURRENCY:
+            v = per[c][k]
+            row += f"{v:>10.1f}{v / per[c]['total'] * 100 if per[c]['total'] else 0:>6.0f}%"
+        print(row)
+    rc = {c: med(rates[c]["rawcpu"]) for c in CONCURRENCY}
+    print(f"{'raw runsc run cycle, for comparison':<46}" + "".join(f"{rc[c]:>10.1f}{'':>7}" for c in CONCURRENCY))
+    return 0 if fails["ep"] == 0 and fails["raw"] == 0 else 3
+
+
+if __name__ == "__main__":
+    sys.exit(main())
