@@ -73,4 +73,26 @@ TEST_SUITE("cgroup") {
             CHECK(written->filename() == "cgroup.procs");
         }
     }
+
+    TEST_CASE("a container's cgroups: one per hierarchy mounted from its root, each once") {
+        std::string mi = std::string(v1_mountinfo) +
+                         // the memory hierarchy mounted a second time, and a subtree mount
+                         "60 23 0:32 / /mnt/again rw - cgroup cgroup rw,memory\n"
+                         "61 23 0:40 /sub /mnt/sub rw - cgroup cgroup rw,blkio\n";
+        auto dirs = top_cgroup_dirs("sw-abc", mi);
+        CHECK(dirs == std::vector<fs::path>{
+                          "/sys/fs/cgroup/cpu,cpuacct/sw-abc",
+                          "/sys/fs/cgroup/cpuset/sw-abc",
+                          "/sys/fs/cgroup/memory/sw-abc",
+                          "/sys/fs/cgroup/pids/sw-abc",
+                          "/sys/fs/cgroup/systemd/sw-abc",
+                      });
+        CHECK(top_cgroup_dirs("sw-abc", "0 1 0:1 / /sys/fs/cgroup rw - cgroup2 cgroup2 rw\n") ==
+              std::vector<fs::path>{"/sys/fs/cgroup/sw-abc"});
+    }
+
+    TEST_CASE("a name that is not one directory names no cgroup") {
+        for (const char* bad : {"", ".", "..", "a/b", "../memory"})
+            CHECK(top_cgroup_dirs(bad, v1_mountinfo).empty());
+    }
 }
