@@ -52,6 +52,7 @@ CMD_ALLOWED = {
     "lib/core/fd.hpp": "descriptors (stdin, a terminal)",
     "lib/core/units.hpp": "durations and sizes in flags",
     "lib/core/build_info.hpp": "this binary's own version",
+    "lib/core/json_input.hpp": "flags checked for UTF-8 where they come in, before any connection",
 }
 
 # One file each, for what is not an API operation.

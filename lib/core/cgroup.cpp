@@ -213,15 +213,14 @@ std::vector<fs::path> remove_top_cgroups(const std::string& name,
     }
 }
 
-std::vector<std::string> stale_top_cgroups(std::string_view prefix,
-                                           std::chrono::seconds min_age) {
+std::vector<std::string> stale_top_cgroups(std::string_view prefix, std::chrono::seconds min_age) {
     std::string mountinfo = self_mountinfo();
     const auto now = std::chrono::system_clock::now();
     std::vector<std::string> out;
     for (const auto& name : top_cgroup_names(prefix, mountinfo)) {
         bool stale = true;
         for (const auto& dir : top_cgroup_dirs(name, mountinfo)) {
-            struct stat st{};
+            struct stat st {};
             if (::stat(dir.c_str(), &st) != 0) continue;
             auto made = std::chrono::system_clock::from_time_t(st.st_mtim.tv_sec);
             bool empty = false;  // unreadable: not known to be empty

@@ -55,7 +55,6 @@ std::vector<std::filesystem::path> remove_top_cgroups(const std::string& name,
 // Names beginning with `prefix` whose cgroups hold no task in any hierarchy
 // and were made at least `min_age` ago: left behind, not a create that is
 // about to join its cgroup (runsc makes it, then moves itself in).
-std::vector<std::string> stale_top_cgroups(std::string_view prefix,
-                                           std::chrono::seconds min_age);
+std::vector<std::string> stale_top_cgroups(std::string_view prefix, std::chrono::seconds min_age);
 
 }  // namespace sandweave
