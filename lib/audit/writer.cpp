@@ -1056,6 +1056,7 @@ void Writer::publish_live() {
 // walk guest, `perf`).
 void Writer::release_idle_memory() {
     out_.release(kIdleBufferBytes);
+    fmt_.release_scratch();
     ::malloc_trim(0);
 }
 

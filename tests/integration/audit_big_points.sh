@@ -2,14 +2,17 @@
 # A guest cannot hide a command behind the size of its arguments or
 # environment (man sandweave-audit, "Limits"): an execve with 1.5 MB of
 # arguments, one with 1.5 MB of environment and one with both are recorded
-# whole (syscall/execve/exit and sentry/execve, every argument exact), and
-# the export is complete with nothing dropped or truncated. Such a point is
+# whole (syscall/execve/exit and sentry/execve, every argument exact), so is
+# the largest point gVisor can make (argv and environment each filling their
+# 2 MiB with empty strings: 8 MiB encoded), and the export is complete with
+# nothing dropped or truncated. Such a point is
 # larger than one socket message may be; the runtime sends it in fragments
 # and the writer puts them together. Needs root and a working runsc.
 
 source "$(dirname "${BASH_SOURCE[0]}")/lib.sh"
 require_root "runsc, mounts"
 require_cmd jq python3
+require_helpers audit_hostile
 # Short paths: the writer's sink socket path must stay under 100 bytes.
 TMPDIR=/tmp sw_setup
 T=$SCRATCH
@@ -30,6 +33,12 @@ assert_true "1.5 MB of environment ran ($(head -c 300 "$T/env.out"))" test $? = 
 "$SW" run "$ID" -- sh -c 'a=$(printf "%0100000d" 2); for i in 1 2 3 4 5 6 7 8 9 10 11 12 13 14 15; do export "BOTH$i=$a"; done; exec /bin/true both $a $a $a $a $a $a $a $a $a $a $a $a $a $a $a' \
     >"$T/both.out" 2>&1
 assert_true "1.5 MB of arguments and 1.5 MB of environment ran ($(head -c 300 "$T/both.out"))" test $? = 0
+# The largest point: 2097142 empty arguments and 2097152 empty variables.
+"$SW" cp "$HELPERS/audit_hostile" "$ID:/tmp/audit_hostile" >/dev/null 2>&1 &&
+    "$SW" run "$ID" -- /bin/sh -c 'chmod 755 /tmp/audit_hostile' ||
+    fatal "helper copied into the guest"
+"$SW" run "$ID" -- /tmp/audit_hostile empties >"$T/empties.out" 2>&1
+assert_true "execve with 4 million empty strings ran ($(head -c 300 "$T/empties.out"))" test $? = 0
 
 E=$T/big.jsonl
 "$SW" audit export "$ID" "$E" >"$T/export.out" 2>&1
@@ -72,6 +81,10 @@ for point, env_key in (("syscall/execve/exit", "envv"), ("sentry/execve", "env")
     check(point + ": both at once (3 MB)",
           any(argv_is(r.get("argv"), ["/bin/true", "both"], 2) and
               all("BOTH%d=%s" % (i, digits(2)) in r.get(env_key, []) for i in range(1, 16)) for r in got))
+check("syscall/execve/exit: the largest point, 2097142 empty arguments and 2097152 empty variables",
+      any(r.get("argv", [None])[:1] == ["/bin/true"] and len(r["argv"]) == 2097143 and not any(r["argv"][1:]) and
+          len(r.get("envv", [])) == 2097152 and not any(r["envv"])
+          for r in recs if r["point"] == "syscall/execve/exit"))
 check("no writer/truncated_message record", not any(r["point"] == "writer/truncated_message" for r in recs))
 sys.exit(0 if ok else 1)
 PY
