@@ -477,6 +477,14 @@ RecordFormatter::Result RecordFormatter::malformed(JsonOut& out, std::uint64_t s
     return {Outcome::malformed, false, false};
 }
 
+void RecordFormatter::release_scratch() {
+    for (auto& o : occ_)
+        if (o.capacity() > 4096) {
+            std::vector<Occ>().swap(o);
+            o.reserve(64);
+        }
+}
+
 std::string RecordFormatter::point_of(std::uint16_t type, std::string_view body) {
     JsonOut tmp;
     Result r = payload(tmp, 0, 0, type, body);

@@ -63,6 +63,10 @@ class RecordFormatter {
     Result malformed(JsonOut& out, std::uint64_t seq, std::uint64_t dropped, int type,
                      const char* error, std::string_view raw);
 
+    // Gives back the scratch a huge record grew (an execve with a million
+    // arguments needs an entry per argument, 24 bytes each); for idle times.
+    void release_scratch();
+
     // The point name the record for (type, payload) would carry; "" if unknown.
     std::string point_of(std::uint16_t type, std::string_view payload);
 

@@ -85,6 +85,78 @@ std::string frame_batch(const std::vector<std::pair<std::uint16_t, std::string>>
     return frame_message(kBatchMessage, payload, dropped);
 }
 
+namespace {
+std::uint32_t le32(std::string_view b, std::size_t i) {
+    auto u = [&](std::size_t k) {
+        return static_cast<std::uint32_t>(static_cast<unsigned char>(b[i + k]));
+    };
+    return u(0) | u(1) << 8 | u(2) << 16 | u(3) << 24;
+}
+void put_le32(std::string& out, std::uint32_t v) {
+    for (int k = 0; k < 4; ++k) out.push_back(static_cast<char>((v >> (8 * k)) & 0xff));
+}
+// Reads a varint at `pos`; false when it does not end within `b` or 10 bytes.
+bool read_varint(std::string_view b, std::size_t& pos, std::uint64_t& v) {
+    v = 0;
+    for (int shift = 0; shift < 70 && pos < b.size(); shift += 7) {
+        const auto byte = static_cast<unsigned char>(b[pos++]);
+        v |= static_cast<std::uint64_t>(byte & 0x7f) << shift;
+        if ((byte & 0x80) == 0) return true;
+    }
+    return false;
+}
+}  // namespace
+
+bool parse_fragment(std::string_view payload, Fragment& fragment) {
+    if (payload.size() < kFragmentHeader) return false;
+    fragment.offset = le32(payload, 0);
+    fragment.total = le32(payload, 4);
+    fragment.data = payload.substr(kFragmentHeader);
+    return fragment.offset <= fragment.total &&
+           fragment.data.size() <= fragment.total - fragment.offset;
+}
+
+std::vector<std::string> frame_fragments(std::string_view body, std::size_t max_data,
+                                         std::uint32_t dropped) {
+    std::vector<std::string> out;
+    for (std::size_t off = 0; off < body.size(); off += max_data) {
+        std::string payload;
+        put_le32(payload, static_cast<std::uint32_t>(off));
+        put_le32(payload, static_cast<std::uint32_t>(body.size()));
+        payload.append(body.substr(off, max_data));
+        out.push_back(frame_message(kFragmentMessage, payload, dropped));
+    }
+    return out;
+}
+
+std::size_t whole_fields_prefix(std::string_view m) {
+    std::size_t pos = 0, whole = 0;
+    while (pos < m.size()) {
+        std::uint64_t tag = 0, len = 0;
+        if (!read_varint(m, pos, tag)) break;
+        switch (tag & 7) {
+            case 0:
+                if (!read_varint(m, pos, len)) return whole;
+                break;
+            case 1:
+                pos += 8;
+                break;
+            case 2:
+                if (!read_varint(m, pos, len) || len > m.size() - pos) return whole;
+                pos += static_cast<std::size_t>(len);
+                break;
+            case 5:
+                pos += 4;
+                break;
+            default:
+                return whole;
+        }
+        if (pos > m.size()) break;
+        whole = pos;
+    }
+    return whole;
+}
+
 std::string encode_handshake(std::uint32_t version) {
     // Field 1, varint.
     std::string out(1, '\x08');

@@ -16,8 +16,10 @@ namespace sandweave::audit {
 
 inline constexpr std::uint32_t kWireVersion = 1;
 inline constexpr std::size_t kHeaderMinSize = 8;
-// Largest message the writer accepts; larger ones are counted as truncated.
-// (The runtime's default socket send buffer caps real messages near 208 KiB.)
+// Largest message the writer reads whole (its receive slots). The runtime
+// sends nothing larger: a bigger batch goes as fragments (kFragmentMessage).
+// A larger message keeps its first kMaxMessageSize bytes and is recorded as
+// writer/truncated_message (counted as truncated).
 inline constexpr std::size_t kMaxMessageSize = 1u << 20;
 // Largest handshake accepted (the real one is 2 bytes).
 inline constexpr std::size_t kMaxHandshakeSize = 1024;
@@ -78,6 +80,39 @@ std::uint64_t message_event_count(std::string_view message);
 // Frames entries the way the runtime's patched sink does (replay, tests).
 std::string frame_batch(const std::vector<std::pair<std::uint16_t, std::string>>& entries,
                         std::uint32_t dropped = 0);
+
+// sandweave's fragments (runtime/audit-fragments.patch): a batch whose message
+// would exceed kMaxMessageSize is sent as consecutive messages of this type,
+// each payload uint32 offset, uint32 total (the size of the whole batch's
+// body, little-endian), then the body's bytes from offset on (at most
+// 256 KiB from the runtime). The writer puts them together and handles the
+// body as one kBatchMessage. An execve point carries all of argv and the
+// environment: gVisor copies at most 2 MiB of each (ExecMaxTotalSize,
+// counting each string's NUL; 128 KiB a string), which encodes to at most
+// 4 MiB each (a string costs its bytes plus a tag and a length, at most
+// twice its share of the 2 MiB when it is empty), so a point is at most
+// 8 MiB plus its paths and context (a few pages each), and the batch before
+// it under 64 KiB. kMaxAssembledBody covers that with room to spare; a
+// larger body keeps its first kMaxAssembledBody bytes and its cut point is
+// recorded as writer/truncated_message.
+inline constexpr std::uint16_t kFragmentMessage = 0x7f02;
+inline constexpr std::size_t kFragmentHeader = 8;
+inline constexpr std::size_t kMaxAssembledBody = 9u << 20;
+struct Fragment {
+    std::uint32_t offset = 0;
+    std::uint32_t total = 0;
+    std::string_view data;
+};
+// Parses a fragment's payload (after the wire header). False when it is too
+// short or its bytes run past `total`.
+bool parse_fragment(std::string_view payload, Fragment& fragment);
+// Frames `body` as the runtime does when it is larger than one message:
+// fragments of at most `max_data` bytes each.
+std::vector<std::string> frame_fragments(std::string_view body, std::size_t max_data = 256u << 10,
+                                         std::uint32_t dropped = 0);
+// The longest prefix of a protobuf message made of whole top-level fields
+// (what can be decoded of a message cut short).
+std::size_t whole_fields_prefix(std::string_view message);
 
 // Descriptor info for a known type: the protobuf message (our schema) and
 // either a fixed point name (lifecycle) or the syscall family used when a

@@ -212,6 +212,11 @@ class Writer {
     void writer_loop();
     void handle_entry(const ByteQueue::Entry& e);
     void message_entry(std::string_view data);
+    void batch_records(std::string_view body);
+    void fragment_entry(std::string_view payload);
+    void end_assembly();
+    void truncated_batch(std::string_view prefix, std::uint64_t size, std::uint16_t message_type);
+    std::string truncated_point_fields(std::uint16_t type, std::string_view payload);
     void note_runtime_dropped(std::uint32_t count);
     void truncated_entry(const ByteQueue::Entry& e);
     void barrier_entry(const ByteQueue::Entry& e);
@@ -266,6 +271,12 @@ class Writer {
 
     // writer state (writer thread only)
     RecordFormatter fmt_;
+    // The batch body being put together from fragments (kFragmentMessage):
+    // its first kMaxAssembledBody bytes, and how many of its assembly_total_
+    // arrived (assembly_seen_, beyond the kept bytes when it is larger).
+    std::string assembly_;
+    bool assembling_ = false;
+    std::uint32_t assembly_total_ = 0, assembly_seen_ = 0;
     JsonOut out_;
     // The chain after the last line formatted, flushed (committed) and fsynced.
     Chain chain_;
@@ -470,8 +481,17 @@ bool Writer::drain(int max_rounds) {
                 return true;
             }
             if (trunc) {
+                // The slot holds the message's first kMaxMessageSize bytes:
+                // what they say is kept (truncated_batch).
                 enqueue_event(kTruncated, len,
-                              std::string_view(data, std::min<std::size_t>(len, 8)));
+                              std::string_view(data, std::min(len, kMaxMessageSize)));
+            } else if (len >= 4 && static_cast<unsigned char>(data[2]) == (kFragmentMessage & 0xff) &&
+                       static_cast<unsigned char>(data[3]) == kFragmentMessage >> 8) {
+                // A fragment is part of a batch the writer puts together: it
+                // waits for room rather than be lost (a round of them is larger
+                // than kReadRoom). Meanwhile the sentry's socket buffers, and
+                // it counts what does not fit there: the guest never waits.
+                enqueue_meta(kMsg, 0, std::string_view(data, len));
             } else {
                 std::string_view m(data, len);
                 enqueue_event(kMsg, 0, m, message_event_count(m));
@@ -609,7 +629,8 @@ void Writer::count_outcome(const RecordFormatter::Result& r) {
     if (r.container_start) container_start_seen_ = true;
 }
 
-// One point of a batch; type kBatchMessage marks the malformed remainder.
+// One point of a batch; type kBatchMessage marks the malformed remainder,
+// kFragmentMessage a fragment that is not part of a series.
 void Writer::event_record(std::uint16_t type, std::string_view payload) {
     if (stop_reason_ != StopReason::none) {
         count_unwritten_event();
@@ -617,9 +638,11 @@ void Writer::event_record(std::uint16_t type, std::string_view payload) {
     }
     std::size_t mark = out_.size();
     RecordFormatter::Result r =
-        type == kBatchMessage ? fmt_.malformed(out_, seq_ + 1, dropped_total(), type,
-                                               "batch remainder is not a whole entry", payload)
-                              : fmt_.payload(out_, seq_ + 1, dropped_total(), type, payload);
+        type == kBatchMessage      ? fmt_.malformed(out_, seq_ + 1, dropped_total(), type,
+                                                    "batch remainder is not a whole entry", payload)
+        : type == kFragmentMessage ? fmt_.malformed(out_, seq_ + 1, dropped_total(), type,
+                                                    "fragment does not continue a series", payload)
+                                   : fmt_.payload(out_, seq_ + 1, dropped_total(), type, payload);
     if (append_line(mark, true)) count_outcome(r);
 }
 
@@ -644,6 +667,7 @@ void Writer::handle_entry(const ByteQueue::Entry& e) {
                        std::string(e.data));
             return;
         case kStreamClosed:
+            if (assembling_) end_assembly();
             connected_ = false;
             meta_line("writer/stream_closed", std::string(e.data));
             log().info("audit writer: sentry stream closed " + std::string(e.data));
@@ -677,14 +701,11 @@ void Writer::message_entry(std::string_view data) {
     std::string_view body;
     HeaderError he = parse_header(data, h, body);
     if (he == HeaderError::none) note_runtime_dropped(h.dropped_count);
-    if (he == HeaderError::none && h.message_type == kBatchMessage) {
-        // Several points (runtime/audit-sink.patch): one record each.
-        std::string_view rest = body;
-        BatchEntry be;
-        while (next_batch_entry(rest, be)) event_record(be.type, be.payload);
-        if (!rest.empty()) event_record(kBatchMessage, rest);
-        return;
-    }
+    if (he == HeaderError::none && h.message_type == kFragmentMessage) return fragment_entry(body);
+    // Any other message ends a series of fragments: the rest of it was not
+    // sent, and the sentry counted its points as dropped.
+    if (assembling_) end_assembly();
+    if (he == HeaderError::none && h.message_type == kBatchMessage) return batch_records(body);
     if (stop_reason_ != StopReason::none) {
         count_unwritten_event();
         return;
@@ -698,7 +719,131 @@ void Writer::message_entry(std::string_view data) {
     count_outcome(r);
 }
 
+// Several points (runtime/audit-sink.patch): one record each.
+void Writer::batch_records(std::string_view body) {
+    std::string_view rest = body;
+    BatchEntry be;
+    while (next_batch_entry(rest, be)) event_record(be.type, be.payload);
+    if (!rest.empty()) event_record(kBatchMessage, rest);
+}
+
+// One fragment of a batch too big for one message (kFragmentMessage). They
+// come in order and back to back; the body is handled once whole.
+void Writer::fragment_entry(std::string_view payload) {
+    Fragment f;
+    if (!parse_fragment(payload, f)) {
+        if (assembling_) end_assembly();
+        event_record(kFragmentMessage, payload);
+        return;
+    }
+    if (f.offset == 0) {
+        if (assembling_) end_assembly();
+        assembling_ = true;
+        assembly_total_ = f.total;
+        assembly_seen_ = 0;
+        assembly_.clear();
+    } else if (!assembling_ || f.offset != assembly_seen_ || f.total != assembly_total_) {
+        // Not the continuation of what came before: nothing the runtime
+        // sends (it stops a series at its first unsent fragment).
+        if (assembling_) end_assembly();
+        event_record(kFragmentMessage, payload);
+        return;
+    }
+    const std::size_t room = kMaxAssembledBody - assembly_.size();
+    assembly_.append(f.data.substr(0, room));
+    assembly_seen_ += static_cast<std::uint32_t>(f.data.size());
+    if (assembly_seen_ < assembly_total_) return;
+    if (assembly_total_ <= kMaxAssembledBody)
+        batch_records(assembly_);
+    else
+        truncated_batch(assembly_, assembly_total_, kFragmentMessage);
+    assembling_ = false;
+    assembly_.clear();
+    // A batch of megabytes is rare: its buffer is not kept for the next.
+    if (assembly_.capacity() > kMaxMessageSize) std::string().swap(assembly_);
+}
+
+// A series of fragments that stopped before its end. The runtime stops one
+// only when it could not send a fragment, and then counts every point of the
+// batch as dropped (runtime_dropped): the part received is not written, so a
+// point is not counted twice; a note says it was seen.
+void Writer::end_assembly() {
+    nlohmann::json j = {{"received", assembly_seen_}, {"total", assembly_total_}};
+    meta_line("writer/fragments_incomplete", j.dump());
+    assembling_ = false;
+    assembly_.clear();
+    if (assembly_.capacity() > kMaxMessageSize) std::string().swap(assembly_);
+}
+
+// A batch body of `size` bytes of which only `prefix` could be kept: every
+// whole point in it is written as usual, and the point it cuts is recorded
+// as writer/truncated_message with what of it was kept (its point name, its
+// context and its first arguments, from its whole fields), counted as
+// truncated: the export is not complete.
+void Writer::truncated_batch(std::string_view prefix, std::uint64_t size,
+                             std::uint16_t message_type) {
+    std::string_view rest = prefix;
+    BatchEntry be;
+    while (next_batch_entry(rest, be)) event_record(be.type, be.payload);
+    ++truncated_;
+    nlohmann::json j = {{"size", size}, {"type", message_type}, {"kept", prefix.size()}};
+    if (rest.size() >= kBatchEntryHeader) {
+        const auto u = [&](std::size_t i) {
+            return static_cast<std::uint32_t>(static_cast<unsigned char>(rest[i]));
+        };
+        const std::uint16_t type = static_cast<std::uint16_t>(u(4) | u(5) << 8);
+        std::string_view payload = rest.substr(kBatchEntryHeader);
+        payload = payload.substr(0, whole_fields_prefix(payload));
+        j["point_type"] = type;
+        j["point_size"] = u(0) | u(1) << 8 | u(2) << 16 | u(3) << 24;
+        std::string fields = j.dump();
+        fields.pop_back();
+        fields += truncated_point_fields(type, payload);
+        fields += '}';
+        meta_line("writer/truncated_message", fields);
+        return;
+    }
+    meta_line("writer/truncated_message", j.dump());
+}
+
+// `,"of":"<point>","record":{<its fields>}` for the whole fields of a point
+// cut short, as the decoder writes them (bytes that are not UTF-8 escaped as
+// in any record), or "" when they do not make a record.
+std::string Writer::truncated_point_fields(std::uint16_t type, std::string_view payload) {
+    JsonOut partial;
+    RecordFormatter::Result r = fmt_.payload(partial, 0, 0, type, payload);
+    if (r.outcome != RecordFormatter::Outcome::event) return "";
+    // The decoder's record: {"seq":0,"point":"<name>","dropped":0<,fields>}\n
+    constexpr std::string_view head = "{\"seq\":0,\"point\":\"", mid = "\",\"dropped\":0";
+    std::string_view rec = partial.buf();
+    if (rec.size() < head.size() + 3 || rec.substr(0, head.size()) != head) return "";
+    const auto name_end = rec.find(mid, head.size());
+    if (name_end == std::string_view::npos) return "";
+    std::string_view name = rec.substr(head.size(), name_end - head.size());
+    std::string_view rest = rec.substr(name_end + mid.size());  // ",...}\n" or "}\n"
+    rest.remove_suffix(1);
+    if (r.escaped) ++escaped_;
+    std::string out = ",\"of\":\"";
+    out += name;
+    out += "\",\"record\":{";
+    if (!rest.empty() && rest.front() == ',') rest.remove_prefix(1);
+    out += rest;
+    return out;
+}
+
+// A message larger than kMaxMessageSize (the runtime fragments those): its
+// first kMaxMessageSize bytes.
 void Writer::truncated_entry(const ByteQueue::Entry& e) {
+    if (assembling_) end_assembly();
+    WireHeader h;
+    std::string_view body;
+    if (parse_header(e.data, h, body) == HeaderError::none) {
+        note_runtime_dropped(h.dropped_count);
+        if (h.message_type == kBatchMessage) {
+            truncated_batch(body, e.arg, h.message_type);
+            return;
+        }
+    }
     ++truncated_;
     nlohmann::json j = {{"size", e.arg}};
     if (e.data.size() >= 4) {
@@ -911,6 +1056,7 @@ void Writer::publish_live() {
 // walk guest, `perf`).
 void Writer::release_idle_memory() {
     out_.release(kIdleBufferBytes);
+    fmt_.release_scratch();
     ::malloc_trim(0);
 }
 

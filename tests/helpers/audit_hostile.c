@@ -7,6 +7,10 @@
  *
  * audit_hostile dirs BASE   the path and fd cases under BASE (exit 0 or 1)
  * audit_hostile exec        execve(/bin/true) with hostile argv and env
+ * audit_hostile empties     execve(/bin/true) with the largest point gVisor can
+ *                           make: argv and env each fill its 2 MiB limit with
+ *                           empty strings (each costs 1 byte there, 2 encoded);
+ *                           (tests/integration/audit_big_points.sh)
  */
 #define _GNU_SOURCE
 #include <errno.h>
@@ -108,9 +112,31 @@ static int exec_hostile(void) {
     return 1;
 }
 
+/* gVisor's ExecMaxTotalSize, counting each string's NUL. */
+#define EXEC_MAX_TOTAL (2 * 1024 * 1024)
+
+static int exec_empties(void) {
+    size_t nargs = EXEC_MAX_TOTAL - sizeof "/bin/true", nenv = EXEC_MAX_TOTAL;
+    char** argv = calloc(nargs + 2, sizeof *argv);
+    char** envp = calloc(nenv + 1, sizeof *envp);
+    if (!argv || !envp) {
+        perror("calloc");
+        return 1;
+    }
+    argv[0] = "/bin/true";
+    for (size_t i = 1; i <= nargs; i++) argv[i] = "";
+    for (size_t i = 0; i < nenv; i++) envp[i] = "";
+    execve("/bin/true", argv, envp);
+    /* The loader may refuse that many pointers on the stack; the syscall's
+     * audit point has them all anyway. */
+    perror("execve");
+    return 0;
+}
+
 int main(int argc, char** argv) {
     if (argc == 3 && strcmp(argv[1], "dirs") == 0) return dirs(argv[2]);
     if (argc == 2 && strcmp(argv[1], "exec") == 0) return exec_hostile();
-    fprintf(stderr, "usage: audit_hostile dirs BASE | exec\n");
+    if (argc == 2 && strcmp(argv[1], "empties") == 0) return exec_empties();
+    fprintf(stderr, "usage: audit_hostile dirs BASE | exec | empties\n");
     return 2;
 }

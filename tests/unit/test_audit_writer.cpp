@@ -558,3 +558,153 @@ TEST_CASE("audit writer argv round-trips and rejects bad input") {
     CHECK(usage({"--dir", "/x", "--bogus", "1"}));
     CHECK(usage({"--dir", "/x", "--points-file", "/nonexistent"}));
 }
+
+namespace {
+// An execve exit point whose argv is `n` arguments of 128 KiB - 1 bytes
+// (gVisor's largest), each telling its index in its first bytes.
+std::string big_execve(int n, std::size_t env_bytes = 0) {
+    w::ExecveCall e;
+    e.mutable_exit()->set_result(0);
+    e.set_sysno(*syscall_number("execve"));
+    e.set_pathname("/bin/true");
+    for (int i = 0; i < n; ++i) {
+        std::string a = std::to_string(i) + ":";
+        a.resize((128u << 10) - 1, 'a');
+        e.add_argv(a);
+    }
+    for (std::size_t k = 0; k * 100000 < env_bytes; ++k) e.add_envv("E" + std::to_string(k) + "=" + std::string(100000, 'e'));
+    return e.SerializeAsString();
+}
+}  // namespace
+
+TEST_CASE("audit writer: a point of megabytes arrives in fragments and is written whole") {
+    TempDir t("audit", short_tmp);
+    fs::path dir = t.path / "w";
+    RunningWriter wr(dir);
+    int fd = sentry(dir);
+    send_msg(fd, start_msg());
+    // 1.5 MiB of argv and 1 MiB of environment after a small point, in one
+    // batch: more than one message may hold, so the runtime fragments it
+    // (smaller fragments than its 256 KiB: the default send buffer).
+    std::string body = payload_of(frame_batch({{7, payload_of(open_msg("/before"))}, {11, big_execve(12, 1 << 20)}}));
+    REQUIRE(body.size() > kMaxMessageSize);
+    for (const auto& m : frame_fragments(body, 100u << 10)) send_msg(fd, m);
+    send_msg(fd, open_msg("/after"));
+
+    // A series that stopped early (the runtime could not send the rest and
+    // counted its 2 points as dropped): nothing of it is written twice.
+    auto cut = frame_fragments(body, 100u << 10);
+    send_msg(fd, cut[0]);
+    send_msg(fd, cut[1]);
+    send_msg(fd, open_msg("/later", 2));
+
+    Status st = barrier(dir, 2, std::chrono::seconds(20));
+    auto recs = lines(log_path(dir));
+    std::vector<std::string> opens;
+    std::vector<nlohmann::json> execs;
+    int incomplete = 0;
+    for (auto& r : recs) {
+        if (r["point"] == "syscall/openat/exit") opens.push_back(r["pathname"]);
+        if (r["point"] == "syscall/execve/exit") execs.push_back(r);
+        if (r["point"] == "writer/fragments_incomplete") ++incomplete;
+    }
+    CHECK(opens == std::vector<std::string>{"/before", "/after", "/later"});
+    REQUIRE(execs.size() == 1);
+    REQUIRE(execs[0]["argv"].size() == 12);
+    for (int i = 0; i < 12; ++i) {
+        std::string a = execs[0]["argv"][static_cast<std::size_t>(i)];
+        CHECK(a.size() == (128u << 10) - 1);
+        CHECK(a.rfind(std::to_string(i) + ":aaa", 0) == 0);
+    }
+    CHECK(execs[0]["envv"].size() == 11);
+    CHECK(incomplete == 1);
+    CHECK(st.counters["truncated"] == 0);
+    CHECK(st.counters["malformed"] == 0);
+    CHECK(st.counters["runtime_dropped"] == 2);
+    CHECK(st.counters["queue_overflow"] == 0);
+    CHECK(st.events == 5);  // start, 3 opens, the execve
+    ::close(fd);
+}
+
+TEST_CASE("audit writer: a point over every limit is kept truncated, named, with its first arguments") {
+    TempDir t("audit", short_tmp);
+    fs::path dir = t.path / "w";
+    RunningWriter wr(dir);
+    int fd = sentry(dir);
+    send_msg(fd, start_msg());
+    // 80 arguments of 128 KiB: 10 MiB, more than kMaxAssembledBody (no real
+    // runtime makes one; a hostile sentry could).
+    std::string body = payload_of(frame_batch({{7, payload_of(open_msg("/first"))}, {11, big_execve(80)}}));
+    REQUIRE(body.size() > kMaxAssembledBody);
+    for (const auto& m : frame_fragments(body, 100u << 10)) send_msg(fd, m);
+    // The same, unfragmented: one message over kMaxMessageSize (root: the
+    // default send buffer refuses it before the writer sees it).
+    bool whole = false;
+    if (::geteuid() == 0) {
+        int big = 8 << 20;
+        ::setsockopt(fd, SOL_SOCKET, SO_SNDBUFFORCE, &big, sizeof big);
+        send_msg(fd, frame_batch({{11, big_execve(12)}}));
+        whole = true;
+    }
+    send_msg(fd, open_msg("/last"));
+    Status st = barrier(dir, 0, std::chrono::seconds(20));
+    auto recs = lines(log_path(dir));
+    std::vector<nlohmann::json> cut;
+    std::vector<std::string> opens;
+    for (auto& r : recs) {
+        if (r["point"] == "writer/truncated_message") cut.push_back(r);
+        if (r["point"] == "syscall/openat/exit") opens.push_back(r["pathname"]);
+    }
+    CHECK(opens == std::vector<std::string>{"/first", "/last"});
+    REQUIRE(cut.size() == (whole ? 2u : 1u));
+    for (auto& c : cut) {
+        CHECK(c["of"] == "syscall/execve/exit");
+        CHECK(c["point_type"] == 11);
+        CHECK(c["record"]["pathname"] == "/bin/true");
+        auto& argv = c["record"]["argv"];
+        REQUIRE(argv.size() >= 7);  // the whole arguments of the kept bytes
+        for (std::size_t i = 0; i < argv.size(); ++i)
+            CHECK(argv[i].get<std::string>().rfind(std::to_string(i) + ":aaa", 0) == 0);
+    }
+    CHECK(cut[0]["size"] == body.size());
+    CHECK(cut[0]["kept"] == kMaxAssembledBody);
+    CHECK(st.counters["truncated"] == cut.size());
+    CHECK_FALSE(st.complete);
+    CHECK(has(st.reasons, "truncated_message"));
+    ::close(fd);
+}
+
+TEST_CASE("audit wire: fragments and whole-field prefixes") {
+    std::string body(1000, 'x');
+    auto frags = frame_fragments(body, 300);
+    REQUIRE(frags.size() == 4);
+    std::string joined;
+    for (auto& m : frags) {
+        WireHeader h;
+        std::string_view payload;
+        REQUIRE(parse_header(m, h, payload) == HeaderError::none);
+        CHECK(h.message_type == kFragmentMessage);
+        Fragment f;
+        REQUIRE(parse_fragment(payload, f));
+        CHECK(f.offset == joined.size());
+        CHECK(f.total == 1000);
+        joined += f.data;
+    }
+    CHECK(joined == body);
+    Fragment f;
+    CHECK_FALSE(parse_fragment("short", f));
+    std::string over = frags[3].substr(kHeaderMinSize);
+    over[4] = 10;  // total 10, data past it
+    over[5] = over[6] = over[7] = 0;
+    CHECK_FALSE(parse_fragment(over, f));
+
+    w::ExecveCall e;
+    e.set_pathname("/bin/x");
+    e.add_argv("one");
+    e.add_argv("two");
+    std::string pb = e.SerializeAsString();
+    CHECK(whole_fields_prefix(pb) == pb.size());
+    CHECK(whole_fields_prefix(pb.substr(0, pb.size() - 1)) == pb.size() - 5);
+    CHECK(whole_fields_prefix("") == 0);
+    CHECK(whole_fields_prefix("\x0a\x7f") == 0);
+}
