@@ -1,15 +1,10 @@
 // libFuzzer target: one sentry message (header included) through the record
 // formatter, the way the writer takes it: a batch (type 0x7f01,
 // runtime/audit-sink.patch) entry by entry plus its malformed remainder, any
-<<<<<<< HEAD
-// other message whole. Properties: never crashes, exactly one line per record,
-// always valid JSON (bytes that are not UTF-8 escaped as \udcNN) with
-// seq/point/dropped, and a batch's records are as many
-=======
 // other message whole; a fragment's header and the whole-field prefix of a
-// point cut short (runtime/audit-fragments.patch). Properties: never crashes, exactly one line per record,
-// always valid JSON with seq/point/dropped, and a batch's records are as many
->>>>>>> bigpoint
+// point cut short (runtime/audit-fragments.patch). Properties: never crashes,
+// exactly one line per record, always valid JSON (bytes that are not UTF-8
+// escaped as \udcNN) with seq/point/dropped, and a batch's records are as many
 // as message_event_count says. Seeds: tests/data/audit/corpus (recorded from a
 // real runsc session by `sandweave-audit-replay --record`; batch-*.bin built
 // from those by frame_batch).
