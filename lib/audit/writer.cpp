@@ -485,7 +485,8 @@ bool Writer::drain(int max_rounds) {
                 // what they say is kept (truncated_batch).
                 enqueue_event(kTruncated, len,
                               std::string_view(data, std::min(len, kMaxMessageSize)));
-            } else if (len >= 4 && static_cast<unsigned char>(data[2]) == (kFragmentMessage & 0xff) &&
+            } else if (len >= 4 &&
+                       static_cast<unsigned char>(data[2]) == (kFragmentMessage & 0xff) &&
                        static_cast<unsigned char>(data[3]) == kFragmentMessage >> 8) {
                 // A fragment is part of a batch the writer puts together: it
                 // waits for room rather than be lost (a round of them is larger

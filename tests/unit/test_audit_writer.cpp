@@ -572,7 +572,8 @@ std::string big_execve(int n, std::size_t env_bytes = 0) {
         a.resize((128u << 10) - 1, 'a');
         e.add_argv(a);
     }
-    for (std::size_t k = 0; k * 100000 < env_bytes; ++k) e.add_envv("E" + std::to_string(k) + "=" + std::string(100000, 'e'));
+    for (std::size_t k = 0; k * 100000 < env_bytes; ++k)
+        e.add_envv("E" + std::to_string(k) + "=" + std::string(100000, 'e'));
     return e.SerializeAsString();
 }
 }  // namespace
@@ -586,7 +587,8 @@ TEST_CASE("audit writer: a point of megabytes arrives in fragments and is writte
     // 1.5 MiB of argv and 1 MiB of environment after a small point, in one
     // batch: more than one message may hold, so the runtime fragments it
     // (smaller fragments than its 256 KiB: the default send buffer).
-    std::string body = payload_of(frame_batch({{7, payload_of(open_msg("/before"))}, {11, big_execve(12, 1 << 20)}}));
+    std::string body = payload_of(
+        frame_batch({{7, payload_of(open_msg("/before"))}, {11, big_execve(12, 1 << 20)}}));
     REQUIRE(body.size() > kMaxMessageSize);
     for (const auto& m : frame_fragments(body, 100u << 10)) send_msg(fd, m);
     send_msg(fd, open_msg("/after"));
@@ -626,7 +628,8 @@ TEST_CASE("audit writer: a point of megabytes arrives in fragments and is writte
     ::close(fd);
 }
 
-TEST_CASE("audit writer: a point over every limit is kept truncated, named, with its first arguments") {
+TEST_CASE(
+    "audit writer: a point over every limit is kept truncated, named, with its first arguments") {
     TempDir t("audit", short_tmp);
     fs::path dir = t.path / "w";
     RunningWriter wr(dir);
@@ -634,7 +637,8 @@ TEST_CASE("audit writer: a point over every limit is kept truncated, named, with
     send_msg(fd, start_msg());
     // 80 arguments of 128 KiB: 10 MiB, more than kMaxAssembledBody (no real
     // runtime makes one; a hostile sentry could).
-    std::string body = payload_of(frame_batch({{7, payload_of(open_msg("/first"))}, {11, big_execve(80)}}));
+    std::string body =
+        payload_of(frame_batch({{7, payload_of(open_msg("/first"))}, {11, big_execve(80)}}));
     REQUIRE(body.size() > kMaxAssembledBody);
     for (const auto& m : frame_fragments(body, 100u << 10)) send_msg(fd, m);
     // The same, unfragmented: one message over kMaxMessageSize (root: the
