@@ -73,4 +73,25 @@ TEST_SUITE("cgroup") {
             CHECK(written->filename() == "cgroup.procs");
         }
     }
+
+    TEST_CASE("a sandbox's cgroups: the name at the top of every hierarchy, each once") {
+        std::string mi = std::string(v1_mountinfo) +
+                         // The same hierarchy mounted again, a subtree, and cgroup2.
+                         "70 31 0:37 / /mnt/pids rw - cgroup cgroup rw,pids\n"
+                         "71 31 0:32 /x /mnt/mem rw - cgroup cgroup rw,memory\n"
+                         "72 31 0:38 / /sys/fs/cgroup/unified rw - cgroup2 cgroup2 rw\n";
+        CHECK(top_cgroup_dirs("sw-0123456789ab", mi) ==
+              std::vector<fs::path>{
+                  "/sys/fs/cgroup/cpu,cpuacct/sw-0123456789ab",
+                  "/sys/fs/cgroup/cpuset/sw-0123456789ab",
+                  "/sys/fs/cgroup/memory/sw-0123456789ab",
+                  "/sys/fs/cgroup/pids/sw-0123456789ab",
+                  "/sys/fs/cgroup/systemd/sw-0123456789ab",
+                  "/sys/fs/cgroup/unified/sw-0123456789ab",
+              });
+        // Never a path elsewhere.
+        CHECK(top_cgroup_dirs("", mi).empty());
+        CHECK(top_cgroup_dirs("..", mi).empty());
+        CHECK(top_cgroup_dirs("a/b", mi).empty());
+    }
 }
