@@ -121,7 +121,7 @@ for ((i = 0; i < 30 && SECONDS < deadline; i++)); do
     kill_counted
     ((kills >= 6 && inside >= 2)) && break
 done
-# Last, as the attack did: a refill killed while a member's runsc is in its
+# Last, the sequence that leaked: a refill killed while a member's runsc is in its
 # create, and the pool removed at once.
 sw pool resize p 4 >/dev/null 2>&1
 wait_runsc_creating
