@@ -109,10 +109,11 @@ DoctorCheck leftovers_check(Context& ctx) {
         if (!names.empty())
             found.push_back(std::to_string(names.size()) + " name(s) of removed sandboxes (" +
                             some(names) + ")");
-        auto cgroups = stale_sandbox_cgroups(ctx);
-        if (!cgroups.empty())
-            found.push_back("the empty host cgroups of " + std::to_string(cgroups.size()) +
-                            " sandbox(es) whose runtime was killed (" + some(cgroups) + ")");
+        auto runtimes = runtime_leftovers(ctx);
+        if (!runtimes.empty())
+            found.push_back("the host cgroups or runtime files of " +
+                            std::to_string(runtimes.size()) +
+                            " sandbox(es) whose runtime was killed (" + some(runtimes) + ")");
     } catch (const std::exception& e) {
         c.ok = false;
         c.detail = std::string("could not check: ") + e.what();

@@ -34,14 +34,28 @@ Runsc runsc_for(Context& ctx, const SandboxRecord& r) {
 }
 
 // Kills every process whose arguments name this sandbox's bundle: what a
-// launch that failed half-way (a timed-out runsc run) leaves behind where
-// `runsc delete` cannot see it.
+// launch that failed half-way (a timed-out runsc run, one whose creator was
+// killed) leaves behind where `runsc delete` cannot see it. Looked for again
+// until none is left: a runsc killed in its create may have started a
+// gofer or sandbox process after the first look, which would keep its
+// cgroups busy (and itself waiting for a parent that is gone).
 void kill_leftover_processes(Context& ctx, const fs::path& bundle) {
-    for (pid_t pid : ctx.host.processes_matching(bundle.string())) {
-        log().debug("killing leftover process " + std::to_string(pid) + " of " + bundle.string());
-        ctx.host.kill(pid, SIGKILL);
+    for (int round = 0; round < 100; ++round) {
+        auto pids = ctx.host.processes_matching(bundle.string());
+        if (pids.empty()) return;
+        for (pid_t pid : pids) {
+            log().debug("killing leftover process " + std::to_string(pid) + " of " +
+                        bundle.string());
+            ctx.host.kill(pid, SIGKILL);
+        }
+        std::this_thread::sleep_for(std::chrono::milliseconds(10));
     }
+    log().warn("processes naming " + bundle.string() + " are still there after SIGKILL");
 }
+
+// runsc's files in its root for a container: "<id>_sandbox:<id>.lock" and
+// ".state"; a runsc killed in its create leaves the lock alone.
+constexpr std::string_view runsc_file_infix = "_sandbox:";
 
 // What a runsc killed before `runsc delete` could run leaves under the
 // container's id: its host cgroups (one per hierarchy) and its files in the
@@ -51,7 +65,7 @@ void remove_runtime_leftovers(Context& ctx, const std::string& id) {
     if (!ctx.host.remove_cgroups(id, std::chrono::seconds(2)))
         log().warn("sandbox " + id + ": some of its host cgroups still hold tasks");
     std::error_code ec;
-    const std::string prefix = id + "_sandbox:";
+    const std::string prefix = id + std::string(runsc_file_infix);
     for (const auto& e : fs::directory_iterator(ctx.store.runsc_root(), ec)) {
         std::string n = e.path().filename().string();
         if (n.rfind(prefix, 0) == 0 && e.path().extension() == ".lock") {
@@ -641,26 +655,56 @@ int sweep_abandoned_creates(Context& ctx) {
     return swept;
 }
 
-std::vector<std::string> stale_sandbox_cgroups(Context& ctx) {
+namespace {
+
+// Ids of this store's runtime root that have a lock without a state (a runsc
+// killed in its create) and no sandbox directory any more: no create of
+// this store can still be making them, so what they left goes at once.
+std::vector<std::string> orphan_runtime_ids(Context& ctx) {
     std::vector<std::string> out;
-    for (auto& id : ctx.host.stale_cgroups(sandbox_kind.id_prefix, stale_cgroup_age)) {
-        // Empty and old, but a sandbox of this store that still claims to run
-        // is left to rm (and its own check) rather than judged here.
-        if (ctx.store.objects(sandbox_kind).exists(id)) {
-            try {
-                if (ctx.store.load(id).state == SandboxState::running) continue;
-            } catch (const Error&) {
-            }
-        }
+    std::error_code ec;
+    for (const auto& e : fs::directory_iterator(ctx.store.runsc_root(), ec)) {
+        std::string n = e.path().filename().string();
+        auto at = n.find(runsc_file_infix);
+        if (at == std::string::npos || e.path().extension() != ".lock") continue;
+        std::string id = n.substr(0, at);
+        fs::path state = e.path();
+        state.replace_extension(".state");
+        if (!is_sandbox_id(id) || fs::exists(state, ec) ||
+            fs::exists(ctx.store.sandbox_dir(id), ec) ||
+            std::find(out.begin(), out.end(), id) != out.end())
+            continue;
         out.push_back(std::move(id));
     }
     return out;
 }
 
-int sweep_stale_cgroups(Context& ctx) {
+}  // namespace
+
+std::vector<std::string> runtime_leftovers(Context& ctx) {
+    std::vector<std::string> out = orphan_runtime_ids(ctx);
+    for (auto& id : ctx.host.stale_cgroups(sandbox_kind.id_prefix, stale_cgroup_age)) {
+        // Another program's cgroup that merely begins like an id is not
+        // ours; a sandbox of this store (running, or failed and listed as
+        // such) is left to rm and prune, which remove its leftovers with it.
+        std::error_code ec;
+        if (!is_sandbox_id(id) || std::find(out.begin(), out.end(), id) != out.end() ||
+            fs::exists(ctx.store.sandbox_dir(id), ec))
+            continue;
+        out.push_back(std::move(id));
+    }
+    return out;
+}
+
+int sweep_runtime_leftovers(Context& ctx) {
     int n = 0;
-    for (const auto& id : stale_sandbox_cgroups(ctx))
-        if (ctx.host.remove_cgroups(id, std::chrono::milliseconds(0))) ++n;
+    for (const auto& id : runtime_leftovers(ctx)) {
+        // Nothing of it may run: a process naming its bundle is a runsc
+        // killed in its create or one of its children.
+        kill_leftover_processes(ctx, ctx.store.sandbox_dir(id) / "bundle");
+        remove_runtime_leftovers(ctx, id);
+        ++n;
+    }
     return n;
 }
 
@@ -676,8 +720,8 @@ std::vector<std::string> prune_sandboxes(Context& ctx) {
         log().info("removed " + std::to_string(swept) + " half-removed sandbox director(ies)");
     if (int names = ctx.store.sweep_stale_names())
         log().info("freed " + std::to_string(names) + " name(s) of removed sandboxes");
-    if (int n = sweep_stale_cgroups(ctx))
-        log().info("removed the empty host cgroups of " + std::to_string(n) +
+    if (int n = sweep_runtime_leftovers(ctx))
+        log().info("removed the host cgroups and runtime files of " + std::to_string(n) +
                    " sandbox(es) whose runtime was killed");
     std::vector<std::string> removed;
     for (const auto& v : list_sandboxes(ctx)) {

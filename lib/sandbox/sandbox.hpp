@@ -102,14 +102,21 @@ std::vector<std::string> sandboxes_using_image(Context& ctx, const std::string& 
 // them; returns how many went. prune calls it.
 int sweep_abandoned_creates(Context& ctx);
 
-// Ids whose host cgroups are left over from a killed runtime: empty, made
-// more than `stale_cgroup_age` ago (so never a create about to join them),
-// in any state directory of this host (a cgroup holds no state-directory
-// name), and not a sandbox of this store that claims to run.
+// Ids of sandboxes whose runtime was killed before `runsc delete` and left
+// something on the host under the id: an empty host cgroup in every
+// hierarchy, a lock without a state in the runtime's root. Two kinds:
+//  - ids of this store's runtime root with such a lock whose sandbox is
+//    gone from the store: no create can still be making them;
+//  - any other id's cgroups that are empty and were made more than
+//    `stale_cgroup_age` ago (so never a create about to join them, of any
+//    state directory of this host: a cgroup holds no state-directory name).
+// A sandbox that still has its directory here (a record or a reservation)
+// is not listed: rm and prune remove its leftovers with it, whatever their
+// age, once its create is known dead (its lock is free).
 inline constexpr std::chrono::seconds stale_cgroup_age{30};
-std::vector<std::string> stale_sandbox_cgroups(Context& ctx);
+std::vector<std::string> runtime_leftovers(Context& ctx);
 // Removes them; returns how many ids went. prune calls it.
-int sweep_stale_cgroups(Context& ctx);
+int sweep_runtime_leftovers(Context& ctx);
 
 // Removes every stopped or failed sandbox, and what interrupted creates and
 // removals left (abandoned reservations, graveyards, stale names); returns

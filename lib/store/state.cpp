@@ -22,6 +22,7 @@ using nlohmann::json;
 namespace {
 
 constexpr const char* id_prefix = "sw-";
+constexpr std::size_t id_hex_digits = 12;
 constexpr std::size_t min_prefix = 4;
 
 // A reference that can only name an entry of the kind's directory: not empty,
@@ -52,6 +53,14 @@ const ObjectKind sandbox_kind{
                      "sandbox id '" + ref + "' is ambiguous (" + std::to_string(n) + " matches)");
     },
 };
+
+bool is_sandbox_id(std::string_view name) {
+    std::string_view prefix = id_prefix;
+    if (name.size() != prefix.size() + id_hex_digits || name.substr(0, prefix.size()) != prefix)
+        return false;
+    return std::all_of(name.begin() + static_cast<std::ptrdiff_t>(prefix.size()), name.end(),
+                       [](char c) { return (c >= '0' && c <= '9') || (c >= 'a' && c <= 'f'); });
+}
 
 const ObjectKind snapshot_kind{
     "snapshot",
@@ -390,7 +399,7 @@ StateStore::Reservation StateStore::reserve(const std::string& name) {
                                           "': use 1-64 letters, digits, '-', '_' or '.', starting "
                                           "with a letter or digit");
     for (int attempt = 0; attempt < 16; ++attempt) {
-        std::string id = id_prefix + random_hex(12);
+        std::string id = id_prefix + random_hex(id_hex_digits);
         fs::path dir = sandbox_dir(id);
         FileLock window(reserve_window_lock(root_), FileLock::Mode::shared);
         if (::mkdir(dir.c_str(), 0700) != 0) {

@@ -34,6 +34,7 @@
 #include <functional>
 #include <optional>
 #include <string>
+#include <string_view>
 #include <vector>
 
 #include <nlohmann/json.hpp>
@@ -68,6 +69,12 @@ struct ObjectKind {
 };
 
 extern const ObjectKind sandbox_kind, snapshot_kind, pool_kind, image_kind;
+
+// Whether `name` has the form of an id this store generates for a sandbox
+// ("sw-" and 12 lowercase hex digits), which no other program's name is
+// likely to have: what may be taken for a sandbox's name outside the state
+// directory (its host cgroups).
+bool is_sandbox_id(std::string_view name);
 
 // The objects of one kind in one directory.
 class ObjectDir {

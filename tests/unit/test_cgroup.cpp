@@ -74,25 +74,24 @@ TEST_SUITE("cgroup") {
         }
     }
 
-    TEST_CASE("a container's cgroups: one per hierarchy mounted from its root, each once") {
+    TEST_CASE("a sandbox's cgroups: the name at the top of every hierarchy, each once") {
         std::string mi = std::string(v1_mountinfo) +
-                         // the memory hierarchy mounted a second time, and a subtree mount
-                         "60 23 0:32 / /mnt/again rw - cgroup cgroup rw,memory\n"
-                         "61 23 0:40 /sub /mnt/sub rw - cgroup cgroup rw,blkio\n";
-        auto dirs = top_cgroup_dirs("sw-abc", mi);
-        CHECK(dirs == std::vector<fs::path>{
-                          "/sys/fs/cgroup/cpu,cpuacct/sw-abc",
-                          "/sys/fs/cgroup/cpuset/sw-abc",
-                          "/sys/fs/cgroup/memory/sw-abc",
-                          "/sys/fs/cgroup/pids/sw-abc",
-                          "/sys/fs/cgroup/systemd/sw-abc",
-                      });
-        CHECK(top_cgroup_dirs("sw-abc", "0 1 0:1 / /sys/fs/cgroup rw - cgroup2 cgroup2 rw\n") ==
-              std::vector<fs::path>{"/sys/fs/cgroup/sw-abc"});
-    }
-
-    TEST_CASE("a name that is not one directory names no cgroup") {
-        for (const char* bad : {"", ".", "..", "a/b", "../memory"})
-            CHECK(top_cgroup_dirs(bad, v1_mountinfo).empty());
+                         // The same hierarchy mounted again, a subtree, and cgroup2.
+                         "70 31 0:37 / /mnt/pids rw - cgroup cgroup rw,pids\n"
+                         "71 31 0:32 /x /mnt/mem rw - cgroup cgroup rw,memory\n"
+                         "72 31 0:38 / /sys/fs/cgroup/unified rw - cgroup2 cgroup2 rw\n";
+        CHECK(top_cgroup_dirs("sw-0123456789ab", mi) ==
+              std::vector<fs::path>{
+                  "/sys/fs/cgroup/cpu,cpuacct/sw-0123456789ab",
+                  "/sys/fs/cgroup/cpuset/sw-0123456789ab",
+                  "/sys/fs/cgroup/memory/sw-0123456789ab",
+                  "/sys/fs/cgroup/pids/sw-0123456789ab",
+                  "/sys/fs/cgroup/systemd/sw-0123456789ab",
+                  "/sys/fs/cgroup/unified/sw-0123456789ab",
+              });
+        // Never a path elsewhere.
+        CHECK(top_cgroup_dirs("", mi).empty());
+        CHECK(top_cgroup_dirs("..", mi).empty());
+        CHECK(top_cgroup_dirs("a/b", mi).empty());
     }
 }

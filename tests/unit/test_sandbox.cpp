@@ -6,10 +6,12 @@
 
 #include <signal.h>
 
+#include <algorithm>
 #include <filesystem>
 #include <functional>
 #include <set>
 #include <string>
+#include <vector>
 
 #include <nlohmann/json.hpp>
 
@@ -202,5 +204,69 @@ TEST_SUITE("sandbox") {
         CHECK(f.host.mount_calls.size() == 1u);
         CHECK(f.store.list().size() == 1u);
         CHECK(f.store.resolve_id("twin") == first.id);
+    }
+
+    TEST_CASE("rm removes the host cgroups and the runtime lock a runsc killed in its create left") {
+        FakeContext f;
+        f.install_image();
+        fake_runtime(f);  // runsc knows no container: it died before its state
+        f.runner.launch = [](const Command&, const fs::path&) { return LaunchResult{0, ""}; };
+        SandboxRecord r = create_sandbox(f.ctx, named("killed", false));
+        fs::path runsc_root = f.store.runsc_root();
+        make_dirs(runsc_root);
+        fs::path lock = runsc_root / (r.id + "_sandbox:" + r.id + ".lock");
+        fs::path other = runsc_root / "sw-0123456789ab_sandbox:sw-0123456789ab.lock";
+        write_file_atomic(lock, "");
+        write_file_atomic(other, "");
+        f.host.cgroups = {r.id, "sw-0123456789ab"};
+        // A child runsc started after the first look: found on a later one.
+        f.host.processes.push_back(
+            {51, "runsc-sandbox boot --bundle=" + (f.store.sandbox_dir(r.id) / "bundle").string()});
+        remove_sandbox(f.ctx, "killed");
+        CHECK(f.host.cgroup_removals == std::vector<std::string>{r.id});
+        CHECK(f.host.cgroups == std::set<std::string>{"sw-0123456789ab"});
+        CHECK_FALSE(fs::exists(lock));
+        CHECK(fs::exists(other));  // another sandbox's
+        CHECK(f.host.kill_calls == std::vector<std::pair<pid_t, int>>{{51, SIGKILL}});
+        check_nothing_left(f, "killed");
+    }
+
+    TEST_CASE("runtime leftovers: ids known dead at once, unknown ones only when stale") {
+        FakeContext f;
+        fs::path runsc_root = f.store.runsc_root();
+        make_dirs(runsc_root);
+        auto lock = [&](const std::string& id) {
+            return runsc_root / (id + "_sandbox:" + id + ".lock");
+        };
+        // Its sandbox is gone from the store: a runsc killed in its create.
+        const std::string orphan = "sw-aaaaaaaaaaaa";
+        write_file_atomic(lock(orphan), "");
+        f.host.cgroups.insert(orphan);  // not stale yet: too young for the age guard
+        f.host.processes.push_back(
+            {61, "runsc-gofer --bundle " + (f.store.sandbox_dir(orphan) / "bundle").string()});
+        // A runtime with its state: runsc's own, not a leftover.
+        const std::string live = "sw-bbbbbbbbbbbb";
+        write_file_atomic(lock(live), "");
+        write_file_atomic(runsc_root / (live + "_sandbox:" + live + ".state"), "{}");
+        // A sandbox this store still has (its reservation): rm and prune's.
+        const std::string reserved = "sw-cccccccccccc";
+        make_dirs(f.store.sandbox_dir(reserved));
+        write_file_atomic(lock(reserved), "");
+        // Empty and old: of a state directory gone from this host, or not a
+        // sandbox's at all.
+        f.host.stale = {"sw-dddddddddddd", reserved, "sw-bench-episodes-1", "sw-DDDDDDDDDDDD"};
+
+        auto found = runtime_leftovers(f.ctx);
+        std::sort(found.begin(), found.end());
+        CHECK(found == std::vector<std::string>{orphan, "sw-dddddddddddd"});
+
+        CHECK(sweep_runtime_leftovers(f.ctx) == 2);
+        CHECK_FALSE(fs::exists(lock(orphan)));
+        CHECK(fs::exists(lock(live)));
+        CHECK(fs::exists(lock(reserved)));
+        CHECK(f.host.cgroups.count(orphan) == 0u);
+        CHECK(f.host.kill_calls == std::vector<std::pair<pid_t, int>>{{61, SIGKILL}});
+        CHECK(f.host.stale == std::set<std::string>{reserved, "sw-bench-episodes-1", "sw-DDDDDDDDDDDD"});
+        CHECK(runtime_leftovers(f.ctx).empty());
     }
 }  // TEST_SUITE

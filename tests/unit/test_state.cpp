@@ -89,10 +89,15 @@ TEST_SUITE("state") {
         for (int i = 0; i < 50; ++i) {
             std::string id = store.reserve("").id;
             CHECK(std::regex_match(id, std::regex("^sw-[0-9a-f]{12}$")));
+            CHECK(is_sandbox_id(id));
             CHECK(fs::is_directory(store.sandbox_dir(id)));
             ids.insert(id);
         }
         CHECK(ids.size() == 50u);
+        // Only that form: not another program's name that begins alike.
+        for (const char* other : {"sw-", "sw-0123456789a", "sw-0123456789abc", "sw-0123456789AB",
+                                  "sw-bench-episodes", "xx-0123456789ab", "sw-0123456789a/"})
+            CHECK_FALSE(is_sandbox_id(other));
     }
 
     TEST_CASE("a name is reserved once; a taken or invalid name is a usage error") {
