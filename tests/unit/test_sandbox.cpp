@@ -206,7 +206,8 @@ TEST_SUITE("sandbox") {
         CHECK(f.store.resolve_id("twin") == first.id);
     }
 
-    TEST_CASE("rm removes the host cgroups and the runtime lock a runsc killed in its create left") {
+    TEST_CASE(
+        "rm removes the host cgroups and the runtime lock a runsc killed in its create left") {
         FakeContext f;
         f.install_image();
         fake_runtime(f);  // runsc knows no container: it died before its state
@@ -266,7 +267,8 @@ TEST_SUITE("sandbox") {
         CHECK(fs::exists(lock(reserved)));
         CHECK(f.host.cgroups.count(orphan) == 0u);
         CHECK(f.host.kill_calls == std::vector<std::pair<pid_t, int>>{{61, SIGKILL}});
-        CHECK(f.host.stale == std::set<std::string>{reserved, "sw-bench-episodes-1", "sw-DDDDDDDDDDDD"});
+        CHECK(f.host.stale ==
+              std::set<std::string>{reserved, "sw-bench-episodes-1", "sw-DDDDDDDDDDDD"});
         CHECK(runtime_leftovers(f.ctx).empty());
     }
 }  // TEST_SUITE
