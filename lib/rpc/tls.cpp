@@ -114,14 +114,13 @@ std::string read_token(const fs::path& file, const std::string& peer, bool expli
     Fd fd(::open(file.c_str(), O_RDONLY | O_CLOEXEC));
     if (!fd.valid()) {
         if (errno == ENOENT && !explicit_file) return "";
-        throw Error(ErrorCode::connection,
-                    peer + ": cannot read the token file " + file.string() + ": " +
-                        std::strerror(errno));
+        throw Error(ErrorCode::connection, peer + ": cannot read the token file " + file.string() +
+                                               ": " + std::strerror(errno));
     }
-    struct stat st{};
+    struct stat st {};
     if (::fstat(fd.get(), &st) != 0 || !S_ISREG(st.st_mode))
-        throw Error(ErrorCode::connection, peer + ": the token file " + file.string() +
-                                               " is not a regular file");
+        throw Error(ErrorCode::connection,
+                    peer + ": the token file " + file.string() + " is not a regular file");
     if (st.st_mode & 077)
         throw Error(ErrorCode::connection,
                     peer + ": the token file " + file.string() +
@@ -232,9 +231,8 @@ TlsConnection::TlsConnection(const WeaveTarget& t, const WeaveOptions& o)
     SSL_ctrl(impl_->ssl, SSL_CTRL_SET_TLSEXT_HOSTNAME, TLSEXT_NAMETYPE_host_name,
              const_cast<char*>(t.host.c_str()));
     if (SSL_connect(impl_->ssl) != 1)
-        throw Error(ErrorCode::connection,
-                    peer + ": TLS handshake failed: " + openssl_error() +
-                        " (is it a sandweave controller?)");
+        throw Error(ErrorCode::connection, peer + ": TLS handshake failed: " + openssl_error() +
+                                               " (is it a sandweave controller?)");
     X509* cert = SSL_get1_peer_certificate(impl_->ssl);
     if (!cert) throw Error(ErrorCode::connection, peer + ": the controller sent no certificate");
     std::string fp = cert_fingerprint(cert);
@@ -243,8 +241,7 @@ TlsConnection::TlsConnection(const WeaveTarget& t, const WeaveOptions& o)
     const std::string key = t.host + ":" + std::to_string(t.port);
     std::optional<std::string> pinned = o.fingerprint;
     if (!pinned)
-        if (const char* env = std::getenv("SANDWEAVE_WEAVE_FINGERPRINT"); env && *env)
-            pinned = env;
+        if (const char* env = std::getenv("SANDWEAVE_WEAVE_FINGERPRINT"); env && *env) pinned = env;
     if (pinned) {
         auto want = normalize_fingerprint(*pinned);
         if (!want)
@@ -256,12 +253,13 @@ TlsConnection::TlsConnection(const WeaveTarget& t, const WeaveOptions& o)
                             ", pinned " + *want +
                             "; someone may be intercepting the connection (refusing)");
     } else {
-        fs::path known = o.known_hosts ? fs::path(*o.known_hosts) : config_dir() / "weave_known_hosts";
+        fs::path known =
+            o.known_hosts ? fs::path(*o.known_hosts) : config_dir() / "weave_known_hosts";
         if (auto k = known_fingerprint(known, key)) {
             if (k->first != fp)
                 throw Error(ErrorCode::connection,
-                            peer + ": THE CONTROLLER'S CERTIFICATE HAS CHANGED: it is " + fp + ", " +
-                                known.string() + ":" + std::to_string(k->second) + " has " +
+                            peer + ": THE CONTROLLER'S CERTIFICATE HAS CHANGED: it is " + fp +
+                                ", " + known.string() + ":" + std::to_string(k->second) + " has " +
                                 k->first +
                                 "; someone may be intercepting the connection, or the "
                                 "certificate was replaced (then remove that line) (refusing)");
@@ -276,7 +274,8 @@ TlsConnection::TlsConnection(const WeaveTarget& t, const WeaveOptions& o)
             throw Error(ErrorCode::connection,
                         peer + ": unknown controller certificate " + fp +
                             "; if that is the controller's (it prints it at start), pin it with "
-                            "--weave-fingerprint " + fp + " or accept it with --accept-new-host-key");
+                            "--weave-fingerprint " +
+                            fp + " or accept it with --accept-new-host-key");
         }
     }
     timeval none{0, 0};

@@ -24,10 +24,11 @@ namespace sandweave::weave {
 // directory: the cluster.env scripts/weave-cluster.sh writes (SLURM_CONF,
 // SANDWEAVE_WEAVE_STATE_<node>), or a site's file in the same form.
 struct ClusterConfig {
-    std::string slurm_conf;                         // empty: Slurm's default
-    std::map<std::string, std::string> state_dirs;  // node -> --state-dir (absent: the worker's default)
-    std::string partition;                          // empty: the default partition
-    std::string worker_binary;                      // sandweave on the workers
+    std::string slurm_conf;  // empty: Slurm's default
+    std::map<std::string, std::string>
+        state_dirs;             // node -> --state-dir (absent: the worker's default)
+    std::string partition;      // empty: the default partition
+    std::string worker_binary;  // sandweave on the workers
 };
 ClusterConfig read_cluster_env(const std::filesystem::path& file);
 
@@ -36,7 +37,7 @@ std::unique_ptr<api::Api> make_controller_api(const ClusterConfig& cluster);
 
 struct ControllerOptions {
     std::string listen = "127.0.0.1:7443";
-    std::filesystem::path state_dir;  // certificate, key, token, fingerprint
+    std::filesystem::path state_dir;              // certificate, key, token, fingerprint
     std::filesystem::path cert, key, token_file;  // empty: in state_dir, made at first start
     std::string server_name;
 };

@@ -59,10 +59,10 @@ constexpr const char* comment_prefix = "sandweave:";
 class WorkerLink {
   public:
     WorkerLink(const ClusterConfig& c, long job, const std::string& node) {
-        std::vector<std::string> argv = {"srun",      "--jobid=" + std::to_string(job),
-                                         "--overlap", "--unbuffered",
-                                         "--quiet",   "--nodes=1",
-                                         "--ntasks=1", "--nodelist=" + node,
+        std::vector<std::string> argv = {"srun",          "--jobid=" + std::to_string(job),
+                                         "--overlap",     "--unbuffered",
+                                         "--quiet",       "--nodes=1",
+                                         "--ntasks=1",    "--nodelist=" + node,
                                          c.worker_binary, "serve",
                                          "--stdio"};
         if (auto it = c.state_dirs.find(node); it != c.state_dirs.end()) {
@@ -70,7 +70,8 @@ class WorkerLink {
             argv.push_back(it->second);
         }
         int sv[2];
-        if (::socketpair(AF_UNIX, SOCK_STREAM | SOCK_CLOEXEC, 0, sv) != 0) throw_errno("socketpair");
+        if (::socketpair(AF_UNIX, SOCK_STREAM | SOCK_CLOEXEC, 0, sv) != 0)
+            throw_errno("socketpair");
         Fd ours(sv[0]), theirs(sv[1]);
         posix_spawn_file_actions_t fa;
         posix_spawn_file_actions_init(&fa);
@@ -88,7 +89,8 @@ class WorkerLink {
         int rc = ::posix_spawnp(&pid_, "srun", &fa, &attr, args.data(), environ);
         posix_spawn_file_actions_destroy(&fa);
         posix_spawnattr_destroy(&attr);
-        if (rc != 0) throw Error(ErrorCode::runtime, "cannot start srun: " + std::string(strerror(rc)));
+        if (rc != 0)
+            throw Error(ErrorCode::runtime, "cannot start srun: " + std::string(strerror(rc)));
         theirs.reset();
         Fd out(::fcntl(ours.get(), F_DUPFD_CLOEXEC, 3));
         peer_ = "worker " + node + " (job " + std::to_string(job) + ")";
@@ -125,8 +127,8 @@ struct Placed {
     std::shared_ptr<WorkerLink> link;
 };
 
-CommandResult slurm(const std::vector<std::string>& argv, std::chrono::milliseconds timeout =
-                                                              std::chrono::seconds(30)) {
+CommandResult slurm(const std::vector<std::string>& argv,
+                    std::chrono::milliseconds timeout = std::chrono::seconds(30)) {
     LocalRunner r;
     Command c;
     c.argv = argv;
@@ -138,7 +140,8 @@ std::string last_line(const std::string& s) {
     auto end = s.find_last_not_of("\n ");
     if (end == std::string::npos) return "";
     auto start = s.rfind('\n', end);
-    return s.substr(start == std::string::npos ? 0 : start + 1, end - (start == std::string::npos ? 0 : start + 1) + 1);
+    return s.substr(start == std::string::npos ? 0 : start + 1,
+                    end - (start == std::string::npos ? 0 : start + 1) + 1);
 }
 
 class ControllerApi final : public api::Api {
@@ -180,8 +183,9 @@ class ControllerApi final : public api::Api {
     }
 
     SandboxView create(const api::CreateParams& p) override {
-        std::vector<std::string> argv = {"salloc", "--no-shell", "--gres=sbx:1", "--ntasks=1",
-                                         "--job-name=sandweave", std::string("--comment=") + comment_prefix};
+        std::vector<std::string> argv = {
+            "salloc",     "--no-shell",           "--gres=sbx:1",
+            "--ntasks=1", "--job-name=sandweave", std::string("--comment=") + comment_prefix};
         if (p.ttl_ms && *p.ttl_ms > 0)
             argv.push_back("--time=" + std::to_string((*p.ttl_ms + 59999) / 60000));
         if (!c_.partition.empty()) argv.push_back("--partition=" + c_.partition);
@@ -320,7 +324,9 @@ class ControllerApi final : public api::Api {
     }
 
     // Not routed yet (docs/weave.md says what comes next).
-    SnapshotRecord snapshot_create(const api::SnapshotCreateParams&) override { throw later("snapshot create"); }
+    SnapshotRecord snapshot_create(const api::SnapshotCreateParams&) override {
+        throw later("snapshot create");
+    }
     api::SnapshotList snapshot_ls() override { throw later("snapshot ls"); }
     api::Removed snapshot_rm(const api::IdParams&) override { throw later("snapshot rm"); }
     PoolInfo pool_create(const api::PoolCreateParams&) override { throw later("pools"); }
@@ -329,8 +335,12 @@ class ControllerApi final : public api::Api {
     PoolInfo pool_resize(const api::PoolResizeParams&) override { throw later("pools"); }
     api::Removed pool_rm(const api::NameParams&) override { throw later("pools"); }
     api::TemplateList template_ls() override { throw later("template ls"); }
-    api::TemplateShowResult template_show(const api::TemplateShowParams&) override { throw later("template show"); }
-    api::TemplateValidateResult template_validate(const api::TemplateValidateParams&) override { throw later("template validate"); }
+    api::TemplateShowResult template_show(const api::TemplateShowParams&) override {
+        throw later("template show");
+    }
+    api::TemplateValidateResult template_validate(const api::TemplateValidateParams&) override {
+        throw later("template validate");
+    }
     api::Image image_build(const api::ImageBuildParams&) override { throw later("images"); }
     api::ImageList image_ls() override { throw later("images"); }
     api::RecipeList image_recipes() override { throw later("images"); }
@@ -338,7 +348,10 @@ class ControllerApi final : public api::Api {
     api::Image image_import(const api::ImageImportParams&) override { throw later("images"); }
     api::Image image_inspect(const api::NameParams&) override { throw later("images"); }
     api::DoctorResult doctor() override { throw later("doctor"); }
-    api::ScreenshotResult desktop_screenshot(const api::IdParams&, const std::function<void(std::string_view)>&) override { throw later("desktops"); }
+    api::ScreenshotResult desktop_screenshot(
+        const api::IdParams&, const std::function<void(std::string_view)>&) override {
+        throw later("desktops");
+    }
     api::Empty desktop_click(const api::PointerParams&) override { throw later("desktops"); }
     api::Empty desktop_move(const api::PointerParams&) override { throw later("desktops"); }
     api::Empty desktop_type(const api::TypeParams&) override { throw later("desktops"); }

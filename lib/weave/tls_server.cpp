@@ -217,7 +217,7 @@ void serve_controller(api::Api& api, const ControllerOptions& o, int stop_fd) {
         log().info("controller: made a new certificate: " + cert.string());
     }
     if (!fs::exists(token)) write_file_atomic(token, random_hex(64) + "\n", 0600);
-    struct stat st{};
+    struct stat st {};
     if (::stat(token.c_str(), &st) != 0 || (st.st_mode & 077))
         throw Error(ErrorCode::usage,
                     "controller: the token file " + token.string() + " must be mode 0600");
@@ -240,12 +240,12 @@ void serve_controller(api::Api& api, const ControllerOptions& o, int stop_fd) {
     ::signal(SIGPIPE, SIG_IGN);
     auto* sh = new Shared{api, ctx, sha256_hex(tok), {o.server_name, {}}};
     // What is not routed yet is neither listed nor served (docs/weave.md).
-    sh->serve.without = {"audit.export",   "snapshot.create",    "snapshot.ls",   "snapshot.rm",
-                         "pool.create",    "pool.acquire",       "pool.ls",       "pool.resize",
-                         "pool.rm",        "template.ls",        "template.show", "template.validate",
-                         "image.build",    "image.ls",           "image.recipes", "image.rm",
-                         "image.import",   "image.inspect",      "doctor",        "desktop.screenshot",
-                         "desktop.click",  "desktop.move",       "desktop.type",  "desktop.key"};
+    sh->serve.without = {"audit.export",  "snapshot.create", "snapshot.ls",   "snapshot.rm",
+                         "pool.create",   "pool.acquire",    "pool.ls",       "pool.resize",
+                         "pool.rm",       "template.ls",     "template.show", "template.validate",
+                         "image.build",   "image.ls",        "image.recipes", "image.rm",
+                         "image.import",  "image.inspect",   "doctor",        "desktop.screenshot",
+                         "desktop.click", "desktop.move",    "desktop.type",  "desktop.key"};
     log().info("controller: listening on " + l.address + " (TLS), certificate " + fp);
     for (;;) {
         pollfd p[2] = {{l.fd.get(), POLLIN, 0}, {stop_fd, POLLIN, 0}};
@@ -259,8 +259,8 @@ void serve_controller(api::Api& api, const ControllerOptions& o, int stop_fd) {
         Fd c(::accept4(l.fd.get(), reinterpret_cast<sockaddr*>(&addr), &len, SOCK_CLOEXEC));
         if (!c.valid()) continue;
         char host[NI_MAXHOST] = "?", serv[NI_MAXSERV] = "?";
-        ::getnameinfo(reinterpret_cast<sockaddr*>(&addr), len, host, sizeof host, serv,
-                      sizeof serv, NI_NUMERICHOST | NI_NUMERICSERV);
+        ::getnameinfo(reinterpret_cast<sockaddr*>(&addr), len, host, sizeof host, serv, sizeof serv,
+                      NI_NUMERICHOST | NI_NUMERICSERV);
         std::string peer = std::string(host) + ":" + serv;
         std::thread([sh, fd = std::move(c), peer]() mutable {
             sigset_t all;
