@@ -2,6 +2,8 @@
 
 #include <fcntl.h>
 #include <netdb.h>
+#include <netinet/in.h>
+#include <netinet/tcp.h>
 #include <poll.h>
 #include <pwd.h>
 #include <signal.h>
@@ -165,6 +167,9 @@ Fd connect_tcp(const WeaveTarget& t, std::chrono::seconds timeout) {
             last = std::strerror(err);
             continue;
         }
+        // Requests are small lines: send each at once (no Nagle delay).
+        int one = 1;
+        ::setsockopt(s.get(), IPPROTO_TCP, TCP_NODELAY, &one, sizeof one);
         int flags = ::fcntl(s.get(), F_GETFL);
         ::fcntl(s.get(), F_SETFL, flags & ~O_NONBLOCK);
         ::freeaddrinfo(res);

@@ -42,6 +42,8 @@ eval "$LAST_OUT"
 # Slurm's tools with the cluster's configuration, not exported: stop ends
 # every process that carries it.
 squeue() { SLURM_CONF="$DIR/etc/slurm.conf" command squeue "$@"; }
+salloc() { SLURM_CONF="$DIR/etc/slurm.conf" command salloc "$@"; }
+scancel() { SLURM_CONF="$DIR/etc/slurm.conf" command scancel "$@"; }
 CDIR="$DIR/controller"
 assert_eq "the controller's directory is 0700" 700 "$(stat -c %a "$CDIR")"
 assert_eq "its key is 0600" 600 "$(stat -c %a "$CDIR/controller.key")"
@@ -115,6 +117,22 @@ capture "$SW" run "${ids[2]}" -- echo still here
 assert_eq "a sandbox from before the restart still runs commands" "still here" "$LAST_OUT"
 for id in "${ids[@]}"; do "$SW" rm -f "$id" >/dev/null || fail "rm -f $id"; done
 assert_eq "rm of the five ends their jobs" 0 "$(squeue -h -t RUNNING,PENDING -o %j | grep -c '^sw-' || true)"
+
+# --- no room: pending until Slurm grants a slot -------------------------------------
+note "pending"
+for i in $(seq 12); do salloc --no-shell --gres=sbx:1 -n1 -J "filler$i" >/dev/null 2>&1 || fail "salloc filler$i"; done
+"$SW" create --template base >"$SCRATCH/pending.id" 2>"$SCRATCH/pending.err" &
+creating=$!
+pending_listed() { "$SW" ls --json | jq -e '[.[] | select(.state == "pending" and (.id | startswith("job-")) and .worker == "-")] | length == 1' >/dev/null; }
+assert_true "with every slot taken, the create is pending in ls" wait_for 10 pending_listed
+scancel -n filler1
+wait "$creating"
+assert_eq "it is created once Slurm frees a slot" 0 "$?"
+id="$(cat "$SCRATCH/pending.id")"
+assert_eq "... on the freed worker" "$(squeue -h -o '%j %N' | awk -v id="$id" '$1 == id { print $2 }')" \
+    "$("$SW" inspect --json "$id" | jq -r .worker)"
+"$SW" rm -f "$id" >/dev/null || fail "rm -f $id"
+for i in $(seq 2 12); do scancel -n "filler$i"; done
 
 # --- refusals ------------------------------------------------------------------------------
 note "refusals"
