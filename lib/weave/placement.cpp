@@ -127,8 +127,9 @@ struct Placed {
     std::shared_ptr<WorkerLink> link;
 };
 
+// A Slurm command; `timeout` nullopt: as long as it takes (a pending salloc).
 CommandResult slurm(const std::vector<std::string>& argv,
-                    std::chrono::milliseconds timeout = std::chrono::seconds(30)) {
+                    std::optional<std::chrono::milliseconds> timeout = std::chrono::seconds(30)) {
     LocalRunner r;
     Command c;
     c.argv = argv;
@@ -189,7 +190,7 @@ class ControllerApi final : public api::Api {
         if (p.ttl_ms && *p.ttl_ms > 0)
             argv.push_back("--time=" + std::to_string((*p.ttl_ms + 59999) / 60000));
         if (!c_.partition.empty()) argv.push_back("--partition=" + c_.partition);
-        CommandResult r = slurm(argv, std::chrono::hours(24 * 365));
+        CommandResult r = slurm(argv, std::nullopt);
         long job = 0;
         auto at = r.err.find("Granted job allocation ");
         if (!r.ok() || at == std::string::npos)
