@@ -53,8 +53,10 @@ cluster() { "$here/weave-cluster.sh" --dir "$dir" "${cluster_args[@]}" "$@"; }
 controller_pid() {
     local pid
     pid="$(cat "$pidfile" 2>/dev/null)" || return 1
-    [ -n "$pid" ] && [ "$(readlink "/proc/$pid/exe" 2>/dev/null)" = "$(readlink -f "$sandweave")" ] &&
-        grep -qaF -- "$cdir" "/proc/$pid/cmdline" 2>/dev/null && echo "$pid"
+    # By its command line, not its binary: a rebuilt binary's old process
+    # shows "(deleted)" as its exe and must still be found.
+    [ -n "$pid" ] && tr '\0' ' ' <"/proc/$pid/cmdline" 2>/dev/null |
+        grep -qF -- " controller --controller-dir $cdir " && echo "$pid"
 }
 
 do_env() {
@@ -78,7 +80,7 @@ do_start() {
     echo $! >"$pidfile"
     local i
     for i in $(seq 100); do
-        if ss -Hltn "sport = :$port" 2>/dev/null | grep -q .; then
+        if ss -Hltnp "sport = :$port" 2>/dev/null | grep -qF "pid=$(cat "$pidfile"),"; then
             say "controller listening on 127.0.0.1:$port (pid $(cat "$pidfile"), log $dir/log/controller.log)"
             do_env
             return
