@@ -12,6 +12,7 @@
 #include "lib/core/units.hpp"
 #include "lib/rpc/client.hpp"
 #include "lib/rpc/ssh.hpp"
+#include "lib/rpc/tls.hpp"
 #include "lib/sandbox/context.hpp"
 
 namespace sandweave::cli {
@@ -24,27 +25,60 @@ struct Session::Local {
 
 struct Session::Remote {
     std::unique_ptr<rpc::SshConnection> ssh;
+    std::unique_ptr<rpc::TlsConnection> tls;
 };
 
+namespace {
+
+std::chrono::seconds connect_timeout_of(const GlobalOptions& g) {
+    auto t = parse_duration(g.connect_timeout);
+    if (!t || t->count() < 1000)
+        throw Error(ErrorCode::usage, "--connect-timeout '" + g.connect_timeout +
+                                          "': expected a duration of at least 1s");
+    return std::chrono::duration_cast<std::chrono::seconds>(*t);
+}
+
+}  // namespace
+
+void Session::connect_weave(const GlobalOptions& g) {
+    rpc::WeaveOptions o;
+    if (!g.weave_fingerprint.empty()) o.fingerprint = g.weave_fingerprint;
+    if (!g.weave_token_file.empty()) o.token_file = g.weave_token_file;
+    if (!g.weave_known_hosts.empty()) o.known_hosts = g.weave_known_hosts;
+    o.accept_new = g.accept_new_host_key;
+    o.connect_timeout = connect_timeout_of(g);
+    auto target = rpc::parse_weave_url(g.host);
+    remote_ = std::make_unique<Remote>();
+    remote_->tls = std::make_unique<rpc::TlsConnection>(target, o);
+    Fd stream = remote_->tls->take_stream();
+    Fd out(::fcntl(stream.get(), F_DUPFD_CLOEXEC, 3));
+    if (!out.valid()) throw_errno("dup");
+    remote_url_ = target.url();
+    nlohmann::json extra = nlohmann::json::object();
+    if (!remote_->tls->token().empty()) extra["token"] = remote_->tls->token();
+    api_ = std::make_unique<rpc::RpcClient>(std::move(stream), std::move(out), remote_url_, extra);
+}
+
 Session::Session(const GlobalOptions& g) {
-    if (g.host.rfind("ssh://", 0) == 0) {
-        // --state-dir and --runsc describe this host; a worker uses its own,
-        // set in its environment (the variables here are simply not used).
-        if (!g.state_dir.empty() || !g.runsc.empty())
-            throw Error(ErrorCode::usage,
-                        "--state-dir and --runsc apply to the local connection; a worker uses its "
-                        "own (set SANDWEAVE_STATE_DIR or SANDWEAVE_RUNSC in its environment)");
+    bool ssh = g.host.rfind("ssh://", 0) == 0, weave = g.host.rfind("weave://", 0) == 0;
+    // --state-dir and --runsc describe this host; a worker uses its own,
+    // set in its environment (the variables here are simply not used).
+    if ((ssh || weave) && (!g.state_dir.empty() || !g.runsc.empty()))
+        throw Error(ErrorCode::usage,
+                    "--state-dir and --runsc apply to the local connection; a worker uses its "
+                    "own (set SANDWEAVE_STATE_DIR or SANDWEAVE_RUNSC in its environment)");
+    if (weave) {
+        connect_weave(g);
+        return;
+    }
+    if (ssh) {
         rpc::SshOptions o;
         o.remote_binary = g.remote_binary;
         if (!g.identity.empty()) o.identity = g.identity;
         if (!g.known_hosts.empty()) o.known_hosts = g.known_hosts;
         if (!g.ssh_config.empty()) o.config = g.ssh_config;
         o.accept_new_host_key = g.accept_new_host_key;
-        auto t = parse_duration(g.connect_timeout);
-        if (!t || t->count() < 1000)
-            throw Error(ErrorCode::usage, "--connect-timeout '" + g.connect_timeout +
-                                              "': expected a duration of at least 1s");
-        o.connect_timeout = std::chrono::duration_cast<std::chrono::seconds>(*t);
+        o.connect_timeout = connect_timeout_of(g);
         auto target = rpc::parse_ssh_url(g.host);
         remote_ = std::make_unique<Remote>();
         remote_->ssh = std::make_unique<rpc::SshConnection>(target, o);
@@ -66,7 +100,8 @@ Session::Session(const GlobalOptions& g) {
     }
     if (g.host != "local" && !g.host.empty())
         throw Error(ErrorCode::usage,
-                    "--host '" + g.host + "': expected local or ssh://[user@]host[:port]");
+                    "--host '" + g.host +
+                        "': expected local, ssh://[user@]host[:port] or weave://host[:port]");
     local_ = std::make_unique<Local>();
     std::filesystem::path root =
         g.state_dir.empty() ? StateStore::default_root() : std::filesystem::path(g.state_dir);
@@ -102,7 +137,8 @@ void add_global_options(CLI::App& app, GlobalOptions& g) {
                    "State directory of the local connection (default $SANDWEAVE_STATE_DIR, "
                    "else /var/lib/sandweave for root)")
         ->type_name("DIR");
-    app.add_option("--host", g.host, "Connection: local (default) or ssh://[user@]host[:port]")
+    app.add_option("--host", g.host,
+                   "Connection: local (default), ssh://[user@]host[:port] or weave://host[:port]")
         ->envname("SANDWEAVE_HOST");
     app.add_option("--identity", g.identity, "ssh: private key file (default: agent, ~/.ssh/id_*)")
         ->type_name("FILE")
@@ -115,15 +151,32 @@ void add_global_options(CLI::App& app, GlobalOptions& g) {
         ->type_name("FILE")
         ->group("SSH");
     app.add_flag("--accept-new-host-key", g.accept_new_host_key,
-                 "ssh: add an unknown host key to known_hosts (a changed key is still refused)")
+                 "ssh, weave: add an unknown host key or controller certificate to the known "
+                 "hosts (a changed one is still refused)")
         ->group("SSH");
     app.add_option("--connect-timeout", g.connect_timeout,
-                   "ssh: give up connecting after this long")
+                   "ssh, weave: give up connecting after this long")
         ->capture_default_str()
         ->group("SSH");
     app.add_option("--remote-binary", g.remote_binary, "ssh: sandweave on the worker")
         ->capture_default_str()
         ->group("SSH");
+    app.add_option("--weave-fingerprint", g.weave_fingerprint,
+                   "weave: the controller certificate's sha256 fingerprint to accept "
+                   "(default: ~/.config/sandweave/weave_known_hosts)")
+        ->envname("SANDWEAVE_WEAVE_FINGERPRINT")
+        ->type_name("sha256:HEX")
+        ->group("Weave");
+    app.add_option("--weave-token-file", g.weave_token_file,
+                   "weave: the token to present (0600; default ~/.config/sandweave/weave_token)")
+        ->envname("SANDWEAVE_WEAVE_TOKEN_FILE")
+        ->type_name("FILE")
+        ->group("Weave");
+    app.add_option("--weave-known-hosts", g.weave_known_hosts,
+                   "weave: pinned controller certificates (default "
+                   "~/.config/sandweave/weave_known_hosts)")
+        ->type_name("FILE")
+        ->group("Weave");
     // No envname for these two: the library reads SANDWEAVE_STATE_DIR and
     // SANDWEAVE_RUNSC itself for the local connection, so an explicit flag
     // can be told from the environment (and refused for a remote one).

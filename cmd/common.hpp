@@ -29,6 +29,8 @@ struct GlobalOptions {
     std::string identity, known_hosts, ssh_config, remote_binary = "sandweave";
     bool accept_new_host_key = false;
     std::string connect_timeout = "10s";
+    // weave:// connections
+    std::string weave_fingerprint, weave_token_file, weave_known_hosts;
 };
 
 // Set by a verb's callback; main() exits with it.
@@ -40,7 +42,7 @@ struct Outcome {
 
 // The connection for one invocation: `local` calls the API in-process;
 // `ssh://[user@]host[:port]` speaks it to `sandweave serve --stdio` on the
-// worker.
+// worker; `weave://host[:port]` to a `sandweave controller` over TLS.
 class Session {
   public:
     explicit Session(const GlobalOptions& g);
@@ -56,6 +58,7 @@ class Session {
   private:
     struct Local;
     struct Remote;
+    void connect_weave(const GlobalOptions& g);
     std::unique_ptr<Local> local_;
     std::unique_ptr<Remote> remote_;
     std::unique_ptr<api::Api> api_;
@@ -80,6 +83,7 @@ void register_audit(CLI::App& app, GlobalOptions& g, Outcome& out);
 void register_snapshot(CLI::App& app, GlobalOptions& g, Outcome& out);
 void register_pool(CLI::App& app, GlobalOptions& g, Outcome& out);
 void register_serve(CLI::App& app, GlobalOptions& g, Outcome& out);
+void register_controller(CLI::App& app, GlobalOptions& g, Outcome& out);     // controller.cpp
 void register_process_verbs(CLI::App& app, GlobalOptions& g, Outcome& out);  // ps logs kill wait
 void register_desktop(CLI::App& app, GlobalOptions& g, Outcome& out);        // desktop.cpp
 void register_version(CLI::App& app, GlobalOptions& g, Outcome& out);

@@ -43,17 +43,25 @@ std::string limit_events_text(const std::optional<LimitUsage>& u) {
 }
 
 void print_table(const std::vector<SandboxView>& views) {
-    std::printf("%-16s %-16s %-10s %-9s %-21s %-8s %-16s %s\n", "ID", "NAME", "TEMPLATE", "STATE",
-                "CREATED", "LEFT", "LABELS", "LIMIT-EVENTS");
+    // WORKER only through a Weave controller, where sandboxes have one.
+    bool workers = false;
+    for (const auto& v : views) workers = workers || v.worker.has_value();
+    std::printf("%-16s %-16s %-10s %-9s %-21s %-8s %-16s %s%s\n", "ID", "NAME", "TEMPLATE", "STATE",
+                "CREATED", "LEFT", "LABELS", "LIMIT-EVENTS", workers ? "  WORKER" : "");
     for (const auto& v : views) {
         const auto& r = v.record;
         std::string tmpl = r.spec.template_name.size() > 10
                                ? r.spec.template_name.substr(0, 9) + "~"
                                : r.spec.template_name;
+        std::string events = limit_events_text(v.limits);
+        if (workers)
+            events = (events + std::string(12, ' '))
+                         .substr(0, std::max<std::size_t>(12, events.size())) +
+                     "  " + v.worker.value_or("-");
         std::printf("%-16s %-16s %-10s %-9s %-21s %-8s %-16s %s\n", r.id.c_str(),
                     r.name.empty() ? "-" : r.name.c_str(), tmpl.c_str(), to_string(v.live).c_str(),
                     r.created_at.c_str(), left_text(v).c_str(), labels_text(r.spec.labels).c_str(),
-                    limit_events_text(v.limits).c_str());
+                    events.c_str());
     }
 }
 

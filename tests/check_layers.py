@@ -38,6 +38,7 @@ LIB_ALLOWED = {
     "sandbox": {"core", "spec", "audit", "runtime", "store"},
     "api": {"core", "spec", "audit", "runtime", "store", "sandbox"},
     "rpc": {"core", "spec", "audit", "runtime", "store", "sandbox", "api"},
+    "weave": {"core", "spec", "audit", "runtime", "store", "sandbox", "api", "rpc"},
 }
 
 # What any verb may include below cmd/: the API a verb calls, and the
@@ -64,6 +65,10 @@ CMD_EXCEPTIONS = {
         "lib/core/host.hpp": "... acting on this host",
         "lib/rpc/client.hpp": "an ssh:// connection is an RpcClient",
         "lib/rpc/ssh.hpp": "... over ssh",
+        "lib/rpc/tls.hpp": "... or over TLS to a controller (weave://)",
+    },
+    "cmd/controller.cpp": {
+        "lib/weave/controller.hpp": "`sandweave controller` is the controller",
     },
     "cmd/serve.cpp": {
         "lib/rpc/server.hpp": "`sandweave serve` is the server",
@@ -87,6 +92,7 @@ CLIENT_SIDE = {
     "lib/api/codecs.cpp", "lib/api/one_shot.cpp", "lib/api/client_export.cpp",
     "lib/rpc/client.hpp", "lib/rpc/client.cpp", "lib/rpc/jsonrpc.hpp", "lib/rpc/jsonrpc.cpp",
     "lib/rpc/ssh.hpp", "lib/rpc/ssh.cpp", "lib/rpc/libssh_lazy.cpp",
+    "lib/rpc/tls.hpp", "lib/rpc/tls.cpp",
 }
 # ... and the one worker header it may include: plain data, no operations.
 CLIENT_MAY_INCLUDE = {"lib/sandbox/records.hpp"}

@@ -40,6 +40,7 @@ SandboxView Codec<SandboxView>::decode(const json& j, const std::string& where) 
             v.left = left;
         }
         if (j.contains("limits")) v.limits = limit_usage_from_json(j.at("limits"));
+        if (j.contains("worker")) v.worker = j.at("worker").get<std::string>();
         return v;
     });
 }

@@ -188,6 +188,9 @@ CommandResult wait_capturing(pid_t pid, ChildStdio& stdio, const Command& cmd) {
         }
         if (rc == 0) {
             if (exited) break;  // only leftover holders of the pipes remain
+            // poll waits at most 60 s at a time (remaining_ms): a longer
+            // timeout is not over yet.
+            if (!r.timed_out && deadline && Clock::now() < *deadline) continue;
             r.timed_out = true;
             ::kill(pid, SIGKILL);
             continue;

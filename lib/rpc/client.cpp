@@ -301,14 +301,15 @@ struct RpcClient::Impl {
     }
 };
 
-RpcClient::RpcClient(Fd in, Fd out, std::string peer) : impl_(std::make_unique<Impl>()) {
+RpcClient::RpcClient(Fd in, Fd out, std::string peer, json hello_extra)
+    : impl_(std::make_unique<Impl>()) {
     impl_->in = std::move(in);
     impl_->out = std::move(out);
     impl_->peer = std::move(peer);
     ::signal(SIGPIPE, SIG_IGN);
     impl_->reader = std::thread([this] { impl_->read_loop(); });
     try {
-        handshake();
+        handshake(hello_extra);
     } catch (...) {
         // The destructor does not run for a constructor that throws: stop
         // the reader here.
@@ -317,13 +318,14 @@ RpcClient::RpcClient(Fd in, Fd out, std::string peer) : impl_(std::make_unique<I
     }
 }
 
-void RpcClient::handshake() {
+void RpcClient::handshake(const json& hello_extra) {
     json res;
     try {
-        res = impl_->finish(
-            impl_->start("hello", {{"protocol", protocol_version},
-                                   {"client", std::string("sandweave ") + build_version()},
-                                   {"capabilities", {"log", "progress"}}}));
+        json params{{"protocol", protocol_version},
+                    {"client", std::string("sandweave ") + build_version()},
+                    {"capabilities", {"log", "progress"}}};
+        params.update(hello_extra);
+        res = impl_->finish(impl_->start("hello", params));
     } catch (const Error& e) {
         if (e.code() == ErrorCode::connection)
             throw Error(ErrorCode::connection,

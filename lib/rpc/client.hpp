@@ -30,7 +30,9 @@ class RpcClient final : public api::Api {
     // Reads the server's lines from `in`, writes requests to `out` (the two may
     // be one socket). `peer` names the other end in messages ("ssh://web1").
     // Performs the handshake; throws Error when the server is unusable.
-    RpcClient(Fd in, Fd out, std::string peer);
+    // `hello_extra` joins the hello request's params (a weave:// token).
+    RpcClient(Fd in, Fd out, std::string peer,
+              nlohmann::json hello_extra = nlohmann::json::object());
     ~RpcClient() override;
     RpcClient(const RpcClient&) = delete;
     RpcClient& operator=(const RpcClient&) = delete;
@@ -86,7 +88,7 @@ class RpcClient final : public api::Api {
     bool offers(const std::string& method) const override { return has_method(method); }
 
   private:
-    void handshake();
+    void handshake(const nlohmann::json& hello_extra);
     // A request that streams like sandbox.run (output notifications, run.stdin
     // from io.stdin_fd, signals and io.control forwarded): {"result": ...} or
     // {"error": ...}. With follow_window, our terminal's SIGWINCH becomes

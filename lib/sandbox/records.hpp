@@ -37,6 +37,8 @@ struct SandboxView {
     std::optional<TimeLeft> left;  // with a ttl or idle timeout (lifetime.hpp)
     // What its pids/memory limits counted, when it runs with them (ls, inspect).
     std::optional<LimitUsage> limits;
+    // Through a Weave controller: the worker (Slurm node) it runs on.
+    std::optional<std::string> worker;
 };
 nlohmann::json to_json(const SandboxView& v);
 

@@ -144,7 +144,7 @@ SandboxView sandbox_view(Context& ctx, SandboxRecord r, SandboxState live,
                          std::optional<LimitUsage> limits) {
     if (r.state == SandboxState::creating && live == SandboxState::failed)
         settle_abandoned_create(ctx, r);
-    SandboxView v{std::move(r), live, std::nullopt, std::move(limits)};
+    SandboxView v{std::move(r), live, std::nullopt, std::move(limits), std::nullopt};
     if (!v.limits && v.live != SandboxState::running && v.record.limits_at_stop) {
         try {
             v.limits = limit_usage_from_json(*v.record.limits_at_stop);
@@ -614,6 +614,7 @@ json to_json(const SandboxView& v) {
         if (v.left->idle) t["idle_ms"] = std::max<std::int64_t>(0, v.left->idle->count());
     }
     if (v.limits) j["limits"] = to_json(*v.limits);
+    if (v.worker) j["worker"] = *v.worker;
     return j;
 }
 

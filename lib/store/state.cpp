@@ -247,6 +247,8 @@ std::string to_string(SandboxState s) {
             return "stopped";
         case SandboxState::failed:
             return "failed";
+        case SandboxState::pending:
+            return "pending";
     }
     return "unknown";
 }
@@ -255,6 +257,7 @@ SandboxState sandbox_state_from_string(const std::string& s) {
     if (s == "running") return SandboxState::running;
     if (s == "stopped") return SandboxState::stopped;
     if (s == "failed") return SandboxState::failed;
+    if (s == "pending") return SandboxState::pending;
     return SandboxState::creating;
 }
 

@@ -113,7 +113,9 @@ class ObjectDir {
     std::filesystem::path dir_, names_dir_;
 };
 
-enum class SandboxState { creating, running, stopped, failed };
+// pending: waiting for room on a Weave controller (its Slurm job is queued);
+// never in a worker's records.
+enum class SandboxState { creating, running, stopped, failed, pending };
 std::string to_string(SandboxState s);
 SandboxState sandbox_state_from_string(const std::string& s);
 

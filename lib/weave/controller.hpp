@@ -1,0 +1,49 @@
+#pragma once
+// `sandweave controller`: the API (docs/protocol.md) for clients over TLS,
+// each sandbox placed by Slurm on a participating worker (docs/weave.md).
+//
+// No scheduling here: a sandbox.create becomes one Slurm allocation
+// (`salloc --no-shell --gres=sbx:1`), and the sandbox is created on the node
+// Slurm granted, through `srun --jobid J --overlap -w NODE sandweave serve
+// --stdio` on that node. That connection stays open and carries the
+// sandbox's traffic (run, cp, audit, inspect, terminate, rm). The job is
+// named after the sandbox (its comment is `sandweave:<id>`), so the
+// controller keeps no state of its own: at start it rebuilds its map from
+// `squeue --json`. rm ends the job after the worker's rm.
+
+#include <filesystem>
+#include <map>
+#include <memory>
+#include <string>
+
+#include "lib/api/api.hpp"
+
+namespace sandweave::weave {
+
+// Where Slurm's configuration is and each worker's sandweave state
+// directory: the cluster.env scripts/weave-cluster.sh writes (SLURM_CONF,
+// SANDWEAVE_WEAVE_STATE_<node>), or a site's file in the same form.
+struct ClusterConfig {
+    std::string slurm_conf;  // empty: Slurm's default
+    std::map<std::string, std::string>
+        state_dirs;             // node -> --state-dir (absent: the worker's default)
+    std::string partition;      // empty: the default partition
+    std::string worker_binary;  // sandweave on the workers
+};
+ClusterConfig read_cluster_env(const std::filesystem::path& file);
+
+// The API a controller serves: routes each sandbox to its worker.
+std::unique_ptr<api::Api> make_controller_api(const ClusterConfig& cluster);
+
+struct ControllerOptions {
+    std::string listen = "127.0.0.1:7443";
+    std::filesystem::path state_dir;              // certificate, key, token, fingerprint
+    std::filesystem::path cert, key, token_file;  // empty: in state_dir, made at first start
+    std::string server_name;
+};
+
+// Listens for TLS clients until `stop_fd` becomes readable; each connection
+// must present the token in hello, then speaks the protocol to `api`.
+void serve_controller(api::Api& api, const ControllerOptions& opts, int stop_fd);
+
+}  // namespace sandweave::weave
