@@ -50,6 +50,21 @@ SCRATCH=""
 HELPERS=""
 LAST_OUT="" LAST_ERR="" LAST_RC=0
 
+# After `capture` of the one-machine Slurm cluster's start (scripts/weave-*.sh):
+# pass NAME when it started; skip (77) when a Slurm package is still missing,
+# since the start could not install it; fail otherwise.
+slurm_started_or_skip() {  # NAME
+    if ((LAST_RC != 0)); then
+        local pkg
+        for pkg in slurmctld slurmd slurm-client munge; do
+            dpkg-query -W -f='${Status}' "$pkg" 2>/dev/null | grep -q "install ok installed" ||
+                skip "Slurm cannot be installed here ($pkg): $LAST_ERR"
+        done
+        fatal "$1" "exit $LAST_RC" "$LAST_ERR"
+    fi
+    pass "$1"
+}
+
 # --- assertions -------------------------------------------------------------------
 # Every check ends in pass or fail. A failure prints FAIL NAME and, indented,
 # what was expected and what happened.
