@@ -1,0 +1,54 @@
+#pragma once
+// The Slurm commands the controller runs. Slurm does the placing, queueing,
+// time limits and failure detection; these only ask it and read its answers.
+
+#include <chrono>
+#include <optional>
+#include <string>
+#include <vector>
+
+#include <nlohmann/json.hpp>
+
+#include "lib/core/process.hpp"
+
+namespace sandweave::weave::slurm {
+
+// A job of ours carries this comment prefix, then the sandbox id.
+inline constexpr const char* comment_prefix = "sandweave:";
+
+// A Slurm command; `timeout` nullopt: as long as it takes (a pending salloc).
+CommandResult run(const std::vector<std::string>& argv,
+                  std::optional<std::chrono::milliseconds> timeout = std::chrono::seconds(30));
+
+// The last non-empty line of a command's output, for one-line errors.
+std::string last_line(const std::string& s);
+
+// What `salloc --no-shell` needs for one sandbox's allocation.
+struct AllocationRequest {
+    std::optional<long> ttl_ms;  // the job's time limit, rounded up to minutes
+    std::string partition;       // empty: the default partition
+};
+
+// A new allocation of one sandbox slot; blocks while Slurm keeps it pending.
+long allocate(const AllocationRequest& r);
+
+// Names the job after the sandbox, so a restarted controller pairs them up.
+void name_job(long job, const std::string& sandbox_id);
+
+// The node Slurm granted the job.
+std::string node_of(long job);
+
+// Ends the job (best effort: it may have ended already).
+void cancel(long job);
+
+// Every job Slurm knows (`squeue --json` ignores its filters in 22.05).
+std::vector<nlohmann::json> jobs();
+
+// Whether a job is one of ours (its comment starts with comment_prefix).
+bool is_ours(const nlohmann::json& job);
+
+// The sandbox id a job of ours carries in its comment; empty for other jobs
+// and for ours not yet named (still pending, or being created).
+std::string sandbox_of(const nlohmann::json& job);
+
+}  // namespace sandweave::weave::slurm

@@ -1,0 +1,79 @@
+// A sandbox's connection to its worker through Slurm (lib/weave/worker_link.hpp).
+#include "lib/weave/worker_link.hpp"
+
+#include <fcntl.h>
+#include <signal.h>
+#include <spawn.h>
+#include <sys/socket.h>
+#include <sys/wait.h>
+#include <unistd.h>
+
+#include <chrono>
+#include <cstring>
+#include <thread>
+#include <vector>
+
+#include "lib/core/error.hpp"
+#include "lib/core/fd.hpp"
+
+extern char** environ;
+
+namespace sandweave::weave {
+
+WorkerLink::WorkerLink(const ClusterConfig& c, long job, const std::string& node) {
+    std::vector<std::string> argv = {"srun",          "--jobid=" + std::to_string(job),
+                                     "--overlap",     "--unbuffered",
+                                     "--quiet",       "--nodes=1",
+                                     "--ntasks=1",    "--nodelist=" + node,
+                                     c.worker_binary, "serve",
+                                     "--stdio"};
+    if (auto it = c.state_dirs.find(node); it != c.state_dirs.end()) {
+        argv.push_back("--state-dir");
+        argv.push_back(it->second);
+    }
+    int sv[2];
+    if (::socketpair(AF_UNIX, SOCK_STREAM | SOCK_CLOEXEC, 0, sv) != 0) throw_errno("socketpair");
+    Fd ours(sv[0]), theirs(sv[1]);
+    posix_spawn_file_actions_t fa;
+    posix_spawn_file_actions_init(&fa);
+    posix_spawn_file_actions_adddup2(&fa, theirs.get(), 0);
+    posix_spawn_file_actions_adddup2(&fa, theirs.get(), 1);
+    posix_spawnattr_t attr;
+    posix_spawnattr_init(&attr);
+    sigset_t none;
+    sigemptyset(&none);
+    posix_spawnattr_setsigmask(&attr, &none);
+    posix_spawnattr_setflags(&attr, POSIX_SPAWN_SETSIGMASK);
+    std::vector<char*> args;
+    for (auto& a : argv) args.push_back(a.data());
+    args.push_back(nullptr);
+    int rc = ::posix_spawnp(&pid_, "srun", &fa, &attr, args.data(), environ);
+    posix_spawn_file_actions_destroy(&fa);
+    posix_spawnattr_destroy(&attr);
+    if (rc != 0) throw Error(ErrorCode::runtime, "cannot start srun: " + std::string(strerror(rc)));
+    theirs.reset();
+    Fd out(::fcntl(ours.get(), F_DUPFD_CLOEXEC, 3));
+    peer_ = "worker " + node + " (job " + std::to_string(job) + ")";
+    try {
+        client_ = std::make_unique<rpc::RpcClient>(std::move(ours), std::move(out), peer_);
+    } catch (...) {
+        reap();
+        throw;
+    }
+}
+
+WorkerLink::~WorkerLink() {
+    client_.reset();  // serve sees EOF, srun ends with it
+    reap();
+}
+
+void WorkerLink::reap() {
+    for (int i = 0; i < 50; ++i) {
+        if (::waitpid(pid_, nullptr, WNOHANG) == pid_) return;
+        std::this_thread::sleep_for(std::chrono::milliseconds(20));
+    }
+    ::kill(pid_, SIGKILL);
+    ::waitpid(pid_, nullptr, 0);
+}
+
+}  // namespace sandweave::weave

@@ -1,0 +1,32 @@
+#pragma once
+// One `srun --jobid J --overlap ... sandweave serve --stdio` into a
+// sandbox's job on the node Slurm granted, and the API client over it. The
+// connection stays open for the sandbox's life and carries all its traffic.
+
+#include <sys/types.h>
+
+#include <memory>
+#include <string>
+
+#include "lib/rpc/client.hpp"
+#include "lib/weave/controller.hpp"
+
+namespace sandweave::weave {
+
+class WorkerLink {
+  public:
+    WorkerLink(const ClusterConfig& c, long job, const std::string& node);
+    ~WorkerLink();
+    WorkerLink(const WorkerLink&) = delete;
+    WorkerLink& operator=(const WorkerLink&) = delete;
+
+    rpc::RpcClient& api() { return *client_; }
+
+  private:
+    void reap();
+    pid_t pid_ = -1;
+    std::string peer_;
+    std::unique_ptr<rpc::RpcClient> client_;
+};
+
+}  // namespace sandweave::weave
