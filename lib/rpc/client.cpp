@@ -358,11 +358,18 @@ bool RpcClient::has_method(const std::string& name) const {
     return std::find(m.begin(), m.end(), name) != m.end();
 }
 
+Error RpcClient::lacks(const std::string& what) const {
+    // "sandweave 0.1.0 (...)": only a server of another version is told to update.
+    const std::string& server = impl_->hello.server;
+    const std::string ours = std::string("sandweave ") + SANDWEAVE_VERSION;
+    bool same =
+        server.rfind(ours, 0) == 0 && (server.size() == ours.size() || server[ours.size()] == ' ');
+    return Error(ErrorCode::runtime,
+                 impl_->peer + " " + what + " (it is " + server + (same ? ")" : "; update it)"));
+}
+
 json RpcClient::call(const std::string& method, const json& params) {
-    if (!has_method(method))
-        throw Error(ErrorCode::runtime, impl_->peer + " does not offer '" + method +
-                                            "' (its sandweave is " + impl_->hello.server +
-                                            "; update it)");
+    if (!has_method(method)) throw lacks("does not offer '" + method + "'");
     return impl_->finish(impl_->start(method, params));
 }
 
@@ -487,10 +494,7 @@ api::RunResult RpcClient::run(const api::RunParams& p_in, const api::RunIo& io) 
     if (!p.attach && std::find(caps.begin(), caps.end(), "run.entrypoint") == caps.end()) {
         if (p.entrypoint && p.entrypoint->empty()) p.entrypoint.reset();
         if (p.entrypoint || p.argv.empty())
-            throw Error(ErrorCode::runtime,
-                        impl_->peer +
-                            " cannot run a sandbox's entrypoint or cmd (its sandweave is " +
-                            impl_->hello.server + "; update it, or give the whole command)");
+            throw lacks("cannot run a sandbox's entrypoint or cmd; give the whole command");
     }
     // A pty in the guest follows our terminal's size, when we have one.
     bool follow_window = p.tty && p.stdin && ::isatty(io.stdin_fd) && io.forward_own_signals &&
@@ -532,9 +536,7 @@ void copy_answer(const json& answer, const std::string& method) {
 
 api::Empty RpcClient::copy_request(const std::string& method, const json& params,
                                    const api::CpIo& io) {
-    if (!has_method(method))
-        throw Error(ErrorCode::runtime, impl_->peer + " cannot copy files (its sandweave is " +
-                                            impl_->hello.server + "; update it)");
+    if (!has_method(method)) throw lacks("cannot copy files");
     api::RunIo run;
     run.out = io.out;
     run.stdin_fd = io.in_fd;
@@ -591,10 +593,7 @@ audit::Status RpcClient::audit_export(const api::AuditExportParams& p) {
 }
 audit::Status RpcClient::audit_fetch(const api::IdParams& p,
                                      const std::function<void(std::string_view)>& on_data) {
-    if (!has_method("audit.fetch"))
-        throw Error(ErrorCode::runtime,
-                    impl_->peer + " cannot send an audit log to the client (its sandweave is " +
-                        impl_->hello.server + "; update it)");
+    if (!has_method("audit.fetch")) throw lacks("cannot send an audit log to the client");
     Impl::Pending sinks;
     sinks.data = &on_data;
     std::int64_t id = impl_->start("audit.fetch", api::to_json(p), std::move(sinks));
@@ -663,9 +662,7 @@ api::DoctorResult RpcClient::doctor() {
 
 api::ScreenshotResult RpcClient::desktop_screenshot(
     const api::IdParams& p, const std::function<void(std::string_view)>& on_data) {
-    if (!has_method("desktop.screenshot"))
-        throw Error(ErrorCode::runtime, impl_->peer + " has no desktops (its sandweave is " +
-                                            impl_->hello.server + "; update it)");
+    if (!has_method("desktop.screenshot")) throw lacks("has no desktops");
     Impl::Pending sinks;
     sinks.data = &on_data;
     std::int64_t id = impl_->start("desktop.screenshot", api::to_json(p), std::move(sinks));

@@ -21,6 +21,7 @@
 #include <string>
 
 #include "lib/api/api.hpp"
+#include "lib/core/error.hpp"
 #include "lib/core/fd.hpp"
 
 namespace sandweave::rpc {
@@ -89,6 +90,10 @@ class RpcClient final : public api::Api {
 
   private:
     void handshake(const nlohmann::json& hello_extra);
+    // The error for what the server cannot do: "PEER WHAT (it is SERVER; update
+    // it)", or without "; update it" when it is our own version (a
+    // controller that does not route it, say).
+    Error lacks(const std::string& what) const;
     // A request that streams like sandbox.run (output notifications, run.stdin
     // from io.stdin_fd, signals and io.control forwarded): {"result": ...} or
     // {"error": ...}. With follow_window, our terminal's SIGWINCH becomes

@@ -39,10 +39,17 @@ env = Sandbox(
 
 
 def sandbox_ids(sw_bin: str, state_dir: str) -> Set[str]:
+    """The sandboxes the seed examples could have made: the shared state
+    directory also holds other tests' sandboxes, which carry a
+    `sandweave-test` label and are theirs to remove."""
     out = subprocess.run(
         [sw_bin, "--state-dir", state_dir, "--json", "ls"], capture_output=True, text=True, check=True
     ).stdout
-    return {s["id"] for s in json.loads(out or "[]")}
+    return {
+        s["id"]
+        for s in json.loads(out or "[]")
+        if "sandweave-test" not in (s.get("spec", {}).get("labels") or {})
+    }
 
 
 @pytest.fixture
