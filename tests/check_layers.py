@@ -39,6 +39,8 @@ LIB_ALLOWED = {
     "api": {"core", "spec", "audit", "runtime", "store", "sandbox"},
     "rpc": {"core", "spec", "audit", "runtime", "store", "sandbox", "api"},
     "weave": {"core", "spec", "audit", "runtime", "store", "sandbox", "api", "rpc"},
+    # Batch episodes: a client of the API, like a verb (never the worker's code).
+    "batch": {"core", "audit", "api"},
 }
 
 # What any verb may include below cmd/: the API a verb calls, and the
@@ -69,6 +71,9 @@ CMD_EXCEPTIONS = {
     },
     "cmd/controller.cpp": {
         "lib/weave/controller.hpp": "`sandweave controller` is the controller",
+    },
+    "cmd/batch.cpp": {
+        "lib/batch/batch.hpp": "`sandweave batch` is the batch runner (a client of the API)",
     },
     "cmd/serve.cpp": {
         "lib/rpc/server.hpp": "`sandweave serve` is the server",
