@@ -76,8 +76,10 @@ std::vector<Episode> parse_spec(const std::filesystem::path& file);
 // One line's JSON text (for tests and the error path): `where` prefixes errors.
 Episode parse_episode(std::string_view text, const std::string& where);
 
-// The batch's key: derived from the absolute output folder, so reruns with the
-// same --out find the sandboxes of an earlier run.
+// The results folder as absolute, normal path ("runs/1/" and "./runs/1" are
+// one folder), and the batch's key derived from it, so reruns with the same
+// folder find the sandboxes of an earlier run.
+std::filesystem::path results_folder(const std::filesystem::path& out);
 std::string batch_key(const std::filesystem::path& out);
 
 struct Options {

@@ -13,6 +13,7 @@
 #include <mutex>
 #include <set>
 #include <thread>
+#include <tuple>
 
 #include "lib/audit/audit.hpp"
 #include "lib/batch/batch.hpp"
@@ -507,7 +508,7 @@ std::size_t sweep(api::Api& api, const std::string& key) {
 Runner::Runner(std::vector<Episode> episodes, Options options) : s_(std::make_unique<State>()) {
     s_->episodes = std::move(episodes);
     s_->o = std::move(options);
-    s_->o.out = fs::absolute(s_->o.out).lexically_normal();
+    s_->o.out = results_folder(s_->o.out);
     s_->key = batch_key(s_->o.out);
     if (s_->o.concurrency < 1) s_->o.concurrency = 1;
     if (s_->o.retries < 0) s_->o.retries = 0;
@@ -598,13 +599,20 @@ Summary Runner::run() {
             s.changed.notify_all();
         });
     {
+        // The line changes with the counts (a plain --progress log gets a
+        // line per change, not one per tick); rate and ETA go with them.
         std::unique_lock<std::mutex> l(s.mu);
+        std::tuple<std::size_t, std::size_t, std::size_t, bool> shown{static_cast<std::size_t>(-1),
+                                                                      0, 0, false};
         while (s.workers_left > 0) {
             s.changed.wait_for(l, std::chrono::milliseconds(500));
-            if (!progress) continue;
+            std::size_t queued = s.todo.size() - s.next;
+            std::tuple<std::size_t, std::size_t, std::size_t, bool> now{s.finished, s.running,
+                                                                        queued, s.stopping()};
+            if (!progress || now == shown) continue;
+            shown = now;
             double secs = std::chrono::duration<double>(Clock::now() - t0).count();
             double rate = secs > 0 ? static_cast<double>(s.finished) / secs : 0;
-            std::size_t queued = s.todo.size() - s.next;
             char r[32];
             std::snprintf(r, sizeof r, "%.2f/s", rate);
             std::string text = std::to_string(s.finished) + "/" + std::to_string(s.todo.size()) +

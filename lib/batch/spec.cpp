@@ -73,6 +73,7 @@ void read_key(Episode& e, const std::string& key, const json& v, const std::stri
             bad(where, "'id': '" + e.id +
                            "' is not a safe folder name (1-128 letters, digits, '-', '_' or "
                            "'.', starting with a letter or digit)");
+        if (e.id == "summary.json") bad(where, "'id': 'summary.json' is the batch's summary file");
     } else if (key == "template") {
         e.template_ref = string_of(v, where, key);
         if (e.template_ref->empty()) bad(where, "'template': empty");
@@ -195,8 +196,13 @@ std::vector<Episode> parse_spec(const std::filesystem::path& file) {
     return out;
 }
 
+std::filesystem::path results_folder(const std::filesystem::path& out) {
+    auto p = std::filesystem::absolute(out).lexically_normal();
+    return p.has_filename() ? p : p.parent_path();  // "/a/b/" is "/a/b"
+}
+
 std::string batch_key(const std::filesystem::path& out) {
-    return sha256_hex(std::filesystem::absolute(out).lexically_normal().string()).substr(0, 16);
+    return sha256_hex(results_folder(out).string()).substr(0, 16);
 }
 
 }  // namespace sandweave::batch
