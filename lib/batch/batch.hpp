@@ -88,7 +88,11 @@ struct Options {
     int retries = 2;
     std::uint64_t output_limit = default_output_limit;
     // A new connection for one worker thread (each has its own, and a new one
-    // after its connection was lost).
+    // after its connection was lost). One shared Api would be safe (LocalApi
+    // serves `serve`'s request threads; RpcClient takes calls from many
+    // threads), but an RpcClient delivers every run's output on its one
+    // reader thread, so one episode's slow disk would stall the others, and a
+    // lost connection would fail every episode in flight at once.
     std::function<std::shared_ptr<api::Api>()> connect;
     // A remote connection's address (audit logs are fetched to this host).
     std::optional<std::string> via;
