@@ -160,4 +160,44 @@ assert_match "infrastructure failure: its error" 'no-such-template' "$(jq -r '.i
 assert_true "infrastructure failure: no folder (a rerun tries again)" test ! -e "$SCRATCH/infra-out/infra"
 assert_match "infrastructure failure: retried once" 'try 1 failed.*trying again' "$LAST_ERR"
 
+
+# --- over ssh://: each worker thread its own session, the audit fetched here --------
+if [[ -x /usr/sbin/sshd ]] && command -v ssh-keygen >/dev/null; then
+    WSTATE="$(mktemp -d /tmp/sw-it-batch-worker.XXXXXX)"
+    worker_cleanup() {
+        local client_state=$STATE
+        STATE=$WSTATE
+        sw_cleanup
+        STATE=$client_state
+    }
+    on_cleanup worker_cleanup
+    source "$SANDWEAVE_SOURCE_DIR/tests/helpers/sshd_fixture.sh"
+    sshd_fixture_init "$SCRATCH/sshd" "$WSTATE" || fatal "ssh keys and sshd config made"
+    stop_sshd() { sshd_stop "$SSHD_CONFIG"; }
+    on_cleanup stop_sshd
+    sshd_start || fatal "sshd starts" "$(tail -n 5 "$SSHD_CONFIG.log")"
+    : >"$SCRATCH/sshd/empty_ssh_config"
+    {
+        printf '{"id": "r1", "files_in": {"/tmp/in.txt": "%s"}, "files_out": ["/tmp/out.txt"], "script": "tr a-z A-Z </tmp/in.txt >/tmp/out.txt"}\n' "$SCRATCH/in.txt"
+        echo '{"id": "r2", "user": "1001", "hidepid": 2, "command": ["sh", "-c", "ls /proc | grep -c ^1$; exit 1"]}'
+        echo '{"id": "r3", "command": ["true"]}'
+    } >"$SCRATCH/ssh.jsonl"
+    capture env -u SANDWEAVE_STATE_DIR "$SW" --host "ssh://root@127.0.0.1:$SSHD_PORT" \
+        --identity "$SSHD_USERKEY" --known-hosts "$SSHD_KNOWN_HOSTS" \
+        --ssh-config "$SCRATCH/sshd/empty_ssh_config" --remote-binary "$SW" \
+        batch run "$SCRATCH/ssh.jsonl" --out "$SCRATCH/ssh-out" --concurrency 3 --json
+    assert_eq "ssh: exit 6 (r2 exits 1)" 6 "$LAST_RC"
+    assert_eq "ssh: done 2, failed 1, audits complete 3" "2 1 3" \
+        "$(jq -r '"\(.done) \(.failed) \(.audit.complete)"' <<<"$LAST_OUT")"
+    assert_eq "ssh: file out, on this host" "HELLO BATCH" "$(cat "$SCRATCH/ssh-out/r1/files/tmp/out.txt")"
+    assert_eq "ssh: hidepid 2 for uid 1001 (pid 1 not listed)" 0 "$(cat "$SCRATCH/ssh-out/r2/stdout")"
+    assert_match "ssh: the audit log was fetched through the connection" '^ssh://' \
+        "$(jq -r .via "$SCRATCH/ssh-out/r3/audit.jsonl.status.json")"
+    assert_true "ssh: the fetched log verifies" sw audit verify "$SCRATCH/ssh-out/r3/audit.jsonl"
+    assert_eq "ssh: no sandbox left on the worker" 0 "$(SANDWEAVE_STATE_DIR="$WSTATE" "$SW" ls --json | jq length)"
+    assert_eq "ssh: none made on the client" 0 "$(sw_count)"
+else
+    skipped "the ssh:// part: /usr/sbin/sshd or ssh-keygen missing"
+fi
+
 finish
