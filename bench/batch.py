@@ -11,7 +11,9 @@
 Prints episodes/s, raw cycles/s and their ratio for each repetition, and the
 audit completeness of every episode (all must be complete).
 
-Usage: bench/batch.py [--episodes N] [--concurrency C] [--reps R]
+With --warm-pool, each repetition also runs the batch with --warm-pool.
+
+Usage: bench/batch.py [--episodes N] [--concurrency C] [--reps R] [--warm-pool]
 (as root; SANDWEAVE_BIN or SANDWEAVE names the binary, default build/sandweave).
 """
 
@@ -39,7 +41,7 @@ def load_episodes_bench():
     return mod
 
 
-def batch_rate(binary: str, state: str, n: int, concurrency: int, rep: int) -> dict:
+def batch_rate(binary: str, state: str, n: int, concurrency: int, rep: int, extra: tuple = ()) -> dict:
     work = tempfile.mkdtemp(prefix="sw-bench-batch.", dir="/var/tmp")
     try:
         spec = os.path.join(work, "spec.jsonl")
@@ -50,7 +52,7 @@ def batch_rate(binary: str, state: str, n: int, concurrency: int, rep: int) -> d
         t = time.perf_counter()
         r = subprocess.run(
             [binary, "--state-dir", state, "-q", "batch", "run", spec, "--out", out,
-             "--concurrency", str(concurrency), "--json"],
+             "--concurrency", str(concurrency), "--json", *extra],
             capture_output=True, text=True)
         elapsed = time.perf_counter() - t
         if r.returncode != 0:
@@ -66,6 +68,7 @@ def main() -> int:
     ap.add_argument("--episodes", type=int, default=64)
     ap.add_argument("--concurrency", type=int, default=8)
     ap.add_argument("--reps", type=int, default=1)
+    ap.add_argument("--warm-pool", action="store_true", help="also run each batch with --warm-pool")
     args = ap.parse_args()
     top = os.path.dirname(HERE)
     binary = os.environ.get("SANDWEAVE_BIN") or os.environ.get("SANDWEAVE") or os.path.join(top, "build", "sandweave")
@@ -95,6 +98,11 @@ def main() -> int:
                   f"done {s.get('done')}, audit complete {s.get('audit', {}).get('complete')}, "
                   f"infrastructure {s.get('infrastructure')}), ratio {b['rate'] / r:.2f} "
                   f"(load {ep.loadavg()})")
+            if args.warm_pool:
+                w = batch_rate(binary, state, args.episodes, args.concurrency, rep, ("--warm-pool",))
+                print(f"rep {rep}: with --warm-pool {w['rate']:.2f} episodes/s ({w['seconds']:.1f} s; "
+                      f"audit complete {w['summary'].get('audit', {}).get('complete')}), "
+                      f"ratio to raw {w['rate'] / r:.2f}")
         print(f"batch / raw at concurrency {args.concurrency}: " + ", ".join(f"{x:.2f}" for x in ratios))
     finally:
         ep.remove_state(binary, state, runsc)

@@ -24,6 +24,7 @@ struct BatchFlags {
     int concurrency = 4;
     int retries = 2;
     bool events = false;
+    bool warm_pool = false;
 };
 
 // Runs the batch on a thread of its own while this one waits for SIGINT,
@@ -76,6 +77,9 @@ void run_batch(const GlobalOptions& g, const BatchFlags& f, Outcome& out) {
     {
         Session probe(g);  // fails now, once, when the connection cannot be made
         if (probe.remote()) o.via = probe.remote_url();
+        if (f.warm_pool && probe.remote())
+            throw Error(ErrorCode::usage, "--warm-pool applies to the local connection");
+        o.warm_pool = f.warm_pool;
     }
     o.out = f.out;
     o.concurrency = f.concurrency;
@@ -134,6 +138,9 @@ void register_batch(CLI::App& app, GlobalOptions& g, Outcome& out) {
     run->add_option("--output-limit", f->output_limit,
                     "Keep this much of each of stdout and stderr (default 1MiB)")
         ->type_name("SIZE");
+    run->add_flag("--warm-pool", f->warm_pool,
+                  "When all episodes share their settings, take their sandboxes from a warm pool "
+                  "made ahead (local connection)");
     run->add_flag("--events", f->events,
                   "One JSON line on stdout per finished episode, and one for the summary");
     run->callback([&g, &out, f] { run_batch(g, *f, out); });

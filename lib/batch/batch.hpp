@@ -102,6 +102,14 @@ struct Options {
     std::function<void(const nlohmann::json&)> on_event;
     // Show the progress line (the Progress sink decides how).
     bool progress = true;
+    // When every episode to run gets the same sandbox (template, hidepid,
+    // audit, user, no labels of its own), take them from a warm pool of
+    // `concurrency` sandboxes made ahead (named batch-KEY, shrunk as the
+    // queue drains, removed at the end) instead of creating each: its
+    // sandboxes carry the batch label but not the episode's. It saves an
+    // episode its create while CPUs are free, and costs throughput when they
+    // are not (the refills compete with the episodes): bench/batch.py.
+    bool warm_pool = false;
 };
 
 struct Summary {

@@ -172,6 +172,8 @@ struct Runner::State {
     std::vector<Episode> episodes;
     Options o;
     std::string key;
+    std::optional<std::string> pool;  // the warm pool episodes are taken from
+    std::size_t pool_size = 0;
     std::atomic<int> stop_signal{0};
 
     std::mutex mu;
@@ -354,9 +356,13 @@ Try attempt(Runner::State& s, api::Api& api, const Episode& e, int n) {
         json& r = t.result;
         r = {{"id", e.id}, {"line", e.line}, {"started_at", t.record["started_at"]}};
         if (!e.labels.empty()) r["labels"] = e.labels;
-        SandboxView v = with_context("creating the sandbox",
-                                     [&] { return api.create(create_params(e, s.o, s.key)); });
+        SandboxView v = s.pool ? with_context("taking a sandbox from the warm pool",
+                                              [&] { return api.pool_acquire({*s.pool}); })
+                               : with_context("creating the sandbox", [&] {
+                                     return api.create(create_params(e, s.o, s.key));
+                                 });
         sandbox = v.record.id;
+        if (s.pool) r["pool"] = *s.pool;
         t.record["sandbox"] = *sandbox;
         r["sandbox"] = *sandbox;
         if (v.worker) t.record["worker"] = r["worker"] = *v.worker;
@@ -487,10 +493,22 @@ std::string eta_text(double seconds) {
     return std::to_string(static_cast<long>(seconds / 3600 + 0.5)) + "h";
 }
 
-// Removes every sandbox carrying this batch's label (an earlier run's, or
-// one whose create answered after its connection was lost).
+std::string pool_name(const std::string& key) {
+    return "batch-" + key;
+}
+
+// Removes this batch's warm pool and every sandbox carrying its label (an
+// earlier run's, or one whose create answered after its connection was lost).
 std::size_t sweep(api::Api& api, const std::string& key) {
     std::size_t n = 0;
+    if (api.offers("pool.rm")) {
+        try {
+            api.pool_rm(api::NameParams{pool_name(key)});  // its idle members and refill go with it
+        } catch (const Error& err) {
+            if (err.code() != ErrorCode::not_found)
+                log().warn("removing this batch's warm pool: " + std::string(err.what()));
+        }
+    }
     auto list = api.ls(api::LsParams{{std::string("label=") + batch_label + "=" + key}});
     for (const auto& v : list.sandboxes) {
         try {
@@ -501,6 +519,44 @@ std::size_t sweep(api::Api& api, const std::string& key) {
         }
     }
     return n;
+}
+
+// Whether every episode still to run would get the same sandbox: then a
+// warm pool can create them ahead (their per-episode label aside).
+bool one_kind(const Runner::State& s) {
+    const Episode& a = s.episodes[s.todo.front()];
+    for (std::size_t i : s.todo) {
+        const Episode& b = s.episodes[i];
+        if (b.template_ref != a.template_ref || b.hidepid != a.hidepid || b.audit != a.audit ||
+            b.user != a.user || !b.labels.empty())
+            return false;
+    }
+    return true;
+}
+
+void start_warm_pool(Runner::State& s) {
+    if (!s.o.warm_pool || s.todo.size() < 2 || !one_kind(s)) return;
+    auto api = s.o.connect();
+    if (!api->offers("pool.create")) return;
+    const Episode& e = s.episodes[s.todo.front()];
+    api::PoolCreateParams p;
+    p.name = pool_name(s.key);
+    p.size = static_cast<int>(std::min<std::size_t>(s.o.concurrency, s.todo.size()));
+    p.options = create_params(e, s.o, s.key);
+    p.options.labels.erase(episode_label);
+    // Each member's ttl starts when it is taken: the longest episode's.
+    for (std::size_t i : s.todo) {
+        const auto& t = s.episodes[i].timeout_ms;
+        p.options.ttl_ms = std::max(*p.options.ttl_ms, t ? *t + ttl_margin_ms : no_timeout_ttl_ms);
+    }
+    try {
+        api->pool_create(p);
+        s.pool = p.name;
+        s.pool_size = static_cast<std::size_t>(p.size);
+        log().debug("batch: warm pool " + p.name + " of " + std::to_string(p.size));
+    } catch (const Error& err) {
+        log().warn("batch: no warm pool (" + std::string(err.what()) + "); creating each sandbox");
+    }
 }
 
 }  // namespace
@@ -564,6 +620,7 @@ Summary Runner::run() {
         s.event(event_of(r, result.parent_path(), true));
     }
 
+    start_warm_pool(s);
     std::optional<Progress> progress;
     if (s.o.progress && !s.todo.empty()) progress.emplace("batch", ProgressUnit::count);
     std::vector<std::thread> workers;
@@ -577,11 +634,21 @@ Summary Runner::run() {
             std::shared_ptr<api::Api> conn;
             for (;;) {
                 std::size_t idx;
+                std::optional<int> shrink;  // the warm pool, to what is left to take
                 {
                     std::lock_guard<std::mutex> g(s.mu);
                     if (s.stopping() || failure || s.next >= s.todo.size()) break;
                     idx = s.todo[s.next++];
                     ++s.running;
+                    std::size_t left = s.todo.size() - s.next + 1;
+                    if (s.pool && left < s.pool_size) shrink = static_cast<int>(s.pool_size = left);
+                }
+                if (shrink && conn) {
+                    try {
+                        conn->pool_resize(api::PoolResizeParams{*s.pool, *shrink});
+                    } catch (const Error& err) {
+                        log().debug("batch: shrinking the warm pool: " + std::string(err.what()));
+                    }
                 }
                 try {
                     run_episode(s, conn, s.episodes[idx]);

@@ -111,7 +111,9 @@ for i in $(seq -w 1 12); do
     printf '{"id": "k%s", "script": "sleep 1; echo k%s"}\n' "$i" "$i"
 done >"$SCRATCH/kill.jsonl"
 KOUT="$SCRATCH/kill-out"
-"$SW" batch run "$SCRATCH/kill.jsonl" --out "$KOUT" --concurrency 3 >/dev/null 2>"$SCRATCH/kill.err" &
+# The killed run takes its sandboxes from a warm pool (all episodes alike), which
+# it leaves behind with its refills; the rerun creates each and removes the pool.
+"$SW" batch run "$SCRATCH/kill.jsonl" --out "$KOUT" --concurrency 3 --warm-pool >/dev/null 2>"$SCRATCH/kill.err" &
 pid=$!
 finished() { (($(find "$KOUT" -name result.json 2>/dev/null | wc -l) >= 3)); }
 assert_true "SIGKILL run: 3 episodes finished first" wait_for 90 finished
@@ -119,6 +121,9 @@ kill -9 "$pid"
 wait "$pid" 2>/dev/null
 declare -A started
 for f in "$KOUT"/*/result.json; do started["$(jq -r .id "$f")"]="$(jq -r .started_at "$f")"; done
+assert_match "SIGKILL run: episodes came from the warm pool" '^batch-[0-9a-f]{16}$' \
+    "$(jq -r .pool "$(find "$KOUT" -name result.json | head -n1)")"
+assert_eq "SIGKILL run: its pool is left behind" 1 "$(sw pool ls --json | jq length)"
 capture sw batch run "$SCRATCH/kill.jsonl" --out "$KOUT" --concurrency 3
 assert_eq "after SIGKILL, rerun: exit 0 (all exit 0, audits complete)" 0 "$LAST_RC"
 assert_eq "after SIGKILL, rerun: 12 result.json" 12 "$(find "$KOUT" -name result.json | wc -l | tr -d ' ')"
@@ -131,6 +136,8 @@ assert_eq "after SIGKILL, rerun: every output there" "k07" "$(cat "$KOUT/k07/std
 assert_eq "after SIGKILL: no sandbox of the batch left" 0 \
     "$(sw ls --json --filter label=sandweave.batch | jq length)"
 assert_eq "after SIGKILL: no temp folders left" "" "$(find "$KOUT" -maxdepth 1 -name '.tmp-*')"
+assert_eq "after SIGKILL: the rerun removed the warm pool" 0 "$(sw pool ls --json | jq length)"
+assert_eq "after SIGKILL: the rerun created its own sandboxes" null "$(jq -r .pool "$KOUT/k12/result.json")"
 assert_no_leftovers "after SIGKILL and rerun"
 
 # --- SIGINT stops, ends running episodes and leaves nothing behind ------------------
