@@ -161,6 +161,7 @@ def _run(
     concurrency: Optional[int] = None,
     retries: Optional[int] = None,
     output_limit: Optional[str] = None,
+    warm_pool: bool = False,
     connection: Any = None,
     state_dir: Optional[str] = None,
 ) -> Generator[Step, Any, BatchResult]:
@@ -170,7 +171,9 @@ def _run(
 
     ``concurrency`` episodes run at a time (default 4); an infrastructure
     failure is tried again ``retries`` times (default 2); ``output_limit``
-    (e.g. ``"1MiB"``) caps what is kept of stdout and stderr. ``connection``:
+    (e.g. ``"1MiB"``) caps what is kept of stdout and stderr; ``warm_pool``
+    takes alike episodes' sandboxes from a warm pool (local connection; see
+    ``man sandweave-batch``). ``connection``:
     ``"local"``, ``"ssh://…"``, ``"weave://…"`` or a :class:`Connection`
     (its host, state directory, binary and options are used). A rerun with the
     same ``out`` skips finished episodes (``Episode.resumed``).
@@ -193,6 +196,8 @@ def _run(
         argv += ["--retries", str(int(retries))]
     if output_limit is not None:
         argv += ["--output-limit", str(output_limit)]
+    if warm_pool:
+        argv += ["--warm-pool"]
     episodes: List[Episode] = []
     summary: Optional[Dict[str, Any]] = None
     try:

@@ -45,8 +45,9 @@ def test_batch_sync(state_dir: str, tmp_path: Path) -> None:
 def test_batch_aio_and_iterator(state_dir: str, tmp_path: Path) -> None:
     async def main() -> None:
         one = [{"id": "a", "command": ["true"]}, {"id": "b", "script": "echo b"}]
-        result = await sandweave.batch.aio(one, out=tmp_path / "aio", retries=0)
+        result = await sandweave.batch.aio(one, out=tmp_path / "aio", retries=0, warm_pool=True)
         assert result.ok and result.done == 2
+        assert all(e.result.get("pool") for e in result.episodes)
         seen = []
         async for ep in sandweave.batch.episodes.aio(one, out=tmp_path / "iter"):
             assert isinstance(ep, Episode)
@@ -75,7 +76,7 @@ def test_batch_breaking_off_leaves_nothing(state_dir: str, tmp_path: Path) -> No
 
 @pytest.mark.unit
 def test_batch_signatures() -> None:
-    names = ["spec", "out", "concurrency", "retries", "output_limit", "connection", "state_dir"]
+    names = ["spec", "out", "concurrency", "retries", "output_limit", "warm_pool", "connection", "state_dir"]
     for fn in (sandweave.batch, sandweave.batch.aio, sandweave.batch.episodes, sandweave.batch.episodes.aio):
         assert list(inspect.signature(fn).parameters) == names
     assert inspect.signature(sandweave.batch).return_annotation == "BatchResult"
