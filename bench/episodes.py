@@ -271,6 +271,17 @@ def make_raw_bundle(runsc: str, state: str, rootfs: str) -> str:
     return bundle
 
 
+def remove_state(binary: str, state: str, runsc: str) -> None:
+    """Removes every sandbox of the state directory, the raw cycles' leftovers, and the directory."""
+    subprocess.run([binary, "--state-dir", state, "prune"], capture_output=True)
+    ids = subprocess.run([binary, "--state-dir", state, "ls", "--ids"], capture_output=True, text=True).stdout
+    for sid in ids.split():
+        subprocess.run([binary, "--state-dir", state, "rm", sid], capture_output=True)
+    subprocess.run(f"{runsc} --root={state}/raw-runsc list -q 2>/dev/null | xargs -r -n1 "
+                   f"{runsc} --root={state}/raw-runsc delete --force", shell=True, capture_output=True)
+    shutil.rmtree(state, ignore_errors=True)
+
+
 class Raw:
     def __init__(self, runsc: str, state: str, bundle: str) -> None:
         self.argv = [runsc, f"--root={state}/raw-runsc", "--platform=ptrace", "--network=none", "run", "--bundle", bundle]
@@ -520,13 +531,7 @@ def main() -> int:
                for c in CONCURRENCY}
         load1 = loadavg()
     finally:
-        subprocess.run([binary, "--state-dir", state, "prune"], capture_output=True)
-        ids = subprocess.run([binary, "--state-dir", state, "ls", "--ids"], capture_output=True, text=True).stdout
-        for sid in ids.split():
-            subprocess.run([binary, "--state-dir", state, "rm", sid], capture_output=True)
-        subprocess.run(f"{runsc} --root={state}/raw-runsc list -q 2>/dev/null | xargs -r -n1 "
-                       f"{runsc} --root={state}/raw-runsc delete --force", shell=True, capture_output=True)
-        shutil.rmtree(state, ignore_errors=True)
+        remove_state(binary, state, runsc)
         shutil.rmtree(out_dir, ignore_errors=True)
         leave_cgroup(cgroup)
 

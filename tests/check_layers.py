@@ -39,6 +39,8 @@ LIB_ALLOWED = {
     "api": {"core", "spec", "audit", "runtime", "store", "sandbox"},
     "rpc": {"core", "spec", "audit", "runtime", "store", "sandbox", "api"},
     "weave": {"core", "spec", "audit", "runtime", "store", "sandbox", "api", "rpc"},
+    # Batch episodes: a client of the API, like a verb (never the worker's code).
+    "batch": {"core", "audit", "api"},
 }
 
 # What any verb may include below cmd/: the API a verb calls, and the
@@ -70,6 +72,9 @@ CMD_EXCEPTIONS = {
     "cmd/controller.cpp": {
         "lib/weave/controller.hpp": "`sandweave controller` is the controller",
     },
+    "cmd/batch.cpp": {
+        "lib/batch/batch.hpp": "`sandweave batch` is the batch runner (a client of the API)",
+    },
     "cmd/serve.cpp": {
         "lib/rpc/server.hpp": "`sandweave serve` is the server",
     },
@@ -96,6 +101,9 @@ CLIENT_SIDE = {
 }
 # ... and the one worker header it may include: plain data, no operations.
 CLIENT_MAY_INCLUDE = {"lib/sandbox/records.hpp"}
+# Layers that are clients of the API as a whole (over any connection), held
+# to the same rule.
+CLIENT_LAYERS = {"batch"}
 
 SOURCES = (".c", ".h", ".cpp", ".hpp", ".cc")
 FOLDERS = ("wire", "guest", "lib", "cmd")
@@ -138,7 +146,8 @@ def problem_of(src: pathlib.PurePosixPath, inc: pathlib.PurePosixPath):
         dep = inc.parts[1] if len(inc.parts) > 2 else ""
         if dep != layer and dep not in LIB_ALLOWED[layer]:
             return f"layer '{layer}' includes '{dep}'"
-        if str(src) in CLIENT_SIDE and str(inc) not in CLIENT_MAY_INCLUDE and (
+        client = str(src) in CLIENT_SIDE or layer in CLIENT_LAYERS
+        if client and str(inc) not in CLIENT_MAY_INCLUDE and (
                 dep == "sandbox" or str(inc) == "lib/api/local.hpp"):
             return f"the client side of the API includes the worker's {inc}"
         return None

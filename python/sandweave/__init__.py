@@ -13,9 +13,14 @@ has an async twin: ``await Sandbox.create.aio(...)``, ``await env.run.aio(...)``
 ``await env.audit_log.aio(path)``, ``await pool.acquire.aio()``,
 ``await Image.import_.aio(name, source)``.
 
+``batch(spec, out=...)`` runs many one-shot episodes through the binary's
+batch runner (``sandweave batch run``); ``batch.episodes.aio(...)`` gives them
+as they finish.
+
 See ``python/README.md`` for the reference.
 """
 
+from .batches import BatchResult, Episode, batch
 from .client import Connection, connect, find_binary
 from .desktop import Desktop
 from .errors import (
@@ -41,6 +46,9 @@ __version__ = "0.1.0"
 __all__ = [
     "Sandbox",
     "Pool",
+    "batch",
+    "Episode",
+    "BatchResult",
     "Image",
     "Snapshot",
     "Desktop",
