@@ -307,8 +307,9 @@ SandboxRecord acquire_from_pool(Context& ctx, const std::string& name) {
         }
         picked->acquired_audit_seq = audit_position(ctx, *picked);
         if (picked->acquired_audit_seq) {
+            // Informative, and moot after a host crash as the claim is.
             auto sandbox_lock = ctx.store.lock(picked->id);
-            ctx.store.save(*picked);
+            ctx.store.save(*picked, Durability::live);
         }
         start_refill(ctx, name);
         return *picked;
