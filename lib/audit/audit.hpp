@@ -171,5 +171,9 @@ Status finish(const std::filesystem::path& dir, std::optional<std::uint64_t> sen
 // The `remote` sink's dropped count from `runsc trace list ID` output, or
 // nullopt when the output has no such line.
 std::optional<std::uint64_t> parse_trace_list_dropped(std::string_view runsc_trace_list_output);
+// The same from the sandbox control server's answer to
+// containerManager.ListTraceSessions (what `runsc trace list` prints from):
+// a list of sessions, each with sinks carrying status.DroppedCount.
+std::optional<std::uint64_t> trace_sessions_dropped(const nlohmann::json& sessions);
 
 }  // namespace sandweave::audit

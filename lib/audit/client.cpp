@@ -33,6 +33,7 @@
 #include "lib/core/fsutil.hpp"
 #include "lib/core/helper.hpp"
 #include "lib/core/json_input.hpp"
+#include "lib/core/process.hpp"
 #include "lib/core/progress.hpp"
 #include "lib/core/sha256.hpp"
 
@@ -624,11 +625,12 @@ Status finish(const fs::path& dir, std::optional<std::uint64_t> sentry_dropped) 
     if (r.kind == Reply::ok) {
         WriterState s = state_from_json(r.state);
         // The writer exits right after this reply (threads joined, sockets
-        // removed); wait a little so the caller may remove the sandbox. It
-        // answered cleanly, so it is not killed. (An in-process writer, as in
-        // the unit tests, shares our pid: never wait on ourselves.)
-        for (int i = 0; i < 100 && s.pid != ::getpid() && writer_alive(s); ++i)
-            std::this_thread::sleep_for(50ms);
+        // removed); wait up to 5 s for it so the caller may remove the
+        // sandbox. It answered cleanly, so it is not killed. (An in-process
+        // writer, as in the unit tests, shares our pid: never wait on ourselves.)
+        if (s.pid != ::getpid())
+            if (auto writer = PinnedProcess::open(s.pid); writer && writer_alive(s))
+                writer->wait_exit(5s);
         return make_status(dir, s, false, {});
     }
     if (r.kind == Reply::timeout || r.kind == Reply::failed) {

@@ -186,4 +186,28 @@ std::optional<std::uint64_t> parse_trace_list_dropped(std::string_view text) {
     return found;
 }
 
+std::optional<std::uint64_t> trace_sessions_dropped(const nlohmann::json& sessions) {
+    if (!sessions.is_array()) return std::nullopt;
+    std::optional<std::uint64_t> found;
+    for (const auto& session : sessions) {
+        if (!session.is_object() || session.value("name", nlohmann::json()) != "Default") continue;
+        auto sinks = session.find("sinks");
+        if (sinks == session.end() || !sinks->is_array()) continue;
+        for (const auto& sink : *sinks) {
+            if (!sink.is_object() || sink.value("name", nlohmann::json()) != "remote") continue;
+            // Two remote sinks would be a configuration we never write: refuse to guess.
+            if (found) return std::nullopt;
+            // Go writes the count even when it is 0: one missing is not ours.
+            auto status = sink.find("status");
+            if (status == sink.end() || !status->is_object()) return std::nullopt;
+            auto n = status->find("DroppedCount");
+            if (n == status->end() || !n->is_number_integer() ||
+                (!n->is_number_unsigned() && n->get<std::int64_t>() < 0))
+                return std::nullopt;
+            found = n->get<std::uint64_t>();
+        }
+    }
+    return found;
+}
+
 }  // namespace sandweave::audit

@@ -12,6 +12,7 @@
 #include "lib/core/cgroup.hpp"
 #include "lib/core/error.hpp"
 #include "lib/core/fsutil.hpp"
+#include "lib/core/process.hpp"
 
 namespace sandweave {
 
@@ -22,13 +23,22 @@ std::string overlay_options(const OverlayMount& m) {
         if (p.string().find_first_of(",:") != std::string::npos)
             throw Error(ErrorCode::general, "overlay: path contains ',' or ':': " + p.string());
     return "lowerdir=" + m.lower.string() + ",upperdir=" + m.upper.string() +
-           ",workdir=" + m.work.string();
+           ",workdir=" + m.work.string() + (m.volatile_upper ? ",volatile" : "");
 }
 
 void LocalHost::mount_overlay(const OverlayMount& m) {
-    std::string opts = overlay_options(m);
-    if (::mount("overlay", m.target.c_str(), "overlay", MS_NOSUID | MS_NODEV, opts.c_str()) != 0)
-        throw_errno("mount overlay on " + m.target.string());
+    auto mount = [&](const OverlayMount& o) {
+        std::string opts = overlay_options(o);
+        return ::mount("overlay", o.target.c_str(), "overlay", MS_NOSUID | MS_NODEV,
+                       opts.c_str()) == 0;
+    };
+    if (mount(m)) return;
+    if (m.volatile_upper && errno == EINVAL) {  // a kernel before 5.10: no `volatile`
+        OverlayMount plain = m;
+        plain.volatile_upper = false;
+        if (mount(plain)) return;
+    }
+    throw_errno("mount overlay on " + m.target.string());
 }
 
 void LocalHost::unmount(const fs::path& target) {
@@ -72,6 +82,22 @@ std::vector<pid_t> LocalHost::processes_matching(const std::string& needle) {
 
 bool LocalHost::kill(pid_t pid, int signal) {
     return ::kill(pid, signal) == 0;
+}
+
+bool LocalHost::kill_and_wait(pid_t pid, const std::string& needle,
+                              std::chrono::milliseconds patience) {
+    auto process = PinnedProcess::open(pid);
+    if (!process) return true;
+    std::string cmdline;
+    try {
+        cmdline = read_file(fs::path("/proc") / std::to_string(pid) / "cmdline", 1 << 16);
+    } catch (const Error&) {
+        return true;  // exited while we looked
+    }
+    // Not (any more) the process asked for; a zombie's command line is empty.
+    if (cmdline.find(needle) == std::string::npos) return true;
+    if (!process->signal(SIGKILL)) return true;
+    return process->wait_exit(patience);
 }
 
 bool LocalHost::rejoin_own_cgroup() {

@@ -19,6 +19,10 @@ namespace sandweave {
 
 struct OverlayMount {
     std::filesystem::path lower, upper, work, target;
+    // The upper layer is throwaway: overlayfs skips syncing it (`volatile`),
+    // so neither the guest's fsyncs nor the unmount flush the host's whole
+    // upper filesystem. Kernels without the option get a plain mount.
+    bool volatile_upper = false;
 };
 
 // The overlay's mount options ("lowerdir=...,upperdir=...,workdir=..."); throws
@@ -39,6 +43,11 @@ class Host {
     virtual std::vector<pid_t> processes_matching(const std::string& needle) = 0;
     // Sends `signal` to `pid`; false when there is no such process (any more).
     virtual bool kill(pid_t pid, int signal) = 0;
+    // SIGKILLs `pid` if its command line still contains `needle` (so a reused
+    // pid is never hit) and waits up to `patience` for it to exit. True when
+    // it is gone (or was not that process); false when it outlived patience.
+    virtual bool kill_and_wait(pid_t pid, const std::string& needle,
+                               std::chrono::milliseconds patience) = 0;
     // Moves this process into the cgroup it is in (lib/core/cgroup.hpp): a
     // no-op that blocks for the kernel's cgroup attach lock, so that the next
     // cgroup.procs write on the host (runsc's) finds the lock warm. False when
@@ -61,6 +70,8 @@ class LocalHost final : public Host {
     bool is_mounted(const std::filesystem::path& target) override;
     std::vector<pid_t> processes_matching(const std::string& needle) override;
     bool kill(pid_t pid, int signal) override;
+    bool kill_and_wait(pid_t pid, const std::string& needle,
+                       std::chrono::milliseconds patience) override;
     bool rejoin_own_cgroup() override;
     bool remove_cgroups(const std::string& id, std::chrono::milliseconds patience) override;
     std::vector<std::string> stale_cgroups(const std::string& prefix,

@@ -580,4 +580,41 @@ std::filesystem::path self_exe() {
     return p;
 }
 
+PinnedProcess::PinnedProcess(int fd)
+    : fd_(new int(fd), [](int* p) {
+          ::close(*p);
+          delete p;
+      }) {}
+
+std::optional<PinnedProcess> PinnedProcess::open(pid_t pid) {
+    if (pid <= 0) return std::nullopt;
+    int fd = static_cast<int>(::syscall(SYS_pidfd_open, pid, 0));
+    if (fd < 0) {
+        if (errno == ESRCH) return std::nullopt;
+        throw_errno("pidfd_open " + std::to_string(pid));
+    }
+    ::fcntl(fd, F_SETFD, FD_CLOEXEC);
+    return PinnedProcess(fd);
+}
+
+bool PinnedProcess::signal(int sig) {
+    if (::syscall(SYS_pidfd_send_signal, *fd_, sig, nullptr, 0) == 0) return true;
+    if (errno == ESRCH) return false;
+    throw_errno("pidfd_send_signal");
+}
+
+bool PinnedProcess::wait_exit(std::chrono::milliseconds patience) {
+    auto deadline = std::chrono::steady_clock::now() + patience;
+    for (;;) {
+        auto left = std::chrono::duration_cast<std::chrono::milliseconds>(
+                        deadline - std::chrono::steady_clock::now())
+                        .count();
+        pollfd p{*fd_, POLLIN, 0};
+        int n = ::poll(&p, 1, static_cast<int>(std::max<long long>(0, left)));
+        if (n > 0) return true;
+        if (n == 0) return false;
+        if (errno != EINTR) throw_errno("poll pidfd");
+    }
+}
+
 }  // namespace sandweave

@@ -177,6 +177,24 @@ class LocalRunner final : public CommandRunner {
     CommandResult run_attached(const Command& cmd, const AttachOptions& opts) override;
 };
 
+// A process that need not be our child, pinned by a pidfd: what is checked,
+// signalled and waited for is the process that had the pid when it was
+// opened, never a later one that got the pid again. Waiting has no polling
+// tick: the pidfd becomes readable at the exit.
+class PinnedProcess {
+  public:
+    // nullopt when there is no such process (any more).
+    static std::optional<PinnedProcess> open(pid_t pid);
+    // False when it has exited already.
+    bool signal(int sig);
+    // True once it has exited (a zombie counts), false after `patience`.
+    bool wait_exit(std::chrono::milliseconds patience);
+
+  private:
+    explicit PinnedProcess(int fd);
+    std::shared_ptr<int> fd_;
+};
+
 // True when handing `fd` to a child that writes at its own offset would clobber
 // it: a regular file opened without O_APPEND (`cmd > log` in a shell). gVisor
 // writes a donated file at offsets it tracks itself, from 0.

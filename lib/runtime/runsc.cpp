@@ -1,11 +1,16 @@
 #include "lib/runtime/runsc.hpp"
 
 #include <fcntl.h>
+#include <poll.h>
 #include <signal.h>
 #include <sys/mman.h>
+#include <sys/socket.h>
+#include <sys/un.h>
 #include <unistd.h>
 
+#include <cstddef>
 #include <cstdlib>
+#include <cstring>
 #include <nlohmann/json.hpp>
 #include <sstream>
 
@@ -288,7 +293,85 @@ Runsc::ExecResult Runsc::exec_attached(const std::string& id, const ExecRequest&
     return out;
 }
 
+namespace {
+
+// runsc's statuses (runsc/container/status.go) by their JSON names.
+bool may_be_running(const std::string& status) {
+    return status == "created" || status == "running";
+}
+
+// Alive and not a zombie: what `runsc state` checks (with a signal 0 to the
+// container) before it calls a created or running container so.
+bool process_alive(pid_t pid) {
+    if (pid <= 0 || ::kill(pid, 0) != 0) return false;
+    try {
+        std::string stat = read_file("/proc/" + std::to_string(pid) + "/stat", 4096);
+        auto close = stat.rfind(')');
+        return close == std::string::npos || stat.compare(close, 3, ") Z") != 0;
+    } catch (const Error&) {
+        return false;
+    }
+}
+
+// sockaddr_un for the abstract name "\0<name>" with its exact length.
+std::pair<sockaddr_un, socklen_t> abstract_address(const std::string& name) {
+    sockaddr_un a{};
+    a.sun_family = AF_UNIX;
+    if (name.size() + 2 > sizeof a.sun_path) throw Error(ErrorCode::usage, "id too long");
+    std::memcpy(a.sun_path + 1, name.data(), name.size());
+    // Go's runtime binds "\0name" with its terminating NUL counted: so do we.
+    return {a, static_cast<socklen_t>(offsetof(sockaddr_un, sun_path) + 1 + name.size() + 1)};
+}
+
+constexpr std::size_t max_control_reply = 16u << 20;
+constexpr int control_timeout_ms = 10000;
+
+}  // namespace
+
+std::optional<fs::path> Runsc::root_dir() const {
+    for (const auto& f : flags_)
+        if (f.rfind("--root=", 0) == 0) return fs::path(f.substr(7));
+    return std::nullopt;
+}
+
+std::optional<ContainerFiles> Runsc::container_files(const std::string& id) {
+    auto root = root_dir();
+    if (!root) throw Error(ErrorCode::runtime, "runsc has no --root");
+    // "<sandbox id>_sandbox:<container id>": a sandbox's own container.
+    std::string base = id + "_sandbox:" + id;
+    ContainerFiles c{*root / (base + ".state"), *root / (base + ".lock"), {}, 0};
+    std::string text;
+    try {
+        text = read_file(c.state_file, 16u << 20);
+    } catch (const Error&) {
+        std::error_code ec;
+        if (!fs::exists(c.state_file, ec) && !ec) return std::nullopt;
+        throw;
+    }
+    json j = json::parse(text, nullptr, /*allow_exceptions=*/false);
+    if (!j.is_object() || !j.contains("sandbox") || !j["sandbox"].is_object())
+        throw Error(ErrorCode::runtime, "runsc state file " + c.state_file.string() +
+                                            " is unreadable (being written?)");
+    try {
+        c.state.status = j.value("status", std::string());
+        c.state.pid = j["sandbox"].value("pid", 0);
+        c.gofer_pid = j.value("goferPid", 0);
+    } catch (const json::exception& e) {
+        throw Error(ErrorCode::runtime,
+                    "runsc state file " + c.state_file.string() + ": " + e.what());
+    }
+    if (may_be_running(c.state.status) && !process_alive(c.state.pid)) c.state.status = "stopped";
+    return c;
+}
+
 std::optional<ContainerState> Runsc::state(const std::string& id) {
+    try {
+        auto c = container_files(id);
+        if (!c) return std::nullopt;
+        return c->state;
+    } catch (const Error&) {
+        // runsc itself is the judge of a file it is writing.
+    }
     auto r = raw({"state", id});
     if (!r.ok()) return std::nullopt;
     try {
@@ -296,6 +379,49 @@ std::optional<ContainerState> Runsc::state(const std::string& id) {
         return ContainerState{j.value("status", std::string()), j.value("pid", 0)};
     } catch (const json::exception& e) {
         throw Error(ErrorCode::runtime, "runsc state " + id + ": unreadable output: " + e.what());
+    }
+}
+
+std::optional<nlohmann::json> Runsc::control_call(const std::string& id,
+                                                  const std::string& method) {
+    // urpc (gVisor pkg/urpc): a JSON {"method","arg"} over a stream socket,
+    // answered by one JSON {"success","err","result"}.
+    Fd sock(::socket(AF_UNIX, SOCK_STREAM | SOCK_CLOEXEC, 0));
+    if (!sock) return std::nullopt;
+    auto [addr, len] = abstract_address("runsc-sandbox." + id);
+    if (::connect(sock.get(), reinterpret_cast<const sockaddr*>(&addr), len) != 0)
+        return std::nullopt;
+    std::string request = json{{"method", method}, {"arg", nullptr}}.dump();
+    for (std::size_t sent = 0; sent < request.size();) {
+        ssize_t n = ::send(sock.get(), request.data() + sent, request.size() - sent, MSG_NOSIGNAL);
+        if (n < 0 && errno == EINTR) continue;
+        if (n <= 0) return std::nullopt;
+        sent += static_cast<std::size_t>(n);
+    }
+    std::string reply;
+    char buf[65536];
+    auto deadline =
+        std::chrono::steady_clock::now() + std::chrono::milliseconds(control_timeout_ms);
+    for (;;) {
+        auto left = std::chrono::duration_cast<std::chrono::milliseconds>(
+                        deadline - std::chrono::steady_clock::now())
+                        .count();
+        pollfd p{sock.get(), POLLIN, 0};
+        int ready = left > 0 ? ::poll(&p, 1, static_cast<int>(left)) : 0;
+        if (ready < 0 && errno == EINTR) continue;
+        if (ready <= 0) return std::nullopt;
+        ssize_t n = ::recv(sock.get(), buf, sizeof buf, 0);
+        if (n < 0 && errno == EINTR) continue;
+        if (n <= 0 || reply.size() + static_cast<std::size_t>(n) > max_control_reply)
+            return std::nullopt;
+        reply.append(buf, static_cast<std::size_t>(n));
+        // The server keeps the connection open: the reply ends where its JSON does.
+        auto last = reply.find_last_not_of(" \t\r\n");
+        if (last == std::string::npos || reply[last] != '}') continue;
+        json j = json::parse(reply, nullptr, /*allow_exceptions=*/false);
+        if (j.is_discarded()) continue;
+        if (!j.is_object() || !j.value("success", false)) return std::nullopt;
+        return j.contains("result") ? j["result"] : json();
     }
 }
 

@@ -32,6 +32,14 @@ struct ContainerState {
     pid_t pid = 0;       // host pid of the sandbox's root process
 };
 
+// runsc's own record of a container: the `.state` file in its --root that
+// `runsc state` and `runsc delete` read, and the lock beside it.
+struct ContainerFiles {
+    std::filesystem::path state_file, lock_file;
+    ContainerState state;  // status as `runsc state` would say it
+    pid_t gofer_pid = 0;
+};
+
 struct ExecRequest {
     std::vector<std::string> argv;
     UserSpec user;
@@ -104,7 +112,19 @@ class Runsc {
     ExecResult exec_attached(const std::string& id, const ExecRequest& req,
                              const std::filesystem::path& scratch_dir, const AttachOptions& attach);
 
+    // Read from runsc's state file, as `runsc state` would (a created or
+    // running container whose sandbox process is gone is "stopped"), without
+    // starting runsc; `runsc state` only when the file cannot be read.
     std::optional<ContainerState> state(const std::string& id);
+    // The container's files in --root; nullopt when runsc has none. Throws
+    // Error when they exist but cannot be read (runsc writing them) or no
+    // --root is set.
+    std::optional<ContainerFiles> container_files(const std::string& id);
+    // One call to the sandbox's control server (what `runsc trace list` and
+    // friends do, over the sandbox's abstract socket), without starting
+    // runsc: its result, or nullopt when the sandbox does not answer or
+    // answers with an error (the caller falls back to the runsc command).
+    std::optional<nlohmann::json> control_call(const std::string& id, const std::string& method);
     std::map<std::string, ContainerState> list();
     // `runsc events --stats`: the sandbox's usage event (parsed JSON), or
     // nullopt when runsc has no such running sandbox.
@@ -127,6 +147,7 @@ class Runsc {
 
   private:
     std::vector<std::string> argv(std::vector<std::string> args) const;
+    std::optional<std::filesystem::path> root_dir() const;
 
     CommandRunner& runner_;
     std::filesystem::path binary_;

@@ -9,6 +9,8 @@
 #include <algorithm>
 #include <cerrno>
 #include <cstring>
+#include <mutex>
+#include <thread>
 
 #include "lib/core/error.hpp"
 #include "lib/core/fault.hpp"
@@ -307,8 +309,9 @@ SandboxRecord acquire_from_pool(Context& ctx, const std::string& name) {
         }
         picked->acquired_audit_seq = audit_position(ctx, *picked);
         if (picked->acquired_audit_seq) {
+            // Informative, and moot after a host crash as the claim is.
             auto sandbox_lock = ctx.store.lock(picked->id);
-            ctx.store.save(*picked);
+            ctx.store.save(*picked, Durability::live);
         }
         start_refill(ctx, name);
         return *picked;
@@ -430,6 +433,39 @@ std::vector<std::string> prune_pools(Context& ctx) {
     return out;
 }
 
+namespace {
+
+constexpr int max_parallel_refill = 4;
+
+struct Made {
+    std::vector<SandboxRecord> records;
+    std::optional<std::string> error;  // the first create that failed
+};
+
+// `n` creates side by side (each mostly waits on runsc and its sandbox's
+// start); what was made and the first failure.
+Made create_members(Context& ctx, const CreateRequest& req, int n) {
+    Made made;
+    std::mutex mu;
+    auto one = [&] {
+        try {
+            SandboxRecord r = create_sandbox(ctx, req);
+            std::lock_guard<std::mutex> g(mu);
+            made.records.push_back(std::move(r));
+        } catch (const std::exception& e) {
+            std::lock_guard<std::mutex> g(mu);
+            if (!made.error) made.error = e.what();
+        }
+    };
+    std::vector<std::thread> threads;
+    for (int i = 1; i < n; ++i) threads.emplace_back(one);
+    one();
+    for (auto& t : threads) t.join();
+    return made;
+}
+
+}  // namespace
+
 int pool_refill_main(Context& ctx, const std::string& name) {
     fs::path dir = pool_dir(ctx, name);
     auto refill = FileLock::try_lock(dir / "refill.lock");
@@ -473,20 +509,20 @@ int pool_refill_main(Context& ctx, const std::string& name) {
             if (::poll(&p, 1, 60'000) < 0 && errno != EINTR) throw_errno("poll");
             continue;
         }
-        ++created;
+        // The whole deficit at once (a few at a time): eight consumers
+        // draining the pool must not wait for one create after another.
+        int batch = std::min(info.size - info.warm - info.starting, max_parallel_refill);
+        created += batch;
         CreateRequest req = pool_request_from_json((*j)["request"], name);
-        SandboxRecord r;
-        try {
-            r = create_sandbox(ctx, req);
-        } catch (const Error& e) {
-            log().error("pool " + name + ": refill failed: " + e.what());
-            set_last_error(ctx, name, std::string(e.what()));
-            return 1;
-        }
+        auto made = create_members(ctx, req, batch);
         auto now = read_pool(ctx, name);
-        if (!now) {
-            remove_sandbox(ctx, r.id);  // the pool was removed meanwhile
-            return 0;
+        for (const auto& r : made.records)
+            if (!now) remove_sandbox(ctx, r.id);  // the pool was removed meanwhile
+        if (!now) return 0;
+        if (made.error) {
+            log().error("pool " + name + ": refill failed: " + *made.error);
+            set_last_error(ctx, name, *made.error);
+            return 1;
         }
         // It works again: an earlier failure is no longer the pool's state.
         if (now->contains("last_error")) set_last_error(ctx, name, std::nullopt);

@@ -76,24 +76,65 @@ void remove_runtime_leftovers(Context& ctx, const std::string& id) {
     }
 }
 
-// Deletes runsc's container (if any), then the mount. Tolerates partial state.
-void stop_runtime(Context& ctx, const SandboxRecord& r) {
-    if (!r.runsc.empty()) {
-        Runsc runsc = runsc_for(ctx, r);
-        // A running sandbox's container exists: deleted straight away, its
-        // state asked only if that fails (a runsc process less on terminate's
-        // path). Any other is likely gone already: asked first.
-        if (r.state == SandboxState::running || runsc.state(r.id)) {
-            try {
-                runsc.remove(r.id, true);
-            } catch (const Error& e) {
-                // Already gone is fine; anything else is not.
-                if (runsc.state(r.id)) throw;
-            }
+// `runsc delete --force` of a sandbox's container; already gone is fine.
+void delete_with_runsc(Runsc& runsc, const SandboxRecord& r) {
+    if (r.state == SandboxState::running || runsc.state(r.id)) {
+        try {
+            runsc.remove(r.id, true);
+        } catch (const Error& e) {
+            if (runsc.state(r.id)) throw;
         }
     }
-    kill_leftover_processes(ctx, ctx.store.sandbox_dir(r.id) / "bundle");
-    remove_runtime_leftovers(ctx, r.id);
+}
+
+constexpr auto runtime_exit_patience = std::chrono::seconds(5);
+
+// What `runsc delete --force` does to a sandbox's own container
+// (runsc/container Destroy), done here: under runsc's lock for the
+// container, the sandbox and gofer processes SIGKILLed and waited for, its
+// host cgroups and its state files removed. No runsc process, and no
+// 100 ms polls for the sandbox's exit. Files runsc is writing right now
+// (unreadable) are left to runsc delete. True when it accounted for the
+// whole runtime: its record read, its processes gone, every cgroup removed
+// (so no process of it can be left in them).
+bool destroy_container(Context& ctx, Runsc& runsc, const SandboxRecord& r) {
+    std::optional<ContainerFiles> c;
+    try {
+        c = runsc.container_files(r.id);
+    } catch (const Error& e) {
+        log().debug("sandbox " + r.id + ": " + e.what() + "; asking runsc delete");
+        delete_with_runsc(runsc, r);
+        return false;
+    }
+    if (!c) return false;  // runsc has no such container (any more)
+    FileLock runtime_lock(c->lock_file);
+    std::error_code ec;
+    if (!fs::exists(c->state_file, ec)) return false;  // deleted while we waited for the lock
+    std::string bundle = (ctx.store.sandbox_dir(r.id) / "bundle").string();
+    for (pid_t pid : {c->state.pid, c->gofer_pid})
+        if (pid > 0 && !ctx.host.kill_and_wait(pid, bundle, runtime_exit_patience))
+            throw Error(ErrorCode::runtime, "process " + std::to_string(pid) + " of sandbox " +
+                                                r.id + " is still there after SIGKILL");
+    bool emptied = ctx.host.remove_cgroups(r.id, std::chrono::seconds(2));
+    fs::remove(c->state_file, ec);
+    fs::remove(c->lock_file, ec);
+    return emptied && c->state.pid > 0;
+}
+
+// Deletes runsc's container (if any), then the mount. Tolerates partial state.
+// What a launch that failed half-way may have left (processes runsc does not
+// know, cgroups, a lock) is looked for unless the runtime was accounted for:
+// destroyed whole now, or by the terminate that recorded `stopped`.
+void stop_runtime(Context& ctx, const SandboxRecord& r) {
+    bool accounted = r.state == SandboxState::stopped;
+    if (!r.runsc.empty()) {
+        Runsc runsc = runsc_for(ctx, r);
+        if (destroy_container(ctx, runsc, r)) accounted = true;
+    }
+    if (!accounted) {
+        kill_leftover_processes(ctx, ctx.store.sandbox_dir(r.id) / "bundle");
+        remove_runtime_leftovers(ctx, r.id);
+    }
     fs::path rootfs = ctx.store.sandbox_dir(r.id) / "rootfs";
     if (ctx.host.is_mounted(rootfs)) ctx.host.unmount(rootfs);
 }
@@ -287,7 +328,7 @@ void mount_rootfs(Context& ctx, const CreatePlan& plan, const fs::path& dir) {
             copy_tree(ctx, snapshot_dir(ctx, plan.snap->id) / "layer", dir / "upper");
         });
     }
-    ctx.host.mount_overlay({lower, dir / "upper", dir / "work", dir / "rootfs"});
+    ctx.host.mount_overlay({lower, dir / "upper", dir / "work", dir / "rootfs", true});
     SANDWEAVE_FAULT_POINT("create.mounted");
 }
 

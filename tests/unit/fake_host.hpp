@@ -71,6 +71,15 @@ class FakeHost final : public Host {
         if (signal == SIGKILL || signal == SIGTERM) processes.erase(it);
         return true;
     }
+    bool kill_and_wait(pid_t pid, const std::string& needle, std::chrono::milliseconds) override {
+        auto it = std::find_if(processes.begin(), processes.end(), [&](const Process& p) {
+            return p.pid == pid && p.cmdline.find(needle) != std::string::npos;
+        });
+        if (it == processes.end()) return true;
+        kill_calls.emplace_back(pid, SIGKILL);
+        processes.erase(it);
+        return true;
+    }
     bool rejoin_own_cgroup() override {
         ++cgroup_rejoins;
         return true;

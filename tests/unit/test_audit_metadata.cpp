@@ -118,3 +118,32 @@ TEST_CASE("audit trace list: the remote sink's dropped count") {
         parse_trace_list_dropped("SESSIONS (1)\n\"Other\"\n\tSink: \"remote\", dropped: 1\n")
             .has_value());
 }
+
+TEST_CASE("audit trace sessions: the remote sink's dropped count from the control server") {
+    auto sessions = [](const nlohmann::json& sinks, const std::string& name = "Default") {
+        return nlohmann::json::array(
+            {{{"name", name}, {"points", nlohmann::json::array()}, {"sinks", sinks}}});
+    };
+    auto remote = [](const nlohmann::json& status) {
+        return nlohmann::json{{"name", "remote"}, {"config", {{"retries", 0}}}, {"status", status}};
+    };
+    CHECK(trace_sessions_dropped(
+              sessions(nlohmann::json::array({remote({{"DroppedCount", 0}})}))) == 0u);
+    CHECK(trace_sessions_dropped(
+              sessions(nlohmann::json::array({remote({{"DroppedCount", 4242}})}))) == 4242u);
+    CHECK_FALSE(trace_sessions_dropped(nlohmann::json::array()).has_value());
+    CHECK_FALSE(trace_sessions_dropped(nullptr).has_value());
+    CHECK_FALSE(trace_sessions_dropped(
+                    sessions(nlohmann::json::array({remote({{"DroppedCount", 1}})}), "Other"))
+                    .has_value());
+    CHECK_FALSE(
+        trace_sessions_dropped(sessions(nlohmann::json::array({remote({{"DroppedCount", -1}})})))
+            .has_value());
+    CHECK_FALSE(
+        trace_sessions_dropped(sessions(nlohmann::json::array({remote(nlohmann::json::object())})))
+            .has_value());
+    CHECK_FALSE(
+        trace_sessions_dropped(sessions(nlohmann::json::array(
+                                   {remote({{"DroppedCount", 1}}), remote({{"DroppedCount", 2}})})))
+            .has_value());
+}

@@ -5,6 +5,8 @@
 #include <doctest/doctest.h>
 
 #include <signal.h>
+#include <sys/wait.h>
+#include <unistd.h>
 
 #include <algorithm>
 #include <filesystem>
@@ -65,21 +67,21 @@ TEST_SUITE("runsc") {
         FakeRunner fake;
         TempDir t("runsc");
         Runsc runsc(fake, "/opt/runsc", global);
-        fake.reply(0);                                                  // run
-        fake.reply(0, R"({"id":"sw-1","status":"running","pid":42})");  // state
-        fake.reply(0, "[]");                                            // list
-        fake.reply(0);                                                  // kill
-        fake.reply(0);                                                  // delete
-        fake.reply(0);                                                  // exec
+        fake.reply(0);                                     // run
+        fake.reply(0, R"({"type":"stats","id":"sw-1"})");  // events --stats
+        fake.reply(0, "[]");                               // list
+        fake.reply(0);                                     // kill
+        fake.reply(0);                                     // delete
+        fake.reply(0);                                     // exec
         runsc.run_detached("sw-1", t.path / "bundle", t.path / "console.log");
-        runsc.state("sw-1");
+        runsc.stats("sw-1");
         runsc.list();
         runsc.kill("sw-1", SIGTERM);
         runsc.remove("sw-1", true);
         runsc.exec_attached("sw-1", ExecRequest{{"true"}, {}, "/", {}}, t.path, AttachOptions{});
 
         REQUIRE(fake.calls.size() == 6u);
-        const char* subs[] = {"run", "state", "list", "kill", "delete", "exec"};
+        const char* subs[] = {"run", "events", "list", "kill", "delete", "exec"};
         for (std::size_t i = 0; i < fake.calls.size(); ++i) {
             const auto& argv = fake.calls[i].argv;
             CAPTURE(subs[i]);
@@ -116,9 +118,49 @@ TEST_SUITE("runsc") {
         }
     }
 
-    TEST_CASE("state: parsed from JSON; a missing container is nullopt; garbage is an error") {
+    TEST_CASE("state: read from runsc's state file, no runsc process; a dead sandbox is stopped") {
+        TempDir t("runsc-state");
         FakeRunner fake;
-        Runsc runsc(fake, "/opt/runsc", global);
+        Runsc runsc(fake, "/opt/runsc", {"--root=" + t.path.string(), "--network=none"});
+        CHECK_FALSE(runsc.state("sw-1").has_value());  // no file: no container
+
+        fs::path file = t.path / "sw-1_sandbox:sw-1.state";
+        auto write_state = [&](const std::string& status, pid_t pid) {
+            write_file_atomic(file, json{{"id", "sw-1"},
+                                         {"status", status},
+                                         {"goferPid", 77},
+                                         {"sandbox", {{"id", "sw-1"}, {"pid", pid}}}}
+                                        .dump());
+        };
+        write_state("running", ::getpid());
+        auto st = runsc.state("sw-1");
+        REQUIRE(st);
+        CHECK(st->status == "running");
+        CHECK(st->pid == ::getpid());
+        auto files = runsc.container_files("sw-1");
+        REQUIRE(files);
+        CHECK(files->gofer_pid == 77);
+        CHECK(files->lock_file == t.path / "sw-1_sandbox:sw-1.lock");
+        CHECK(fake.calls.empty());
+
+        // A sandbox process that is gone (a reaped child's pid): stopped, as runsc says.
+        pid_t child = ::fork();
+        if (child == 0) ::_exit(0);
+        REQUIRE(child > 0);
+        ::waitpid(child, nullptr, 0);
+        write_state("running", child);
+        CHECK(runsc.state("sw-1")->status == "stopped");
+        write_state("paused", ::getpid());
+        CHECK(runsc.state("sw-1")->status == "paused");
+        CHECK(fake.calls.empty());
+    }
+
+    TEST_CASE("state: a state file runsc is writing is left to runsc state") {
+        TempDir t("runsc-state");
+        FakeRunner fake;
+        Runsc runsc(fake, "/opt/runsc", {"--root=" + t.path.string(), "--network=none"});
+        write_file_atomic(t.path / "sw-1_sandbox:sw-1.state", R"({"id":"sw-1","stat)");
+        CHECK_THROWS_AS(runsc.container_files("sw-1"), Error);
         fake.reply(
             0, R"({"ociVersion":"1.0.2-dev","id":"sw-1","status":"running","pid":4565,"bundle":"/b",
                       "rootfs":"/r","created":"2024-01-01T00:00:00Z","owner":""})");
@@ -126,13 +168,23 @@ TEST_SUITE("runsc") {
         REQUIRE(st);
         CHECK(st->status == "running");
         CHECK(st->pid == 4565);
+        REQUIRE(fake.calls.size() == 1u);
         CHECK(after(fake.calls[0].argv, "state") == std::vector<std::string>{"sw-1"});
 
-        fake.reply(1, "", "");
-        CHECK_FALSE(runsc.state("sw-gone").has_value());
-
+        CHECK_FALSE(runsc.state("sw-gone").has_value());  // no file: no runsc either
+        CHECK(fake.calls.size() == 1u);
         fake.reply(0, "container is running, pid 12");
         CHECK_THROWS_AS(runsc.state("sw-1"), Error);
+    }
+
+    TEST_CASE("control_call: no sandbox listening is no answer") {
+        FakeRunner fake;
+        Runsc runsc(fake, "/opt/runsc", global);
+        CHECK_FALSE(runsc
+                        .control_call("sw-nosuchsandbox" + random_hex(8),
+                                      "containerManager.ListTraceSessions")
+                        .has_value());
+        CHECK(fake.calls.empty());
     }
 
     TEST_CASE("list: --format=json parsed into id -> state; null and empty mean none") {

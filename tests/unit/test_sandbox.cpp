@@ -5,6 +5,7 @@
 #include <doctest/doctest.h>
 
 #include <signal.h>
+#include <unistd.h>
 
 #include <algorithm>
 #include <filesystem>
@@ -114,15 +115,57 @@ TEST_SUITE("sandbox") {
         CHECK(f.store.load(r.id).state == SandboxState::running);
         CHECK(f.host.cgroup_rejoins == 1);  // the cgroup lock warmed once, before runsc
 
-        // A process of the sandbox that runsc delete does not reach.
+        // A process naming the sandbox's bundle that runsc has no record of
+        // (what a launch that failed half-way leaves).
         f.host.processes.push_back({4242, "runsc-gofer --bundle " + (dir / "bundle").string()});
         f.host.processes.push_back({4343, "unrelated"});
         remove_sandbox(f.ctx, "web");
-        CHECK(f.runner.count("delete") == 1u);
+        CHECK(f.runner.count("delete") == 0u);  // runsc has no such container
         CHECK(f.host.kill_calls == std::vector<std::pair<pid_t, int>>{{4242, SIGKILL}});
         CHECK(f.host.processes.size() == 1u);  // the unrelated one lives
         check_nothing_left(f, "web");
         CHECK(code_of([&] { inspect_sandbox(f.ctx, "web"); }) == ErrorCode::not_found);
+    }
+
+    TEST_CASE("terminate: runsc's container destroyed without a runsc process; rm adds nothing") {
+        FakeContext f;
+        f.install_image();
+        fake_runtime(f);
+        f.runner.launch = [&](const Command&, const fs::path&) { return LaunchResult{0, ""}; };
+        SandboxRecord r = create_sandbox(f.ctx, named("job", false));
+        // runsc's record of the container and its processes, as runsc leaves them.
+        std::string bundle = (f.store.sandbox_dir(r.id) / "bundle").string();
+        fs::path state_file = f.store.runsc_root() / (r.id + "_sandbox:" + r.id + ".state");
+        fs::path lock_file = f.store.runsc_root() / (r.id + "_sandbox:" + r.id + ".lock");
+        make_dirs(f.store.runsc_root(), 0700);
+        write_file_atomic(lock_file, "");
+        write_file_atomic(state_file, json{{"id", r.id},
+                                           {"status", "running"},
+                                           {"goferPid", 4141},
+                                           {"sandbox", {{"id", r.id}, {"pid", ::getpid()}}}}
+                                          .dump());
+        f.host.processes.push_back({::getpid(), "runsc-sandbox boot --bundle=" + bundle});
+        f.host.processes.push_back({4141, "runsc-gofer gofer --bundle " + bundle});
+        f.host.processes.push_back({4343, "unrelated"});
+        f.host.cgroups.insert(r.id);
+
+        SandboxRecord stopped = terminate_sandbox(f.ctx, "job");
+        CHECK(stopped.state == SandboxState::stopped);
+        CHECK(f.store.load(r.id).state == SandboxState::stopped);
+        CHECK(f.runner.count("delete") == 0u);
+        CHECK(f.runner.count("state") == 0u);
+        CHECK(f.host.kill_calls ==
+              std::vector<std::pair<pid_t, int>>{{::getpid(), SIGKILL}, {4141, SIGKILL}});
+        CHECK(f.host.cgroups.empty());
+        CHECK_FALSE(fs::exists(state_file));
+        CHECK_FALSE(fs::exists(lock_file));
+        CHECK(f.host.mounted.empty());
+
+        remove_sandbox(f.ctx, "job");
+        CHECK(f.host.kill_calls.size() == 2u);
+        CHECK(f.runner.count("delete") == 0u);
+        CHECK(f.host.processes.size() == 1u);  // the unrelated one lives
+        check_nothing_left(f, "job");
     }
 
     TEST_CASE("create rollback: runsc fails after the audit writer started") {
