@@ -77,7 +77,10 @@ bool is_ours(const json& job) {
 
 std::string sandbox_of(const json& job) {
     if (!is_ours(job)) return "";
-    return job.value("comment", std::string()).substr(std::string(comment_prefix).size());
+    // A pool member's comment goes on after the id (lib/weave/pools.cpp).
+    std::string rest =
+        job.value("comment", std::string()).substr(std::string(comment_prefix).size());
+    return rest.substr(0, rest.find(':'));
 }
 
 }  // namespace sandweave::weave::slurm

@@ -47,7 +47,8 @@ std::vector<nlohmann::json> jobs();
 // Whether a job is one of ours (its comment starts with comment_prefix).
 bool is_ours(const nlohmann::json& job);
 
-// The sandbox id a job of ours carries in its comment; empty for other jobs
+// The sandbox id a job of ours carries in its comment (`sandweave:<id>`, a
+// pool member's `sandweave:<id>:<pool>`); empty for other jobs
 // and for ours not yet named (still pending, or being created).
 std::string sandbox_of(const nlohmann::json& job);
 
