@@ -6,13 +6,16 @@
 # removes what it got and waits, untimed, until the pool is warm again). Starts the one-machine Weave (scripts/weave-controller.sh)
 # in a directory of its own and stops it at the end.
 # Usage: bench/weave.sh [REPS]   (default 10; acquire 2 x REPS; needs root; a few minutes)
+# SANDWEAVE_BENCH_PORT and SANDWEAVE_BENCH_PORT_BASE move the controller
+# (7743) and Slurm's daemons (17700) away from a cluster already there.
 set -euo pipefail
 reps="${1:-10}"
 top="$(cd "$(dirname "${BASH_SOURCE[0]}")/.." && pwd)"
 sw="${SANDWEAVE:-$top/build/sandweave}"
 work="$(mktemp -d /tmp/sw-bench-weave.XXXXXX)"
 chmod 0711 "$work"
-ctl=("$top/scripts/weave-controller.sh" --dir "$work/cluster" --port 7743 --port-base 17700 --sandweave "$sw")
+ctl=("$top/scripts/weave-controller.sh" --dir "$work/cluster" --port "${SANDWEAVE_BENCH_PORT:-7743}"
+    --port-base "${SANDWEAVE_BENCH_PORT_BASE:-17700}" --sandweave "$sw")
 local_state="$work/local"
 cleanup() {
     local d
@@ -23,7 +26,9 @@ cleanup() {
     rm -rf "$work"
 }
 trap cleanup EXIT
-eval "$("${ctl[@]}" start 2>/dev/null)"
+# A start that failed must not leave "weave" measuring the local host.
+settings="$("${ctl[@]}" start 2>"$work/start.err")" || { cat "$work/start.err" >&2; exit 1; }
+eval "$settings"
 now() { date +%s%N; }
 ms() { echo $((($(now) - $1) / 1000000)); }
 median() { sort -n | awk '{ v[NR] = $1 } END { print (NR % 2) ? v[(NR + 1) / 2] : (v[NR / 2] + v[NR / 2 + 1]) / 2 }'; }
@@ -52,7 +57,7 @@ host, local_state, reps = sys.argv[1], sys.argv[2], int(sys.argv[3])
 sw = os.environ["SANDWEAVE_BIN"]
 local_env = {k: v for k, v in os.environ.items() if k != "SANDWEAVE_HOST"}
 local_env["SANDWEAVE_STATE_DIR"] = local_state
-sides = {"local": (Pool("base", size=2, state_dir=local_state), local_env),
+sides = {"local": (Pool("base", size=2, connection="local", state_dir=local_state), local_env),
          "weave": (Pool("base", size=2, connection=host), dict(os.environ))}
 sdk = {k: [] for k in sides}
 cli = {k: [] for k in sides}

@@ -9,7 +9,8 @@
 # worker restores on another (its own slots filled, so Slurm places the
 # restore elsewhere) with the file written before it; an audited sandbox's
 # memory snapshot is refused. template ls and image ls match each worker's
-# local answer. stop leaves nothing running.
+# local answer; a template file on the client works with create. stop leaves
+# nothing running.
 source "$(dirname "${BASH_SOURCE[0]}")/lib.sh"
 weave_setup c 7743 17600  # short: a worker's audit socket path must stay under 100 bytes
 note() { printf "[%3d s] $1\n" $((SECONDS - _t0)) "${@:2}"; }
@@ -163,6 +164,15 @@ for w in w1 w2 w3; do
     there="$(jq -c --arg w "$w" '[.[] | select((.missing_on // []) | index($w) | not) | .name] | sort' <<<"$weave_images")"
     assert_eq "image ls through weave:// says what $w has, as $w says locally" "$here" "$there"
 done
+mkdir -p "$SCRATCH/client"
+printf 'extends: base\nenv:\n  FROM_CLIENT: "yes"\n' >"$SCRATCH/client/mine.yaml"
+capture "$SW" create --template "$SCRATCH/client/mine.yaml"
+assert_eq "create --template FILE with a file only the client has exits 0" 0 "$LAST_RC"
+T="$LAST_OUT"
+assert_eq "... the client resolved it and sent it, named after the file" "client:$SCRATCH/client/mine.yaml" \
+    "$("$SW" inspect --json "$T" | jq -r .spec.template)"
+assert_eq "... and its settings apply" "yes" "$("$SW" run "$T" -- sh -c 'echo $FROM_CLIENT')"
+"$SW" rm -f "$T" >/dev/null || fail "rm -f $T"
 capture "$SW" image rm base
 assert_ne "image rm through weave:// is refused" 0 "$LAST_RC"
 assert_match "... with one line saying where images come from" \
