@@ -172,6 +172,12 @@ T="$LAST_OUT"
 assert_eq "... the client resolved it and sent it, named after the file" "client:$SCRATCH/client/mine.yaml" \
     "$("$SW" inspect --json "$T" | jq -r .spec.template)"
 assert_eq "... and its settings apply" "yes" "$("$SW" run "$T" -- sh -c 'echo $FROM_CLIENT')"
+# Desktop calls reach the sandbox's worker (base has no desktop: its answer).
+for verb in "screenshot $T $SCRATCH/client/s.png" "click $T 1 1" "key $T Return"; do
+    capture "$SW" desktop $verb
+    assert_match "desktop ${verb%% *} goes to the worker, which answers as locally" \
+        "^sandweave: .*sandbox $T has no desktop" "$LAST_ERR"
+done
 "$SW" rm -f "$T" >/dev/null || fail "rm -f $T"
 capture "$SW" image rm base
 assert_ne "image rm through weave:// is refused" 0 "$LAST_RC"
