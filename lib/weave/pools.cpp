@@ -85,11 +85,20 @@ void check_size(int size, const std::string& what) {
 }  // namespace
 
 ControllerApi::~ControllerApi() {
-    std::unique_lock<std::mutex> g(pools_mu_);
-    stopping_ = true;
-    // A refill stops after the member it is making; one whose salloc Slurm
-    // keeps pending is left to the process's exit.
-    refills_done_.wait_for(g, refill_wait_at_exit, [&] { return refills_ == 0; });
+    {
+        std::unique_lock<std::mutex> g(pools_mu_);
+        stopping_ = true;
+        // A refill stops after the member it is making; one whose salloc
+        // Slurm keeps pending is left to the process's exit.
+        refills_done_.wait_for(g, refill_wait_at_exit, [&] { return refills_ == 0; });
+    }
+    // Every connection closed at once: each srun takes a while to end after
+    // its serve saw the end of input, and a warm pool has many.
+    std::vector<std::thread> closing;
+    std::lock_guard<std::mutex> g(mu_);
+    for (auto& [id, pl] : placed_)
+        closing.emplace_back([link = std::move(pl.link)]() mutable { link.reset(); });
+    for (auto& t : closing) t.join();
 }
 
 std::shared_ptr<ControllerPool> ControllerApi::find_pool(const std::string& name) {

@@ -88,6 +88,16 @@ weave_setup() {  # NAME PORT PORT_BASE
     on_cleanup ctl_stop
 }
 
+# Stops the controller (not the cluster) and waits until it is gone, not only
+# its port: it closes its sandboxes' connections after it stops listening, and
+# a start meanwhile would find it still running.
+weave_controller_kill() {
+    local pid
+    pid="$(cat "$DIR/run/controller.pid")"
+    kill -TERM "$pid"
+    wait_for 30 bash -c "! kill -0 $pid 2>/dev/null"
+}
+
 # --- assertions -------------------------------------------------------------------
 # Every check ends in pass or fail. A failure prints FAIL NAME and, indented,
 # what was expected and what happened.

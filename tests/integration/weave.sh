@@ -84,8 +84,7 @@ assert_eq "Slurm runs one job per sandbox" 5 "$(squeue -h -t RUNNING -o %j | gre
 
 # --- a restarted controller finds them from Slurm -----------------------------------
 note "controller restart"
-kill -TERM "$(cat "$DIR/run/controller.pid")"
-wait_for 10 bash -c "! ss -Hltn 'sport = :$PORT' | grep -q ."
+weave_controller_kill
 capture ctl start
 assert_eq "the controller starts again" 0 "$LAST_RC"
 capture "$SW" ls --json
@@ -131,8 +130,7 @@ assert_ne "an unknown certificate is refused" 0 "$LAST_RC"
 assert_match "... naming its fingerprint and how to accept it" "unknown controller certificate $SANDWEAVE_WEAVE_FINGERPRINT; .*--accept-new-host-key" "$LAST_ERR"
 assert_exit "--accept-new-host-key accepts it" 0 env -u SANDWEAVE_WEAVE_FINGERPRINT "$SW" --weave-known-hosts "$KH" --accept-new-host-key ls
 old_fp="$SANDWEAVE_WEAVE_FINGERPRINT"
-kill -TERM "$(cat "$DIR/run/controller.pid")"
-wait_for 10 bash -c "! ss -Hltn 'sport = :$PORT' | grep -q ."
+weave_controller_kill
 capture ctl --new-cert start
 eval "$LAST_OUT"
 assert_ne "--new-cert makes a new certificate" "$old_fp" "$SANDWEAVE_WEAVE_FINGERPRINT"

@@ -24,8 +24,7 @@ squeue() { SLURM_CONF="$DIR/etc/slurm.conf" command squeue "$@"; }
 salloc() { SLURM_CONF="$DIR/etc/slurm.conf" command salloc "$@"; }
 scancel() { SLURM_CONF="$DIR/etc/slurm.conf" command scancel "$@"; }
 restart_controller() {
-    kill -TERM "$(cat "$DIR/run/controller.pid")"
-    wait_for 10 bash -c "! ss -Hltn 'sport = :$PORT' | grep -q ."
+    weave_controller_kill
     capture ctl start
     assert_eq "the controller starts again" 0 "$LAST_RC"
 }
@@ -96,6 +95,17 @@ six_warm() { [[ "$(pool_field p warm)" == 6 ]]; }
 assert_true "the pool refills to six warm" wait_for 60 six_warm
 "$SW" rm -f "$C" >/dev/null || fail "rm -f $C"
 
+note "acquire from an empty pool"
+capture "$SW" pool create e --size 0 --template base
+assert_eq "a pool of size 0 is made" "e 0 0" "$LAST_OUT $(pool_field e size) $(pool_field e warm)"
+capture "$SW" pool acquire --json e
+assert_eq "acquire from it creates one, as locally" "0 running acquired e" \
+    "$LAST_RC $(jq -r '"\(.state) \(.pool.state) \(.pool.name)"' <<<"$LAST_OUT")"
+E="$(jq -r .id <<<"$LAST_OUT")"
+assert_eq "pool ls counts it in use" "0 1" "$(pool_field e warm) $(pool_field e in_use)"
+"$SW" rm -f "$E" >/dev/null || fail "rm -f $E"
+assert_exit "pool rm e exits 0" 0 "$SW" pool rm e
+
 note "resize and rm"
 capture "$SW" pool resize p 2
 assert_eq "pool resize exits 0" 0 "$LAST_RC"
@@ -151,11 +161,17 @@ assert_eq "snapshot ls no longer lists it" "" "$("$SW" snapshot ls --json | jq -
 
 # --- templates and images: every worker's answer --------------------------------------
 note "templates and images"
+sed 's/^description: .*/description: only on w1/' "$SANDWEAVE_SOURCE_DIR/templates/base.yaml" \
+    >"$DIR/workers/w1/state/templates/only-w1.yaml"
 capture "$SW" template ls --json
 assert_eq "template ls through weave:// exits 0" 0 "$LAST_RC"
-assert_eq "it lists what each worker lists locally" \
+assert_eq "it lists what the workers list locally" \
     "$(on_worker w1 template ls --json | jq -c '[.[].name]')" "$(jq -c '[.[].name]' <<<"$LAST_OUT")"
-assert_eq "... none missing on a worker" 0 "$(jq '[.[] | select(.missing_on)] | length' <<<"$LAST_OUT")"
+assert_eq "a template only w1 has is flagged as missing on the others" '["w2","w3"]' \
+    "$(jq -c '.[] | select(.name == "only-w1") | .missing_on' <<<"$LAST_OUT")"
+assert_eq "... and no other one" 1 "$(jq '[.[] | select(.missing_on)] | length' <<<"$LAST_OUT")"
+capture "$SW" template ls
+assert_match "the table says so" $'(^|\n)only-w1 +user +only on w1  \\(missing on w2, w3\\)(\n|$)' "$LAST_OUT"
 capture "$SW" image ls --json
 assert_eq "image ls through weave:// exits 0" 0 "$LAST_RC"
 weave_images="$LAST_OUT"
