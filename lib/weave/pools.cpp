@@ -110,7 +110,7 @@ std::shared_ptr<ControllerPool> ControllerApi::find_pool(const std::string& name
 Placed ControllerApi::make_member(const ControllerPool& pool) {
     // No --time: a member's lifetime starts when it is handed out, and the
     // worker enforces it from then on.
-    long job = slurm::allocate({std::nullopt, c_.partition});
+    long job = slurm::allocate({std::nullopt, c_.partition, ":" + pool.name});
     try {
         Placed pl;
         pl.job = job;
@@ -229,6 +229,7 @@ void ControllerApi::refill(std::shared_ptr<ControllerPool> pool) {
         }
         g.lock();
         --pool->starting;
+        if (failed && pool->removed) break;  // its pending job was cancelled by the rm
         if (failed) {
             // Recorded for pool ls; the next acquire or resize tries again.
             log().error("controller: pool " + pool->name + ": refill failed: " + *failed);
@@ -383,8 +384,14 @@ api::Removed ControllerApi::pool_rm(const api::NameParams& p) {
         pool = find_pool(p.name);
         pool->removed = true;
         pools_.erase(p.name);
-        // A refill making a member now drops it when it is made; wait for
-        // that, so no job of the pool outlives the rm.
+        // A refill whose job Slurm keeps pending fails when it is cancelled;
+        // one making a member now drops it when it is made. Waited for, so
+        // no job of the pool outlives the rm.
+        std::string pending = std::string(slurm::comment_prefix) + ":" + p.name;
+        for (const json& j : slurm::jobs())
+            if (j.value("job_state", std::string()) == "PENDING" &&
+                j.value("comment", std::string()) == pending)
+                slurm::cancel(j.value("job_id", 0L));
         refills_done_.wait_for(g, refill_wait_at_exit, [&] { return !pool->refilling; });
         idle.assign(pool->idle.begin(), pool->idle.end());
         acquired.assign(pool->acquired.begin(), pool->acquired.end());

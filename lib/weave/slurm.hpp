@@ -27,6 +27,9 @@ std::string last_line(const std::string& s);
 struct AllocationRequest {
     std::optional<long> ttl_ms;  // the job's time limit, rounded up to minutes
     std::string partition;       // empty: the default partition
+    // After comment_prefix while the job has no sandbox yet: a pool member's
+    // is ":<pool>", so a pool rm can cancel it while Slurm keeps it pending.
+    std::string comment = {};
 };
 
 // A new allocation of one sandbox slot; blocks while Slurm keeps it pending.

@@ -106,6 +106,22 @@ assert_eq "pool ls counts it in use" "0 1" "$(pool_field e warm) $(pool_field e 
 "$SW" rm -f "$E" >/dev/null || fail "rm -f $E"
 assert_exit "pool rm e exits 0" 0 "$SW" pool rm e
 
+note "rm while Slurm keeps a refill pending"
+capture "$SW" pool create f --size 1 --template base
+used=$(squeue -h -t RUNNING -o %j | wc -l)
+for i in $(seq $((12 - used))); do
+    salloc --no-shell --gres=sbx:1 -n1 -J "full$i" >/dev/null 2>&1 || fail "salloc full$i"
+done
+F="$("$SW" pool acquire f)"
+refill_pending() { squeue -h -t PENDING -o %k | grep -qx 'sandweave::f'; }
+assert_true "with every slot taken, the refill's job is pending, marked with the pool" wait_for 10 refill_pending
+t0=$SECONDS
+assert_exit "pool rm exits 0" 0 "$SW" pool rm f
+assert_true "... at once ($((SECONDS - t0)) s), not waiting for Slurm" test $((SECONDS - t0)) -lt 5
+assert_eq "... and the pending job is gone" "" "$(squeue -h -t PENDING -o %k | grep -x 'sandweave::f' || true)"
+for i in $(seq $((12 - used))); do scancel -n "full$i"; done
+"$SW" rm -f "$F" >/dev/null || fail "rm -f $F"
+
 note "resize and rm"
 capture "$SW" pool resize p 2
 assert_eq "pool resize exits 0" 0 "$LAST_RC"
