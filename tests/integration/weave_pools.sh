@@ -7,7 +7,8 @@
 # with hidepid 2; a restarted controller has the pool again (size and
 # members); pool rm ends every idle member's job. A snapshot taken on one
 # worker restores on another (its own slots filled, so Slurm places the
-# restore elsewhere) with the file written before it; an audited sandbox's
+# restore elsewhere) with the file written before it (and, from a memory
+# snapshot, the process started before it); an audited sandbox's
 # memory snapshot is refused. template ls and image ls match each worker's
 # local answer; a template file on the client works with create. stop leaves
 # nothing running.
@@ -146,7 +147,7 @@ assert_match "... with one line, as locally" '^sandweave: no such pool: q$' "$LA
 note "snapshots"
 S1="$("$SW" create --template base)"
 W1="$("$SW" inspect --json "$S1" | jq -r .worker)"
-"$SW" run "$S1" -- sh -c 'echo before-the-snapshot >/root/mark' || fail "write /root/mark"
+"$SW" run "$S1" -- sh -c 'echo before-the-snapshot >/root/mark; (sleep 1000 &); true' || fail "write /root/mark"
 capture "$SW" snapshot create "$S1" --kind fs
 assert_eq "snapshot create through weave:// exits 0" 0 "$LAST_RC"
 SNAP="$LAST_OUT"
@@ -165,13 +166,22 @@ assert_match "Slurm put the restore on another worker ($W1 -> $W2)" '^w[123]$' "
 assert_ne "... not the source's" "$W1" "$W2"
 capture "$SW" run "$R" -- cat /root/mark
 assert_eq "the file written before the snapshot is there" "before-the-snapshot" "$LAST_OUT"
+capture "$SW" snapshot create "$S1" --kind memory
+assert_eq "a memory snapshot through weave:// exits 0" 0 "$LAST_RC"
+MSNAP="$LAST_OUT"
+capture "$SW" create --from-snapshot "$MSNAP"
+assert_eq "... and restores" 0 "$LAST_RC"
+M="$LAST_OUT"
+assert_ne "... on another worker too" "$W1" "$("$SW" inspect --json "$M" | jq -r .worker)"
+capture "$SW" run "$M" -- sh -c 'cat /root/mark; ps -o args | grep -c "^sleep 1000"'
+assert_eq "... with the file and the process from before" $'before-the-snapshot\n1' "$LAST_OUT"
 for i in $(seq $((4 - slots))); do scancel -n "fill$i"; done
 A="$("$SW" create --template base --audit)"
 capture "$SW" snapshot create "$A" --kind memory
 assert_ne "a memory snapshot of an audited sandbox is refused" 0 "$LAST_RC"
 assert_match "... with the worker's one line" 'has audit on, which rejects memory snapshots' "$LAST_ERR"
-for id in "$S1" "$R" "$A"; do "$SW" rm -f "$id" >/dev/null || fail "rm -f $id"; done
-capture "$SW" snapshot rm "$SNAP"
+for id in "$S1" "$R" "$M" "$A"; do "$SW" rm -f "$id" >/dev/null || fail "rm -f $id"; done
+capture "$SW" snapshot rm "$SNAP" "$MSNAP"
 assert_eq "snapshot rm exits 0" 0 "$LAST_RC"
 assert_eq "snapshot ls no longer lists it" "" "$("$SW" snapshot ls --json | jq -r '.[].id')"
 
