@@ -131,6 +131,13 @@ void print_line(const std::string& s) {
     std::cout << s << '\n';
 }
 
+std::string missing_on(const std::optional<std::vector<std::string>>& nodes) {
+    if (!nodes || nodes->empty()) return "";
+    std::string out = "  (missing on ";
+    for (const auto& n : *nodes) out += (out.back() == ' ' ? "" : ", ") + n;
+    return out + ")";
+}
+
 void add_global_options(CLI::App& app, GlobalOptions& g) {
     app.add_flag("--json", g.json, "Machine-readable output: one JSON document on stdout");
     app.add_option("--state-dir", g.state_dir,

@@ -67,6 +67,8 @@ class Session {
 
 void print_json(const nlohmann::json& j);
 void print_line(const std::string& s);
+// "  (missing on w2, w3)" for an entry a controller's workers do not all have.
+std::string missing_on(const std::optional<std::vector<std::string>>& nodes);
 
 // Adds --json, --state-dir, --host, --runsc, -v, -q.
 void add_global_options(CLI::App& app, GlobalOptions& g);

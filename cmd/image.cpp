@@ -58,9 +58,10 @@ ls->callback([&g, &out] {
     } else {
         std::printf("%-16s %-10s %-22s %s\n", "NAME", "SIZE", "CREATED", "SOURCE");
         for (const auto& i : list)
-            std::printf("%-16s %-10s %-22s %s\n", i.name.c_str(),
+            std::printf("%-16s %-10s %-22s %s%s\n", i.name.c_str(),
                         (std::to_string(i.bytes >> 20) + "MiB").c_str(),
-                        i.created.value_or(i.built_at).c_str(), i.source.value_or("").c_str());
+                        i.created.value_or(i.built_at).c_str(), i.source.value_or("").c_str(),
+                        missing_on(i.missing_on).c_str());
     }
     out.exit_code = 0;
 });

@@ -38,8 +38,8 @@ void register_template(CLI::App& app, GlobalOptions& g, Outcome& out) {
         } else {
             std::printf("%-16s %-8s %s\n", "NAME", "SOURCE", "DESCRIPTION");
             for (const auto& t : list)
-                std::printf("%-16s %-8s %s\n", t.name.c_str(), t.builtin ? "builtin" : "user",
-                            t.description.c_str());
+                std::printf("%-16s %-8s %s%s\n", t.name.c_str(), t.builtin ? "builtin" : "user",
+                            t.description.c_str(), missing_on(t.missing_on).c_str());
         }
         out.exit_code = 0;
     });

@@ -217,6 +217,7 @@ write_env() {
     for n in "${nodes[@]}"; do
         printf 'export SANDWEAVE_WEAVE_STATE_%s=%s\n' "$n" "$dir/workers/$n/state"
     done
+    printf 'export SANDWEAVE_WEAVE_SNAPSHOTS=%s\n' "$dir/snapshots"
 }
 
 any_running() {
@@ -235,6 +236,18 @@ check_searchable() {
     done
 }
 
+# A worker's <state>/snapshots becomes a link to the shared directory (what
+# it held first moves there).
+share_snapshots() {
+    local own="$1"
+    [ -L "$own" ] && return 0
+    if [ -d "$own" ]; then
+        find "$own" -mindepth 1 -maxdepth 1 -exec mv -n -t "$dir/snapshots" {} +
+        rmdir "$own" || die "$own: could not be replaced by a link to $dir/snapshots"
+    fi
+    ln -s "$dir/snapshots" "$own"
+}
+
 prepare_dir() {
     local n
     umask 022
@@ -244,9 +257,13 @@ prepare_dir() {
     mkdir -p "$dir/etc" "$dir/run" "$dir/log" "$dir/state/ctld"
     # munged insists on a socket directory only its user can write, and a key only it can read.
     install -d -m 0711 "$dir/munge"
+    # One snapshot directory every worker shares (as a site's shared
+    # filesystem would be): a snapshot taken on one worker restores on any.
+    install -d -m 0700 "$dir/snapshots"
     for n in "${nodes[@]}"; do
         install -d -m 0700 "$dir/workers/$n/state"
         install -d -m 0755 "$dir/state/slurmd-$n"
+        share_snapshots "$dir/workers/$n/state/snapshots"
     done
     if [ ! -s "$dir/munge/munge.key" ]; then
         rm -f "$dir/munge/munge.key"

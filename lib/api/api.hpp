@@ -55,7 +55,7 @@ class Api {
     virtual Removed snapshot_rm(const IdParams& p) = 0;
 
     virtual PoolInfo pool_create(const PoolCreateParams& p) = 0;
-    virtual SandboxView pool_acquire(const NameParams& p) = 0;
+    virtual SandboxView pool_acquire(const PoolAcquireParams& p) = 0;
     virtual PoolList pool_ls() = 0;
     virtual PoolInfo pool_resize(const PoolResizeParams& p) = 0;
     virtual Removed pool_rm(const NameParams& p) = 0;

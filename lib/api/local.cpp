@@ -95,6 +95,12 @@ CreateRequest to_create_request(const CreateParams& p) {
         req.flags.labels[k] = v;
     }
     if (p.name) req.name = *p.name;
+    if (p.pool) {
+        if (!valid_object_name(*p.pool))
+            throw Error(ErrorCode::usage, "pool '" + *p.pool + "': not a valid pool name");
+        if (p.name) throw Error(ErrorCode::usage, "pool members cannot be given a name");
+        req.pool = *p.pool;
+    }
     auto lifetime = [](const char* what, const std::optional<std::int64_t>& ms) {
         if (ms && (*ms <= 0 || *ms > 100LL * 365 * 24 * 3600 * 1000))
             throw Error(ErrorCode::usage,
@@ -339,8 +345,9 @@ PoolInfo LocalApi::pool_create(const PoolCreateParams& p) {
     return create_pool(ctx_, p.name, p.size, to_create_request(p.options));
 }
 
-SandboxView LocalApi::pool_acquire(const NameParams& p) {
-    SandboxRecord r = acquire_from_pool(ctx_, p.name);
+SandboxView LocalApi::pool_acquire(const PoolAcquireParams& p) {
+    SandboxRecord r =
+        p.id ? claim_pool_member(ctx_, p.name, *p.id) : acquire_from_pool(ctx_, p.name);
     return sandbox_view(ctx_, r, r.state);
 }
 

@@ -42,7 +42,7 @@ class LocalApi final : public Api {
     SnapshotList snapshot_ls() override;
     Removed snapshot_rm(const IdParams& p) override;
     PoolInfo pool_create(const PoolCreateParams& p) override;
-    SandboxView pool_acquire(const NameParams& p) override;
+    SandboxView pool_acquire(const PoolAcquireParams& p) override;
     PoolList pool_ls() override;
     PoolInfo pool_resize(const PoolResizeParams& p) override;
     Removed pool_rm(const NameParams& p) override;

@@ -95,8 +95,8 @@ std::vector<Method> build_table() {
         row<PoolCreateParams>(
             "pool.create", [](Api& a, const PoolCreateParams& p) { return a.pool_create(p); },
             &validate_pool_create),
-        row<NameParams>("pool.acquire",
-                        [](Api& a, const NameParams& p) { return a.pool_acquire(p); }),
+        row<PoolAcquireParams>(
+            "pool.acquire", [](Api& a, const PoolAcquireParams& p) { return a.pool_acquire(p); }),
         row0("pool.ls", [](Api& a) { return a.pool_ls(); }),
         row<PoolResizeParams>("pool.resize",
                               [](Api& a, const PoolResizeParams& p) { return a.pool_resize(p); }),

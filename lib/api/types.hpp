@@ -163,10 +163,15 @@ struct CreateParams {
     // Lifetime (lib/sandbox/lifetime.hpp), overriding the template's.
     std::optional<std::int64_t> ttl_ms;
     std::optional<std::int64_t> idle_timeout_ms;
+    // Made as an idle member of this pool, handed out later by pool.acquire
+    // with its id: a Weave controller's pool, whose members each live in a
+    // Slurm allocation of their own (the worker keeps no pool record).
+    std::optional<std::string> pool;
     template <class V>
     void fields(V& v) {
         v.optional("template", template_ref);
         v.optional("template_source", template_source);
+        v.optional("pool", pool);
         v.optional("ttl_ms", ttl_ms);
         v.optional("idle_timeout_ms", idle_timeout_ms);
         v.optional("from_snapshot", from_snapshot);
@@ -429,6 +434,18 @@ struct PoolCreateParams {
     }
 };
 
+// pool.acquire: `id` hands out that idle member (the controller's pick
+// among members Slurm placed); without it the worker picks one.
+struct PoolAcquireParams {
+    std::string name;
+    std::optional<std::string> id = {};
+    template <class V>
+    void fields(V& v) {
+        v.required("name", name);
+        v.optional("id", id);
+    }
+};
+
 struct PoolResizeParams {
     std::string name;
     int size = 0;
@@ -454,12 +471,16 @@ struct TemplateEntry {
     std::string file;
     std::string description;
     bool builtin = false;
+    // Through a controller: the workers that lack it (absent: every worker
+    // asked has it).
+    std::optional<std::vector<std::string>> missing_on = {};
     template <class V>
     void fields(V& v) {
         v.required("name", name);
         v.required("file", file);
         v.required("description", description);
         v.required("builtin", builtin);
+        v.optional("missing_on", missing_on);
     }
 };
 
@@ -559,6 +580,9 @@ struct Image {
     std::optional<int> layers = {};
     std::optional<std::string> platform = {};
     std::optional<ImageConfigInfo> config = {};
+    // Through a controller: the workers that lack it (absent: every worker
+    // asked has it).
+    std::optional<std::vector<std::string>> missing_on = {};
     template <class V>
     void fields(V& v) {
         v.required("name", name);
@@ -571,6 +595,7 @@ struct Image {
         v.optional("layers", layers);
         v.optional("platform", platform);
         v.optional("config", config);
+        v.optional("missing_on", missing_on);
     }
 };
 

@@ -615,7 +615,7 @@ api::Removed RpcClient::snapshot_rm(const api::IdParams& p) {
 PoolInfo RpcClient::pool_create(const api::PoolCreateParams& p) {
     return decoded<PoolInfo>(call("pool.create", api::to_json(p)), "pool.create");
 }
-SandboxView RpcClient::pool_acquire(const api::NameParams& p) {
+SandboxView RpcClient::pool_acquire(const api::PoolAcquireParams& p) {
     return decoded<SandboxView>(call("pool.acquire", api::to_json(p)), "pool.acquire");
 }
 api::PoolList RpcClient::pool_ls() {

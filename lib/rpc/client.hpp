@@ -63,7 +63,7 @@ class RpcClient final : public api::Api {
     api::SnapshotList snapshot_ls() override;
     api::Removed snapshot_rm(const api::IdParams& p) override;
     PoolInfo pool_create(const api::PoolCreateParams& p) override;
-    SandboxView pool_acquire(const api::NameParams& p) override;
+    SandboxView pool_acquire(const api::PoolAcquireParams& p) override;
     api::PoolList pool_ls() override;
     PoolInfo pool_resize(const api::PoolResizeParams& p) override;
     api::Removed pool_rm(const api::NameParams& p) override;

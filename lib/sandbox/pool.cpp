@@ -156,6 +156,32 @@ std::optional<std::uint64_t> audit_position(Context& ctx, const SandboxRecord& r
     }
 }
 
+// Under the member's lock: it is the caller's from now on, and its lifetime
+// clock starts.
+void mark_acquired(Context& ctx, SandboxRecord& r) {
+    r.pool_state = "acquired";
+    r.acquired_at = now_rfc3339();
+    start_lifetime_clock(ctx.store, r);
+    // A host crash ends the member too, so the claim need not outlive one.
+    ctx.store.save(r, Durability::live);
+}
+
+// After the claim: its lifetime watcher, and the audit position where the
+// caller's episode starts.
+void hand_over(Context& ctx, SandboxRecord& r) {
+    try {
+        ensure_lifetime_watcher(ctx, r);
+    } catch (const Error& e) {
+        log().warn(e.what());  // started again by the next ls or inspect
+    }
+    r.acquired_audit_seq = audit_position(ctx, r);
+    if (r.acquired_audit_seq) {
+        // Informative, and moot after a host crash as the claim is.
+        auto sandbox_lock = ctx.store.lock(r.id);
+        ctx.store.save(r, Durability::live);
+    }
+}
+
 }  // namespace
 
 json pool_request_to_json(const CreateRequest& r) {
@@ -291,28 +317,14 @@ SandboxRecord acquire_from_pool(Context& ctx, const std::string& name) {
                     ctx.store.save(*fresh);
                     continue;
                 }
-                fresh->pool_state = "acquired";
-                fresh->acquired_at = now_rfc3339();
-                start_lifetime_clock(ctx.store, *fresh);
-                // A host crash ends the member too, so the claim need not outlive one.
-                ctx.store.save(*fresh, Durability::live);
+                mark_acquired(ctx, *fresh);
                 picked = std::move(*fresh);
                 break;
             }
     }
     if (picked) {
         SANDWEAVE_FAULT_POINT("pool.acquired");
-        try {
-            ensure_lifetime_watcher(ctx, *picked);
-        } catch (const Error& e) {
-            log().warn(e.what());  // started again by the next ls or inspect
-        }
-        picked->acquired_audit_seq = audit_position(ctx, *picked);
-        if (picked->acquired_audit_seq) {
-            // Informative, and moot after a host crash as the claim is.
-            auto sandbox_lock = ctx.store.lock(picked->id);
-            ctx.store.save(*picked, Durability::live);
-        }
+        hand_over(ctx, *picked);
         start_refill(ctx, name);
         return *picked;
     }
@@ -328,10 +340,39 @@ SandboxRecord acquire_from_pool(Context& ctx, const std::string& name) {
     }
     r.acquired_audit_seq = audit_position(ctx, r);
     if (r.acquired_audit_seq) {
+        // Informative, and moot after a host crash as the claim is.
         auto sandbox_lock = ctx.store.lock(r.id);
-        ctx.store.save(r);
+        ctx.store.save(r, Durability::live);
     }
     start_refill(ctx, name);
+    return r;
+}
+
+SandboxRecord claim_pool_member(Context& ctx, const std::string& name, const std::string& id) {
+    if (!is_sandbox_id(id))
+        throw Error(ErrorCode::usage, "pool.acquire: id '" + id + "' is not a sandbox id");
+    SandboxRecord r;
+    {
+        auto sandbox_lock = ctx.store.lock(id);
+        auto fresh = ctx.store.try_load(id);
+        if (!fresh || fresh->pool != name)
+            throw Error(ErrorCode::not_found, "no member " + id + " in pool " + name);
+        if (fresh->pool_state != "idle" || fresh->state != SandboxState::running)
+            throw Error(ErrorCode::general,
+                        "member " + id + " of pool " + name + " is not idle and running (" +
+                            (fresh->pool_state.empty() ? std::string("-") : fresh->pool_state) +
+                            ")");
+        if (!agent_ready(ctx, *fresh) && !runtime_running(ctx, *fresh)) {
+            fresh->state = SandboxState::failed;
+            fresh->error = "its runtime died while it waited in the pool";
+            ctx.store.save(*fresh);
+            throw Error(ErrorCode::general,
+                        "member " + id + " of pool " + name + ": " + *fresh->error);
+        }
+        mark_acquired(ctx, *fresh);
+        r = std::move(*fresh);
+    }
+    hand_over(ctx, r);
     return r;
 }
 

@@ -28,6 +28,10 @@ namespace sandweave {
 PoolInfo create_pool(Context& ctx, const std::string& name, int size, const CreateRequest& req);
 // Returns the acquired sandbox (already marked as the caller's).
 SandboxRecord acquire_from_pool(Context& ctx, const std::string& name);
+// Hands out the idle member `id` (created with CreateRequest::pool = name);
+// the worker need not hold the pool: a Weave controller does, each member in
+// a Slurm allocation of its own. No refill and no create on demand here.
+SandboxRecord claim_pool_member(Context& ctx, const std::string& name, const std::string& id);
 std::vector<PoolInfo> list_pools(Context& ctx);
 PoolInfo pool_info(Context& ctx, const std::string& name);
 PoolInfo resize_pool(Context& ctx, const std::string& name, int size);

@@ -29,6 +29,10 @@ struct ClusterConfig {
         state_dirs;             // node -> --state-dir (absent: the worker's default)
     std::string partition;      // empty: the default partition
     std::string worker_binary;  // sandweave on the workers
+    // A snapshot directory every worker shares (SANDWEAVE_WEAVE_SNAPSHOTS:
+    // each worker's <state>/snapshots is it); empty: no snapshots through
+    // the controller.
+    std::string snapshots;
 };
 ClusterConfig read_cluster_env(const std::filesystem::path& file);
 

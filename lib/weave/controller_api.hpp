@@ -3,9 +3,12 @@
 // Slurm job on the worker Slurm chose; its calls go over that job's
 // WorkerLink. The map from sandbox to job is rebuilt from Slurm at start.
 //
-// One file per area: sandboxes.cpp (create, routing, ls, rm),
-// controller_api.cpp (what is not routed yet, version).
+// One file per area: sandboxes.cpp (create, routing, ls, rm), pools.cpp
+// (pools: members Slurm placed, refilled in the background), catalog.cpp
+// (templates, images and snapshots: asked of the workers),
+// controller_api.cpp (desktops, what is not routed yet, version).
 
+#include <condition_variable>
 #include <map>
 #include <memory>
 #include <mutex>
@@ -25,9 +28,16 @@ struct Placed {
     std::shared_ptr<WorkerLink> link;
 };
 
+struct ControllerPool;  // pools.cpp
+
 class ControllerApi final : public api::Api {
   public:
     explicit ControllerApi(ClusterConfig c);
+    ~ControllerApi() override;  // waits for background refills (pools.cpp)
+
+    // The pools, from their members' jobs and records (pools.cpp); after the
+    // sandboxes are back.
+    void rebuild_pools();
 
     api::VersionResult version() override;
 
@@ -49,15 +59,17 @@ class ControllerApi final : public api::Api {
     api::Empty cp_out(const api::CpOutParams& p, const api::CpIo& io) override;
     api::Empty cp_in(const api::CpInParams& p, const api::CpIo& io) override;
 
-    // Not routed yet (controller_api.cpp).
-    SnapshotRecord snapshot_create(const api::SnapshotCreateParams& p) override;
-    api::SnapshotList snapshot_ls() override;
-    api::Removed snapshot_rm(const api::IdParams& p) override;
+    // Pools (pools.cpp).
     PoolInfo pool_create(const api::PoolCreateParams& p) override;
-    SandboxView pool_acquire(const api::NameParams& p) override;
+    SandboxView pool_acquire(const api::PoolAcquireParams& p) override;
     api::PoolList pool_ls() override;
     PoolInfo pool_resize(const api::PoolResizeParams& p) override;
     api::Removed pool_rm(const api::NameParams& p) override;
+
+    // Snapshots, templates and images, from the workers (catalog.cpp).
+    SnapshotRecord snapshot_create(const api::SnapshotCreateParams& p) override;
+    api::SnapshotList snapshot_ls() override;
+    api::Removed snapshot_rm(const api::IdParams& p) override;
     api::TemplateList template_ls() override;
     api::TemplateShowResult template_show(const api::TemplateShowParams& p) override;
     api::TemplateValidateResult template_validate(const api::TemplateValidateParams& p) override;
@@ -67,6 +79,8 @@ class ControllerApi final : public api::Api {
     api::Removed image_rm(const api::NameParams& p) override;
     api::Image image_import(const api::ImageImportParams& p) override;
     api::Image image_inspect(const api::NameParams& p) override;
+
+    // Desktops, routed (controller_api.cpp); doctor is not routed yet.
     api::DoctorResult doctor() override;
     api::ScreenshotResult desktop_screenshot(
         const api::IdParams& p, const std::function<void(std::string_view)>& on_data) override;
@@ -89,9 +103,37 @@ class ControllerApi final : public api::Api {
         return ((pl.link->api()).*fn)(q);
     }
 
+    // Pools (pools.cpp). Lock order: pools_mu_ before mu_.
+    Placed make_member(const ControllerPool& pool);
+    SandboxView claim(const Placed& member, const std::string& pool);
+    void drop_member(const std::string& id);
+    void start_refill(const std::shared_ptr<ControllerPool>& pool);
+    void refill(std::shared_ptr<ControllerPool> pool);
+    void retag(const ControllerPool& pool);
+    PoolInfo info_of(ControllerPool& pool);
+    std::shared_ptr<ControllerPool> find_pool(const std::string& name);
+
+    // A worker connection for calls that name no sandbox (catalog.cpp): one
+    // a sandbox already has on that node, else a short-lived step.
+    std::shared_ptr<WorkerLink> link_to(const std::string& node);
+
+    // A call whose params name the sandbox in `id`, sent with its full id.
+    template <class P, class R>
+    R routed(const P& p, R (api::Api::*fn)(const P&)) {
+        Placed pl = route(p.id).first;
+        P q = p;
+        q.id = pl.id;
+        return ((pl.link->api()).*fn)(q);
+    }
+
     ClusterConfig c_;
     std::mutex mu_;
     std::map<std::string, Placed> placed_;
+    std::mutex pools_mu_;
+    std::condition_variable refills_done_;
+    std::map<std::string, std::shared_ptr<ControllerPool>> pools_;
+    int refills_ = 0;
+    bool stopping_ = false;
 };
 
 }  // namespace sandweave::weave

@@ -28,9 +28,12 @@ std::string last_line(const std::string& s) {
 }
 
 long allocate(const AllocationRequest& req) {
-    std::vector<std::string> argv = {
-        "salloc",     "--no-shell",           "--gres=sbx:1",
-        "--ntasks=1", "--job-name=sandweave", std::string("--comment=") + comment_prefix};
+    std::vector<std::string> argv = {"salloc",
+                                     "--no-shell",
+                                     "--gres=sbx:1",
+                                     "--ntasks=1",
+                                     "--job-name=sandweave",
+                                     std::string("--comment=") + comment_prefix + req.comment};
     if (req.ttl_ms && *req.ttl_ms > 0)
         argv.push_back("--time=" + std::to_string((*req.ttl_ms + 59999) / 60000));
     if (!req.partition.empty()) argv.push_back("--partition=" + req.partition);
@@ -77,7 +80,10 @@ bool is_ours(const json& job) {
 
 std::string sandbox_of(const json& job) {
     if (!is_ours(job)) return "";
-    return job.value("comment", std::string()).substr(std::string(comment_prefix).size());
+    // A pool member's comment goes on after the id (lib/weave/pools.cpp).
+    std::string rest =
+        job.value("comment", std::string()).substr(std::string(comment_prefix).size());
+    return rest.substr(0, rest.find(':'));
 }
 
 }  // namespace sandweave::weave::slurm

@@ -27,6 +27,9 @@ std::string last_line(const std::string& s);
 struct AllocationRequest {
     std::optional<long> ttl_ms;  // the job's time limit, rounded up to minutes
     std::string partition;       // empty: the default partition
+    // After comment_prefix while the job has no sandbox yet: a pool member's
+    // is ":<pool>", so a pool rm can cancel it while Slurm keeps it pending.
+    std::string comment = {};
 };
 
 // A new allocation of one sandbox slot; blocks while Slurm keeps it pending.
@@ -47,7 +50,8 @@ std::vector<nlohmann::json> jobs();
 // Whether a job is one of ours (its comment starts with comment_prefix).
 bool is_ours(const nlohmann::json& job);
 
-// The sandbox id a job of ours carries in its comment; empty for other jobs
+// The sandbox id a job of ours carries in its comment (`sandweave:<id>`, a
+// pool member's `sandweave:<id>:<pool>`); empty for other jobs
 // and for ours not yet named (still pending, or being created).
 std::string sandbox_of(const nlohmann::json& job);
 

@@ -21,12 +21,26 @@ extern char** environ;
 namespace sandweave::weave {
 
 WorkerLink::WorkerLink(const ClusterConfig& c, long job, const std::string& node) {
-    std::vector<std::string> argv = {"srun",          "--jobid=" + std::to_string(job),
-                                     "--overlap",     "--unbuffered",
-                                     "--quiet",       "--nodes=1",
-                                     "--ntasks=1",    "--nodelist=" + node,
-                                     c.worker_binary, "serve",
-                                     "--stdio"};
+    open(c, node, {"--jobid=" + std::to_string(job), "--overlap"},
+         "worker " + node + " (job " + std::to_string(job) + ")");
+}
+
+WorkerLink::WorkerLink(const ClusterConfig& c, const std::string& node) {
+    // A step in an allocation of its own (one CPU, no sandbox slot) that
+    // ends with the connection.
+    std::vector<std::string> own = {"--job-name=sandweave-query", "--time=5"};
+    if (!c.partition.empty()) own.push_back("--partition=" + c.partition);
+    open(c, node, own, "worker " + node);
+}
+
+void WorkerLink::open(const ClusterConfig& c, const std::string& node,
+                      const std::vector<std::string>& srun_options, const std::string& peer) {
+    std::vector<std::string> argv = {"srun"};
+    argv.insert(argv.end(), srun_options.begin(), srun_options.end());
+    for (const char* a : {"--unbuffered", "--quiet", "--nodes=1", "--ntasks=1"}) argv.push_back(a);
+    argv.push_back("--nodelist=" + node);
+    for (const std::string& a : {c.worker_binary, std::string("serve"), std::string("--stdio")})
+        argv.push_back(a);
     if (auto it = c.state_dirs.find(node); it != c.state_dirs.end()) {
         argv.push_back("--state-dir");
         argv.push_back(it->second);
@@ -53,7 +67,7 @@ WorkerLink::WorkerLink(const ClusterConfig& c, long job, const std::string& node
     if (rc != 0) throw Error(ErrorCode::runtime, "cannot start srun: " + std::string(strerror(rc)));
     theirs.reset();
     Fd out(::fcntl(ours.get(), F_DUPFD_CLOEXEC, 3));
-    peer_ = "worker " + node + " (job " + std::to_string(job) + ")";
+    peer_ = peer;
     try {
         client_ = std::make_unique<rpc::RpcClient>(std::move(ours), std::move(out), peer_);
     } catch (...) {

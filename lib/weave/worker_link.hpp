@@ -7,6 +7,7 @@
 
 #include <memory>
 #include <string>
+#include <vector>
 
 #include "lib/rpc/client.hpp"
 #include "lib/weave/controller.hpp"
@@ -15,7 +16,11 @@ namespace sandweave::weave {
 
 class WorkerLink {
   public:
+    // Into sandbox job `job` on `node`.
     WorkerLink(const ClusterConfig& c, long job, const std::string& node);
+    // Onto `node` for calls that name no sandbox (templates, images,
+    // snapshots), in a small allocation of its own for as long as it is open.
+    WorkerLink(const ClusterConfig& c, const std::string& node);
     ~WorkerLink();
     WorkerLink(const WorkerLink&) = delete;
     WorkerLink& operator=(const WorkerLink&) = delete;
@@ -23,6 +28,8 @@ class WorkerLink {
     rpc::RpcClient& api() { return *client_; }
 
   private:
+    void open(const ClusterConfig& c, const std::string& node,
+              const std::vector<std::string>& srun_options, const std::string& peer);
     void reap();
     pid_t pid_ = -1;
     std::string peer_;

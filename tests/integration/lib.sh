@@ -65,6 +65,39 @@ slurm_started_or_skip() {  # NAME
     pass "$1"
 }
 
+# The one-machine Weave (scripts/weave-controller.sh) in DIR=$SCRATCH/NAME, its controller on
+# 127.0.0.1:PORT and Slurm's daemons from PORT_BASE, so Weave tests can run
+# side by side: defines CTL, DIR, PORT, ctl (its commands) and ctl_stop (run
+# at cleanup): the workers' sandboxes first (they are the workers' children,
+# not Slurm's), then the controller and the cluster.
+weave_setup() {  # NAME PORT PORT_BASE
+    require_root "Slurm's daemons start job steps as their users; runsc"
+    require_cmd jq ss
+    test_setup
+    CTL="$SANDWEAVE_SOURCE_DIR/scripts/weave-controller.sh"
+    chmod 0711 "$SCRATCH"  # munged wants every directory above its socket searchable
+    DIR="$SCRATCH/$1" PORT="$2" _weave_port_base="$3"
+    ctl() { "$CTL" --dir "$DIR" --port "$PORT" --port-base "$_weave_port_base" --sandweave "$SW" "$@"; }
+    ctl_stop() {
+        local d
+        for d in "$DIR"/workers/*/state; do
+            [[ -d "$d" ]] && env -u SANDWEAVE_HOST "$SW" --state-dir "$d" rm -f --all >/dev/null 2>&1
+        done
+        env -u SANDWEAVE_HOST "$CTL" --dir "$DIR" --port "$PORT" --sandweave "$SW" stop >/dev/null 2>&1
+    }
+    on_cleanup ctl_stop
+}
+
+# Stops the controller (not the cluster) and waits until it is gone, not only
+# its port: it closes its sandboxes' connections after it stops listening, and
+# a start meanwhile would find it still running.
+weave_controller_kill() {
+    local pid
+    pid="$(cat "$DIR/run/controller.pid")"
+    kill -TERM "$pid"
+    wait_for 30 bash -c "! kill -0 $pid 2>/dev/null"
+}
+
 # --- assertions -------------------------------------------------------------------
 # Every check ends in pass or fail. A failure prints FAIL NAME and, indented,
 # what was expected and what happened.

@@ -8,23 +8,8 @@
 # or facing a changed certificate is refused with one line; stop leaves
 # nothing running.
 source "$(dirname "${BASH_SOURCE[0]}")/lib.sh"
-require_root "Slurm's daemons start job steps as their users; runsc"
-require_cmd jq ss python3
-test_setup
-CTL="$SANDWEAVE_SOURCE_DIR/scripts/weave-controller.sh"
-chmod 0711 "$SCRATCH"  # munged wants every directory above its socket searchable
-DIR="$SCRATCH/cluster"
-PORT=7643
-ctl() { "$CTL" --dir "$DIR" --port "$PORT" --port-base 17500 --sandweave "$SW" "$@"; }
-# Sandboxes first (they are the workers' children, not Slurm's), then the rest.
-ctl_stop() {
-    local d
-    for d in "$DIR"/workers/*/state; do
-        [[ -d "$d" ]] && env -u SANDWEAVE_HOST "$SW" --state-dir "$d" rm -f --all >/dev/null 2>&1
-    done
-    env -u SANDWEAVE_HOST "$CTL" --dir "$DIR" --port "$PORT" --sandweave "$SW" stop >/dev/null 2>&1
-}
-on_cleanup ctl_stop
+require_cmd python3
+weave_setup cluster 7643 17500
 note() { printf "[%3d s] $1\n" $((SECONDS - _t0)) "${@:2}"; }
 
 note "start"
@@ -99,8 +84,7 @@ assert_eq "Slurm runs one job per sandbox" 5 "$(squeue -h -t RUNNING -o %j | gre
 
 # --- a restarted controller finds them from Slurm -----------------------------------
 note "controller restart"
-kill -TERM "$(cat "$DIR/run/controller.pid")"
-wait_for 10 bash -c "! ss -Hltn 'sport = :$PORT' | grep -q ."
+weave_controller_kill
 capture ctl start
 assert_eq "the controller starts again" 0 "$LAST_RC"
 capture "$SW" ls --json
@@ -146,8 +130,7 @@ assert_ne "an unknown certificate is refused" 0 "$LAST_RC"
 assert_match "... naming its fingerprint and how to accept it" "unknown controller certificate $SANDWEAVE_WEAVE_FINGERPRINT; .*--accept-new-host-key" "$LAST_ERR"
 assert_exit "--accept-new-host-key accepts it" 0 env -u SANDWEAVE_WEAVE_FINGERPRINT "$SW" --weave-known-hosts "$KH" --accept-new-host-key ls
 old_fp="$SANDWEAVE_WEAVE_FINGERPRINT"
-kill -TERM "$(cat "$DIR/run/controller.pid")"
-wait_for 10 bash -c "! ss -Hltn 'sport = :$PORT' | grep -q ."
+weave_controller_kill
 capture ctl --new-cert start
 eval "$LAST_OUT"
 assert_ne "--new-cert makes a new certificate" "$old_fp" "$SANDWEAVE_WEAVE_FINGERPRINT"

@@ -96,6 +96,14 @@ TEST_SUITE("api") {
         CHECK(pool.options.hidepid == 2);
         CHECK(encode_value(PoolCreateParams{"warm", 3, c}).at("name") == "warm");
         round_trips(PoolResizeParams{"warm", 5});
+        round_trips(PoolAcquireParams{"warm"});
+        round_trips(PoolAcquireParams{"warm", "sw-0123456789ab"});
+        CHECK_FALSE(encode_value(PoolAcquireParams{"warm"}).contains("id"));
+        // A controller's member: the pool travels with the create, never with pool.create.
+        CreateParams member;
+        member.pool = "warm";
+        round_trips(member);
+        CHECK_FALSE(encode_value(PoolCreateParams{"warm", 3, member}).contains("pool"));
         round_trips(TemplateShowParams{"coding"});
         round_trips(TemplateValidateParams{"/tmp/t.yaml"});
         round_trips(ImageBuildParams{"base", true});
@@ -152,6 +160,11 @@ TEST_SUITE("api") {
         round_trips(pool);
         round_trips(PoolList{{pool}});
         round_trips(TemplateList{{TemplateEntry{"base", "/t/base.yaml", "busybox", true}}});
+        // Through a controller: the workers that lack it; absent from a worker's own answer.
+        round_trips(TemplateList{
+            {TemplateEntry{"mine", "/t/mine.yaml", "", false, std::vector<std::string>{"w2"}}}});
+        CHECK_FALSE(encode_value(TemplateEntry{"base", "/t/base.yaml", "busybox", true})
+                        .contains("missing_on"));
         round_trips(
             TemplateShowResult{"x", {"x", "base"}, {{"image", "base"}}, {{"/image", "base"}}});
         round_trips(TemplateValidateResult{true, "/t.yaml", {"t"}});
@@ -239,6 +252,15 @@ TEST_SUITE("api") {
         CHECK(usage_error([&] { to_create_request(c); }).find("only for an inline template") !=
               std::string::npos);
         c.template_source.reset();
+        c.pool = "no/such";
+        CHECK(usage_error([&] { to_create_request(c); }) ==
+              "pool 'no/such': not a valid pool name");
+        c.pool = "warm";
+        CHECK(to_create_request(c).pool == "warm");
+        c.name = "n";
+        CHECK(usage_error([&] { to_create_request(c); }) == "pool members cannot be given a name");
+        c.name.reset();
+        c.pool.reset();
         auto req = to_create_request(c);
         CHECK(req.flags.user->uid == 1001);
         CHECK(req.flags.user->gid == 1002);
