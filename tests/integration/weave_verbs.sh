@@ -5,22 +5,8 @@
 # out, labels and ls --filter, inspect, audit status and an exported log that
 # `audit verify` accepts, terminate, prune, and an unknown id.
 source "$(dirname "${BASH_SOURCE[0]}")/lib.sh"
-require_root "Slurm's daemons start job steps as their users; runsc"
-require_cmd jq script python3
-test_setup
-CTL="$SANDWEAVE_SOURCE_DIR/scripts/weave-controller.sh"
-chmod 0711 "$SCRATCH"  # munged wants every directory above its socket searchable
-DIR="$SCRATCH/c"  # short: a worker's audit socket path must fit in 100 bytes
-PORT=7653
-ctl() { "$CTL" --dir "$DIR" --port "$PORT" --port-base 17650 --sandweave "$SW" "$@"; }
-ctl_stop() {
-    local d
-    for d in "$DIR"/workers/*/state; do
-        [[ -d "$d" ]] && env -u SANDWEAVE_HOST "$SW" --state-dir "$d" rm -f --all >/dev/null 2>&1
-    done
-    env -u SANDWEAVE_HOST "$CTL" --dir "$DIR" --port "$PORT" --sandweave "$SW" stop >/dev/null 2>&1
-}
-on_cleanup ctl_stop
+require_cmd script python3
+weave_setup c 7653 17650  # short: a worker's audit socket path must stay under 100 bytes
 
 capture ctl start
 slurm_started_or_skip "the cluster and its controller start"
