@@ -163,9 +163,15 @@ struct CreateParams {
     // Lifetime (lib/sandbox/lifetime.hpp), overriding the template's.
     std::optional<std::int64_t> ttl_ms;
     std::optional<std::int64_t> idle_timeout_ms;
+    // Resources, overriding the template's (through a controller also the
+    // Slurm job's --cpus-per-task and --mem).
+    std::optional<double> cpus;
+    std::optional<std::uint64_t> memory;  // bytes
     template <class V>
     void fields(V& v) {
         v.optional("template", template_ref);
+        v.optional("cpus", cpus);
+        v.optional("memory", memory);
         v.optional("template_source", template_source);
         v.optional("ttl_ms", ttl_ms);
         v.optional("idle_timeout_ms", idle_timeout_ms);
