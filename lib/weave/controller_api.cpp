@@ -74,9 +74,6 @@ api::Image ControllerApi::image_import(const api::ImageImportParams&) {
 api::Image ControllerApi::image_inspect(const api::NameParams&) {
     throw later("images");
 }
-api::DoctorResult ControllerApi::doctor() {
-    throw later("doctor");
-}
 api::ScreenshotResult ControllerApi::desktop_screenshot(
     const api::IdParams&, const std::function<void(std::string_view)>&) {
     throw later("desktops");

@@ -242,12 +242,29 @@ void serve_controller(api::Api& api, const ControllerOptions& o, int stop_fd) {
     ::signal(SIGPIPE, SIG_IGN);
     auto* sh = new Shared{api, ctx, sha256_hex(tok), {o.server_name, {}}};
     // What is not routed yet is neither listed nor served (docs/weave.md).
-    sh->serve.without = {"audit.export",  "snapshot.create", "snapshot.ls",   "snapshot.rm",
-                         "pool.create",   "pool.acquire",    "pool.ls",       "pool.resize",
-                         "pool.rm",       "template.ls",     "template.show", "template.validate",
-                         "image.build",   "image.ls",        "image.recipes", "image.rm",
-                         "image.import",  "image.inspect",   "doctor",        "desktop.screenshot",
-                         "desktop.click", "desktop.move",    "desktop.type",  "desktop.key"};
+    sh->serve.without = {"audit.export",
+                         "snapshot.create",
+                         "snapshot.ls",
+                         "snapshot.rm",
+                         "pool.create",
+                         "pool.acquire",
+                         "pool.ls",
+                         "pool.resize",
+                         "pool.rm",
+                         "template.ls",
+                         "template.show",
+                         "template.validate",
+                         "image.build",
+                         "image.ls",
+                         "image.recipes",
+                         "image.rm",
+                         "image.import",
+                         "image.inspect",
+                         "desktop.screenshot",
+                         "desktop.click",
+                         "desktop.move",
+                         "desktop.type",
+                         "desktop.key"};
     log().info("controller: listening on " + l.address + " (TLS), certificate " + fp);
     for (;;) {
         pollfd p[2] = {{l.fd.get(), POLLIN, 0}, {stop_fd, POLLIN, 0}};

@@ -65,6 +65,18 @@ slurm_started_or_skip() {  # NAME
     pass "$1"
 }
 
+# Stops a one-machine Weave (scripts/weave-controller.sh) in DIR whose
+# controller listens on PORT: the workers' sandboxes first (they are the
+# workers' children, not Slurm's), then the controller and the cluster.
+weave_stop() {  # DIR PORT
+    local d
+    for d in "$1"/workers/*/state; do
+        [[ -d "$d" ]] && env -u SANDWEAVE_HOST "$SW" --state-dir "$d" rm -f --all >/dev/null 2>&1
+    done
+    env -u SANDWEAVE_HOST "$SANDWEAVE_SOURCE_DIR/scripts/weave-controller.sh" --dir "$1" \
+        --port "$2" --sandweave "$SW" stop >/dev/null 2>&1
+}
+
 # --- assertions -------------------------------------------------------------------
 # Every check ends in pass or fail. A failure prints FAIL NAME and, indented,
 # what was expected and what happened.

@@ -16,14 +16,7 @@ chmod 0711 "$SCRATCH"  # munged wants every directory above its socket searchabl
 DIR="$SCRATCH/cluster"
 PORT=7643
 ctl() { "$CTL" --dir "$DIR" --port "$PORT" --port-base 17500 --sandweave "$SW" "$@"; }
-# Sandboxes first (they are the workers' children, not Slurm's), then the rest.
-ctl_stop() {
-    local d
-    for d in "$DIR"/workers/*/state; do
-        [[ -d "$d" ]] && env -u SANDWEAVE_HOST "$SW" --state-dir "$d" rm -f --all >/dev/null 2>&1
-    done
-    env -u SANDWEAVE_HOST "$CTL" --dir "$DIR" --port "$PORT" --sandweave "$SW" stop >/dev/null 2>&1
-}
+ctl_stop() { weave_stop "$DIR" "$PORT"; }
 on_cleanup ctl_stop
 note() { printf "[%3d s] $1\n" $((SECONDS - _t0)) "${@:2}"; }
 
