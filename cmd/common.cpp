@@ -218,6 +218,12 @@ void add_create_flags(CLI::App& sub, CreateFlags& f, bool with_user) {
     sub.add_option("--ttl", f.ttl, "Terminate the sandbox this long after it starts (e.g. 30m)");
     sub.add_option("--idle-timeout", f.idle_timeout,
                    "Terminate the sandbox after this long without a command or API call");
+    sub.add_option("--cpus", f.cpus,
+                   "CPUs for the sandbox, overriding the template's (e.g. 2, 0.5)")
+        ->type_name("N");
+    sub.add_option("--memory", f.memory,
+                   "Memory limit, overriding the template's (e.g. 512MiB, 2GiB)")
+        ->type_name("SIZE");
 }
 
 void check_user_flag(const std::string& flag, const std::string& value) {
@@ -267,6 +273,19 @@ api::CreateParams to_create_params(const CreateFlags& f, const CLI::App& sub) {
     };
     p.ttl_ms = duration("--ttl", f.ttl);
     p.idle_timeout_ms = duration("--idle-timeout", f.idle_timeout);
+    if (!f.cpus.empty()) {
+        char* end = nullptr;
+        double c = std::strtod(f.cpus.c_str(), &end);
+        if (end == f.cpus.c_str() || *end != '\0' || !(c > 0 && c <= 4096))
+            throw Error(ErrorCode::usage, "--cpus '" + f.cpus + "': expected a positive number");
+        p.cpus = c;
+    }
+    if (!f.memory.empty()) {
+        p.memory = parse_size(f.memory);
+        if (!p.memory)
+            throw Error(ErrorCode::usage,
+                        "--memory '" + f.memory + "': expected a size (e.g. 512MiB, 2GiB)");
+    }
     return p;
 }
 

@@ -107,6 +107,7 @@ struct CreateFlags {
     std::string from_snapshot;
     std::string ttl;
     std::string idle_timeout;
+    std::string cpus, memory;
 };
 void add_create_flags(CLI::App& sub, CreateFlags& f, bool with_user = true);
 // `sub` tells which flags were given explicitly (a default template is not).

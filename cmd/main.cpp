@@ -413,8 +413,10 @@ int pool_refill_entry(const std::vector<std::string>& a) {
     }
 }
 
-// __lifetime --state-dir DIR ID (lib/sandbox/lifetime.hpp)
-int lifetime_entry(const std::vector<std::string>& a) {
+// An internal verb taking `--state-dir DIR ARG`: `body` with a context on
+// DIR; what it throws is one line naming `what`, exit `failed`.
+int with_state_dir(const std::vector<std::string>& a, const char* what, int failed,
+                   const std::function<int(Context&, const std::string&)>& body) {
     if (a.size() != 3 || a[0] != "--state-dir") return 2;
     GlobalOptions g;
     init_logging_early(g);
@@ -423,11 +425,27 @@ int lifetime_entry(const std::vector<std::string>& a) {
         LocalHost host;
         StateStore store(a[1]);
         Context ctx{store, runner, host, std::nullopt};
-        return lifetime_watch_main(ctx, a[2]);
+        return body(ctx, a[2]);
     } catch (const std::exception& e) {
-        std::fprintf(stderr, "sandweave lifetime watcher: %s\n", e.what());
-        return 1;
+        std::fprintf(stderr, "sandweave %s: %s: %s\n", what, a[2].c_str(), e.what());
+        return failed;
     }
+}
+
+// __lifetime --state-dir DIR ID (lib/sandbox/lifetime.hpp)
+int lifetime_entry(const std::vector<std::string>& a) {
+    return with_state_dir(a, "lifetime watcher", 1, lifetime_watch_main);
+}
+
+// __slurm-epilog --state-dir DIR JOB (lib/sandbox/lifetime.hpp). Exits 0
+// whatever happens: a failing epilog would make Slurm drain the node.
+int slurm_epilog_entry(const std::vector<std::string>& a) {
+    return with_state_dir(a, "epilog: job", 0, [](Context& ctx, const std::string& job) {
+        if (int n = end_job_sandboxes(ctx, job); n > 0)
+            std::fprintf(stderr, "sandweave epilog: job %s: ended %d sandbox(es)\n", job.c_str(),
+                         n);
+        return 0;
+    });
 }
 
 int audit_writer_entry(int argc, char** argv) {
@@ -452,6 +470,8 @@ std::optional<int> run_internal_entry(int argc, char** argv) {
         return pool_refill_entry(std::vector<std::string>(argv + 2, argv + argc));
     if (std::strcmp(argv[1], lifetime_verb) == 0)
         return lifetime_entry(std::vector<std::string>(argv + 2, argv + argc));
+    if (std::strcmp(argv[1], slurm_epilog_verb) == 0)
+        return slurm_epilog_entry(std::vector<std::string>(argv + 2, argv + argc));
     if (std::strcmp(argv[1], "__audit-writer") == 0) return audit_writer_entry(argc, argv);
     return std::nullopt;
 }

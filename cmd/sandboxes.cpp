@@ -82,7 +82,8 @@ std::vector<std::string> targets(Session& s, const std::string& verb,
                         (verb == "rm" ? std::string(", or --all") : std::string()));
     std::vector<std::string> out;
     for (const auto& v : s.api().ls({filters}).sandboxes)
-        if (!only_ended || v.live == SandboxState::stopped || v.live == SandboxState::failed)
+        if (!only_ended || v.live == SandboxState::stopped || v.live == SandboxState::failed ||
+            v.live == SandboxState::lost)
             out.push_back(v.record.id);
     return out;
 }

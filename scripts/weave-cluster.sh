@@ -23,6 +23,9 @@
 #                         slurmd takes this long to fail, which adds to the
 #                         time before its node is DOWN (docs/weave.md)
 #   --timeout S           how long start waits for the nodes [60]
+#   --sandweave B         the sandweave the workers' Slurm epilog runs: at the
+#                         end of each job it terminates (audit barrier first)
+#                         the sandboxes recorded with that job [sandweave on PATH]
 # Needs root: it installs packages, and slurmd starts job steps as the
 # submitting user, which only root can do (slurmctld and munged also run as
 # root here, to keep the one-machine setup free of extra accounts).
@@ -37,10 +40,11 @@ message_timeout=3
 wait_timeout=60
 nodes=(w1 w2 w3)
 action=""
+sandweave="$(command -v sandweave || true)"
 
 die() { printf '%s: %s\n' "$prog" "$*" >&2; exit 1; }
 say() { printf '%s: %s\n' "$prog" "$*" >&2; }
-usage() { sed -n '2,28p' "$0" | sed 's/^# \{0,1\}//'; }
+usage() { sed -n '2,31p' "$0" | sed 's/^# \{0,1\}//'; }
 
 is_uint() { [[ "$1" =~ ^[0-9]+$ ]]; }
 while [ $# -gt 0 ]; do
@@ -51,6 +55,7 @@ while [ $# -gt 0 ]; do
         --slurmd-timeout) [ $# -ge 2 ] && is_uint "$2" || die "--slurmd-timeout needs a number"; slurmd_timeout="$2"; shift ;;
         --message-timeout) [ $# -ge 2 ] && is_uint "$2" || die "--message-timeout needs a number"; message_timeout="$2"; shift ;;
         --timeout) [ $# -ge 2 ] && is_uint "$2" || die "--timeout needs a number"; wait_timeout="$2"; shift ;;
+        --sandweave) [ $# -ge 2 ] || die "--sandweave needs a value"; sandweave="$2"; shift ;;
         -h|--help) usage; exit 0 ;;
         start|stop|status|env) [ -z "$action" ] || die "one action at a time"; action="$1" ;;
         *) usage >&2; die "unknown argument: $1" ;;
@@ -66,6 +71,10 @@ done
 dir="${dir%/}"
 # Slurm's configuration parser splits on whitespace and '#'.
 [[ "$dir" =~ ^[A-Za-z0-9_./+-]+$ ]] || die "--dir may contain only letters, digits and _ . / + -: $dir"
+if [ -n "$sandweave" ]; then
+    [[ "$sandweave" == /* ]] || sandweave="$PWD/$sandweave"
+    [[ "$sandweave" =~ ^[A-Za-z0-9_./+-]+$ ]] || die "--sandweave may contain only letters, digits and _ . / + -: $sandweave"
+fi
 
 conf="$dir/etc/slurm.conf"
 munge_socket="$dir/munge/munge.socket"
@@ -181,6 +190,9 @@ AccountingStorageType=accounting_storage/none
 JobCompType=jobcomp/none
 MpiDefault=none
 SwitchType=switch/none
+# A request no node could ever grant (more CPUs or memory than any has) fails
+# at submission with Slurm's reason instead of pending forever.
+EnforcePartLimits=ALL
 # salloc --no-shell leaves no process behind to watch: never end an allocation for inactivity.
 InactiveLimit=0
 SlurmdTimeout=$slurmd_timeout
@@ -189,6 +201,8 @@ SlurmdTimeout=$slurmd_timeout
 MessageTimeout=$message_timeout
 ReturnToService=2
 KillWait=5
+# At the end of each job: its sandboxes end, audit barrier first (docs/weave.md, "Lifetimes").
+Epilog=$dir/etc/epilog
 MinJobAge=60
 SlurmctldDebug=info
 SlurmdDebug=info
@@ -204,6 +218,22 @@ EOF
 write_gres_conf() {
     # Count-only: Slurm counts the slots, no device files are bound.
     printf 'Name=sbx Count=%d Flags=CountOnly\n' "$slots"
+}
+
+# The workers' epilog: slurmd runs it as root at the end of every job on a
+# node, with SLURM_JOB_ID and SLURMD_NODENAME. It must exit 0 (a failing
+# epilog drains the node); what it did goes to log/epilog-<node>.log.
+write_epilog() {
+    cat <<EOF
+#!/bin/sh
+# Written by scripts/weave-cluster.sh: the sandboxes recorded with the ending job end.
+sandweave='$sandweave'
+[ -n "\$SLURM_JOB_ID" ] && [ -n "\$SLURMD_NODENAME" ] && [ -x "\$sandweave" ] || exit 0
+state="$dir/workers/\$SLURMD_NODENAME/state"
+[ -d "\$state" ] || exit 0
+"\$sandweave" __slurm-epilog --state-dir "\$state" "\$SLURM_JOB_ID" >>"$dir/log/epilog-\$SLURMD_NODENAME.log" 2>&1
+exit 0
+EOF
 }
 
 # The cluster as the controller (and a user) needs it: where Slurm's
@@ -282,6 +312,10 @@ prepare_dir() {
     fi
     mv -f "$conf.new" "$conf"
     mv -f "$dir/etc/gres.conf.new" "$dir/etc/gres.conf"
+    # The epilog is not part of slurm.conf's settings: a running cluster takes a new one.
+    write_epilog >"$dir/etc/epilog.new"
+    chmod 0755 "$dir/etc/epilog.new"
+    mv -f "$dir/etc/epilog.new" "$dir/etc/epilog"
     write_env >"$dir/cluster.env.new"
     mv -f "$dir/cluster.env.new" "$dir/cluster.env"
 }

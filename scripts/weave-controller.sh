@@ -16,7 +16,8 @@
 #   --port N        the controller's TCP port on 127.0.0.1 [7443]
 #   --sandweave B   the sandweave binary [sandweave on PATH]
 #   --new-cert      make a new certificate and token before starting
-# Other options (--port-base, --slots, ...) go to weave-cluster.sh.
+# Other options (--port-base, --slots, ...) go to weave-cluster.sh, and so
+# does --sandweave (for the workers' epilog).
 set -euo pipefail
 
 prog="weave-controller.sh"
@@ -29,7 +30,7 @@ cluster_args=()
 action=""
 die() { printf '%s: %s\n' "$prog" "$*" >&2; exit 1; }
 say() { printf '%s: %s\n' "$prog" "$*" >&2; }
-usage() { sed -n '2,21p' "$0" | sed 's/^# \{0,1\}//'; }
+usage() { sed -n '2,20p' "$0" | sed 's/^# \{0,1\}//'; }
 while [ $# -gt 0 ]; do
     case "$1" in
         --dir) [ $# -ge 2 ] || die "--dir needs a value"; dir="$2"; shift ;;
@@ -49,7 +50,7 @@ done
 dir="${dir%/}"
 cdir="$dir/controller"
 pidfile="$dir/run/controller.pid"
-cluster() { "$here/weave-cluster.sh" --dir "$dir" "${cluster_args[@]}" "$@"; }
+cluster() { "$here/weave-cluster.sh" --dir "$dir" --sandweave "$sandweave" "${cluster_args[@]}" "$@"; }
 controller_pid() {
     local pid
     pid="$(cat "$pidfile" 2>/dev/null)" || return 1

@@ -109,6 +109,11 @@ CreateRequest to_create_request(const CreateParams& p) {
     };
     req.flags.ttl = lifetime("ttl_ms", p.ttl_ms);
     req.flags.idle_timeout = lifetime("idle_timeout_ms", p.idle_timeout_ms);
+    if (p.cpus && !(*p.cpus > 0 && *p.cpus <= 4096))
+        throw Error(ErrorCode::usage, "cpus " + std::to_string(*p.cpus) + ": must be positive");
+    if (p.memory && *p.memory == 0) throw Error(ErrorCode::usage, "memory 0: must be positive");
+    req.flags.cpus = p.cpus;
+    req.flags.memory = p.memory;
     return req;
 }
 

@@ -167,9 +167,15 @@ struct CreateParams {
     // with its id: a Weave controller's pool, whose members each live in a
     // Slurm allocation of their own (the worker keeps no pool record).
     std::optional<std::string> pool;
+    // Resources, overriding the template's (through a controller also the
+    // Slurm job's --cpus-per-task and --mem).
+    std::optional<double> cpus;
+    std::optional<std::uint64_t> memory;  // bytes
     template <class V>
     void fields(V& v) {
         v.optional("template", template_ref);
+        v.optional("cpus", cpus);
+        v.optional("memory", memory);
         v.optional("template_source", template_source);
         v.optional("pool", pool);
         v.optional("ttl_ms", ttl_ms);

@@ -58,10 +58,11 @@ SandboxFilter parse_filter(const std::vector<std::string>& terms) {
                 eq2 == std::string::npos ? std::nullopt : std::optional(value.substr(eq2 + 1));
         } else if (key == "state") {
             static const std::vector<std::string> states = {"creating", "running", "stopped",
-                                                            "failed"};
+                                                            "failed", "lost"};
             if (std::find(states.begin(), states.end(), value) == states.end())
                 throw Error(ErrorCode::usage,
-                            "filter '" + term + "': state is creating, running, stopped or failed" +
+                            "filter '" + term +
+                                "': state is creating, running, stopped, failed or lost" +
                                 did_you_mean(value, states));
             f.state =
                 value == "creating" ? SandboxState::creating : sandbox_state_from_string(value);

@@ -2,7 +2,8 @@
 // Selecting sandboxes: the KEY=VALUE terms of `ls --filter` (and rm,
 // terminate, prune), all of which must hold:
 //   label=K=V      the sandbox has label K with value V (label=K: any value)
-//   state=S        its live state: creating, running, stopped or failed
+//   state=S        its live state: creating, running, stopped or failed (lost:
+//                  through a controller, its worker failed)
 //   template=T     the template it was created from
 //   pool=P         a member of pool P (idle or acquired)
 //   older-than=D   created more than D ago (30s, 2h, 1d is 24h)

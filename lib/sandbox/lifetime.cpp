@@ -37,10 +37,13 @@ fs::path watcher_lock(const StateStore& store, const std::string& id) {
     return store.sandbox_dir(id) / "lifetime.lock";
 }
 
-// Ends the sandbox for `why` ("ttl" or "idle_timeout") and records it.
+// Ends the sandbox for `why` ("ttl", "idle_timeout" or "slurm_job") and records it.
 void end_sandbox(Context& ctx, const std::string& id, const std::string& why) {
-    log().info("sandbox " + id + ": " + (why == "ttl" ? "ttl" : "idle timeout") +
-               " passed, terminating");
+    log().info("sandbox " + id + ": " +
+               (why == "ttl"         ? "ttl passed"
+                : why == "slurm_job" ? "its Slurm job ended"
+                                     : "idle timeout passed") +
+               ", terminating");
     terminate_sandbox(ctx, id);
     auto lock = ctx.store.lock(id);
     if (auto r = ctx.store.try_load(id)) {
@@ -245,6 +248,22 @@ int lifetime_watch_main(Context& ctx, const std::string& id) {
         }
         if (!wait_for_change(in.get(), next_wait(*left))) return 0;  // removed (rm)
     }
+}
+
+int end_job_sandboxes(Context& ctx, const std::string& job) {
+    int ended = 0;
+    for (const auto& r : ctx.store.list()) {
+        auto l = r.spec.labels.find("slurm_job");
+        if (l == r.spec.labels.end() || l->second != job) continue;
+        if (r.state == SandboxState::stopped || r.state == SandboxState::failed) continue;
+        try {
+            end_sandbox(ctx, r.id, "slurm_job");
+            ++ended;
+        } catch (const std::exception& e) {
+            log().warn("sandbox " + r.id + ": ending it with Slurm job " + job + ": " + e.what());
+        }
+    }
+    return ended;
 }
 
 }  // namespace sandweave

@@ -60,4 +60,12 @@ int lifetime_watch_main(Context& ctx, const std::string& id);
 // stops running or is removed, or when stop_fd becomes readable.
 std::function<void(int stop_fd)> shim_lifetime_watcher(const std::vector<std::string>& args);
 
+// A Slurm epilog on a Weave worker (`sandweave __slurm-epilog --state-dir
+// DIR JOB`, docs/weave.md "Lifetimes"): every sandbox labelled
+// `slurm_job=JOB` that still runs is terminated, final audit barrier first,
+// and records `ended_by: "slurm_job"`. Returns how many it ended; one that
+// cannot be ended is logged and the others still go.
+inline constexpr const char* slurm_epilog_verb = "__slurm-epilog";
+int end_job_sandboxes(Context& ctx, const std::string& job);
+
 }  // namespace sandweave

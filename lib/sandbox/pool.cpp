@@ -192,6 +192,8 @@ json pool_request_to_json(const CreateRequest& r) {
     if (!r.from_snapshot.empty()) j["from_snapshot"] = r.from_snapshot;
     if (r.flags.ttl) j["ttl_ms"] = r.flags.ttl->count();
     if (r.flags.idle_timeout) j["idle_timeout_ms"] = r.flags.idle_timeout->count();
+    if (r.flags.cpus) j["cpus"] = *r.flags.cpus;
+    if (r.flags.memory) j["memory"] = *r.flags.memory;
     return j;
 }
 
@@ -208,6 +210,8 @@ CreateRequest pool_request_from_json(const json& j, const std::string& pool) {
         r.flags.ttl = std::chrono::milliseconds(j["ttl_ms"].get<std::int64_t>());
     if (j.contains("idle_timeout_ms"))
         r.flags.idle_timeout = std::chrono::milliseconds(j["idle_timeout_ms"].get<std::int64_t>());
+    if (j.contains("cpus")) r.flags.cpus = j["cpus"].get<double>();
+    if (j.contains("memory")) r.flags.memory = j["memory"].get<std::uint64_t>();
     r.pool = pool;
     return r;
 }

@@ -113,6 +113,14 @@ SandboxSpec resolve_spec(const ResolvedTemplate& tmpl, const json* snapshot_sett
         for (const auto& [k, v] : r.items())
             s.origin["/resources/" + k] = tmpl_origin(tmpl, "/resources/" + k);
     }
+    if (flags.cpus) {
+        s.resources.cpus = flags.cpus;
+        s.origin["/resources/cpus"] = "flag";
+    }
+    if (flags.memory) {
+        s.resources.memory = flags.memory;
+        s.origin["/resources/memory"] = "flag";
+    }
     if (tmpl.doc.contains("desktop")) {
         DesktopSpec d;
         pick<ScreenSize>(d.screen, "/desktop/screen", s, tmpl, nullptr, snap_label, std::nullopt,

@@ -80,6 +80,8 @@ struct FlagOverrides {
     std::map<std::string, std::string> labels;
     std::optional<std::chrono::milliseconds> ttl;
     std::optional<std::chrono::milliseconds> idle_timeout;
+    std::optional<double> cpus;
+    std::optional<std::uint64_t> memory;
 };
 
 // `snapshot_settings` is a filesystem snapshot's saved runtime_options object

@@ -249,6 +249,8 @@ std::string to_string(SandboxState s) {
             return "failed";
         case SandboxState::pending:
             return "pending";
+        case SandboxState::lost:
+            return "lost";
     }
     return "unknown";
 }
@@ -258,6 +260,7 @@ SandboxState sandbox_state_from_string(const std::string& s) {
     if (s == "stopped") return SandboxState::stopped;
     if (s == "failed") return SandboxState::failed;
     if (s == "pending") return SandboxState::pending;
+    if (s == "lost") return SandboxState::lost;
     return SandboxState::creating;
 }
 

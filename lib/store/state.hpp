@@ -115,7 +115,9 @@ class ObjectDir {
 
 // pending: waiting for room on a Weave controller (its Slurm job is queued);
 // never in a worker's records.
-enum class SandboxState { creating, running, stopped, failed, pending };
+// pending and lost are a controller's only: its Slurm job waits for room, or
+// Slurm declared the sandbox's worker failed (node down, job NODE_FAIL).
+enum class SandboxState { creating, running, stopped, failed, pending, lost };
 std::string to_string(SandboxState s);
 SandboxState sandbox_state_from_string(const std::string& s);
 

@@ -1,18 +1,10 @@
-// The controller's Api: desktops, routed to the sandbox's worker, and what is
-// not routed yet (lib/weave/controller_api.hpp).
+// The controller's Api: its construction, version, and desktops routed to the
+// sandbox's worker (lib/weave/controller_api.hpp).
 #include "lib/weave/controller_api.hpp"
 
 #include "lib/core/error.hpp"
 
 namespace sandweave::weave {
-
-namespace {
-
-Error later(const std::string& what) {
-    return Error(ErrorCode::runtime, what + " through a Weave controller is not built yet");
-}
-
-}  // namespace
 
 std::unique_ptr<api::Api> make_controller_api(const ClusterConfig& cluster) {
     auto api = std::make_unique<ControllerApi>(cluster);
@@ -26,14 +18,10 @@ api::VersionResult ControllerApi::version() {
     return v;
 }
 
-api::DoctorResult ControllerApi::doctor() {
-    throw later("doctor");
-}
-
 api::ScreenshotResult ControllerApi::desktop_screenshot(
     const api::IdParams& p, const std::function<void(std::string_view)>& on_data) {
     auto [pl, q] = route(p.id);
-    return pl.link->api().desktop_screenshot(q, on_data);
+    return on_link(pl, [&, q = q](api::Api& a) { return a.desktop_screenshot(q, on_data); });
 }
 api::Empty ControllerApi::desktop_click(const api::PointerParams& p) {
     return routed(p, &api::Api::desktop_click);

@@ -3,19 +3,28 @@
 // Slurm job on the worker Slurm chose; its calls go over that job's
 // WorkerLink. The map from sandbox to job is rebuilt from Slurm at start.
 //
-// One file per area: sandboxes.cpp (create, routing, ls, rm), pools.cpp
-// (pools: members Slurm placed, refilled in the background), catalog.cpp
-// (templates, images and snapshots: asked of the workers),
-// controller_api.cpp (desktops, what is not routed yet, version).
+// One file per area: sandboxes.cpp (create, routing, ls, rm), watch.cpp
+// (what Slurm says: lost workers, ended jobs, reapers), pools.cpp (pools:
+// members Slurm placed, refilled in the background), catalog.cpp
+// (templates, images and snapshots: asked of the workers), doctor.cpp,
+// controller_api.cpp (desktops, version).
 
+#include <chrono>
 #include <condition_variable>
 #include <map>
 #include <memory>
 #include <mutex>
+#include <optional>
+#include <set>
 #include <string>
+#include <thread>
 #include <utility>
+#include <vector>
+
+#include <nlohmann/json.hpp>
 
 #include "lib/api/api.hpp"
+#include "lib/core/error.hpp"
 #include "lib/weave/controller.hpp"
 #include "lib/weave/worker_link.hpp"
 
@@ -25,7 +34,13 @@ namespace sandweave::weave {
 struct Placed {
     std::string id, name, node;
     long job = 0;
-    std::shared_ptr<WorkerLink> link;
+    std::shared_ptr<WorkerLink> link;  // null once lost or ended
+    SandboxView view;                  // what the worker last said of it
+    // Set once Slurm says the worker failed (lost) or the job ended
+    // (stopped: the worker's epilog terminated it); `why` says which.
+    std::optional<SandboxState> gone;
+    std::string why;
+    int missing = 0;  // polls in a row whose squeue did not list its job
 };
 
 struct ControllerPool;  // pools.cpp
@@ -33,13 +48,16 @@ struct ControllerPool;  // pools.cpp
 class ControllerApi final : public api::Api {
   public:
     explicit ControllerApi(ClusterConfig c);
-    ~ControllerApi() override;  // waits for background refills (pools.cpp)
+    ~ControllerApi() override;  // stops the watcher, waits for background refills
 
     // The pools, from their members' jobs and records (pools.cpp); after the
     // sandboxes are back.
     void rebuild_pools();
 
     api::VersionResult version() override;
+
+    // The controller, Slurm and each worker's own doctor (doctor.cpp).
+    api::DoctorResult doctor() override;
 
     // Sandboxes (sandboxes.cpp).
     SandboxView create(const api::CreateParams& p) override;
@@ -80,8 +98,7 @@ class ControllerApi final : public api::Api {
     api::Image image_import(const api::ImageImportParams& p) override;
     api::Image image_inspect(const api::NameParams& p) override;
 
-    // Desktops, routed (controller_api.cpp); doctor is not routed yet.
-    api::DoctorResult doctor() override;
+    // Desktops, routed (controller_api.cpp).
     api::ScreenshotResult desktop_screenshot(
         const api::IdParams& p, const std::function<void(std::string_view)>& on_data) override;
     api::Empty desktop_click(const api::PointerParams& p) override;
@@ -90,8 +107,37 @@ class ControllerApi final : public api::Api {
     api::Empty desktop_key(const api::KeyParams& p) override;
 
   private:
-    // Every job of ours that runs, reconnected (sandboxes.cpp).
-    void rebuild();
+    // What Slurm says, acted on (watch.cpp): placed sandboxes whose worker
+    // failed become lost, whose job ended stopped; a running job of ours
+    // that no one holds is taken back (at start: every one) or, when its
+    // worker does not know its sandbox or it was never named, cancelled.
+    // At `first` (the start) and every few polls it also reaps the workers'
+    // sandboxes whose job Slurm no longer runs. Serialised by watch_mu_.
+    void watch_once(bool first = false);
+    void watch_loop();
+    void reap_workers(const std::vector<nlohmann::json>& jobs);
+    // Reconnects to a running job's sandbox; cancels the job when its worker
+    // does not know the sandbox.
+    // Returns false when it could not reach the worker.
+    bool adopt(long job, const std::string& id, const std::string& node);
+    // On a broken link: asks Slurm now; a sandbox Slurm calls lost or ended
+    // gets that one line instead of the link's error.
+    [[noreturn]] void link_failed(const Placed& pl, const Error& e);
+    // Throws when the sandbox is lost or ended (only inspect, ls, audit
+    // status/fetch and rm still answer for it).
+    static void require_live(const Placed& pl);
+
+    // The call `fn` on the sandbox's link, with link_failed on a broken one.
+    template <class F>
+    auto on_link(const Placed& pl, F&& fn) {
+        require_live(pl);
+        try {
+            return fn(pl.link->api());
+        } catch (const Error& e) {
+            if (e.code() != ErrorCode::connection) throw;
+            link_failed(pl, e);
+        }
+    }
 
     // The sandbox an id names: its id, its name, or a unique prefix of its
     // id; and the params naming it by its full id.
@@ -100,8 +146,12 @@ class ControllerApi final : public api::Api {
     template <class R>
     R via(const api::IdParams& p, R (api::Api::*fn)(const api::IdParams&)) {
         auto [pl, q] = route(p.id);
-        return ((pl.link->api()).*fn)(q);
+        return on_link(pl, [&, q = q](api::Api& a) { return (a.*fn)(q); });
     }
+
+    // At exit (pools.cpp): waits a while for background refills, then closes
+    // every worker connection at once.
+    void stop_refills_and_links();
 
     // Pools (pools.cpp). Lock order: pools_mu_ before mu_.
     Placed make_member(const ControllerPool& pool);
@@ -123,17 +173,31 @@ class ControllerApi final : public api::Api {
         Placed pl = route(p.id).first;
         P q = p;
         q.id = pl.id;
-        return ((pl.link->api()).*fn)(q);
+        return on_link(pl, [&, q = q](api::Api& a) { return (a.*fn)(q); });
     }
 
     ClusterConfig c_;
-    std::mutex mu_;
+    std::mutex mu_;  // placed_, in_flight_
     std::map<std::string, Placed> placed_;
+    std::set<long> in_flight_;  // jobs granted to a create not yet named
+
     std::mutex pools_mu_;
     std::condition_variable refills_done_;
     std::map<std::string, std::shared_ptr<ControllerPool>> pools_;
     int refills_ = 0;
+    bool refills_stopping_ = false;
+
+    std::mutex watch_mu_;        // one watch_once at a time
+    std::map<long, int> tries_;  // running jobs adopt failed for, and how often
+    unsigned polls_ = 0;
+    // The name of this controller's jobs before their sandbox names them
+    // (`sandweave-` and random hex): an unnamed job with another name is a
+    // create of a controller that is gone.
+    std::string instance_;
+    std::mutex stop_mu_;
+    std::condition_variable stop_cv_;
     bool stopping_ = false;
+    std::thread watcher_;
 };
 
 }  // namespace sandweave::weave

@@ -84,10 +84,10 @@ void check_size(int size, const std::string& what) {
 
 }  // namespace
 
-ControllerApi::~ControllerApi() {
+void ControllerApi::stop_refills_and_links() {
     {
         std::unique_lock<std::mutex> g(pools_mu_);
-        stopping_ = true;
+        refills_stopping_ = true;
         // A refill stops after the member it is making; one whose salloc
         // Slurm keeps pending is left to the process's exit.
         refills_done_.wait_for(g, refill_wait_at_exit, [&] { return refills_ == 0; });
@@ -110,7 +110,17 @@ std::shared_ptr<ControllerPool> ControllerApi::find_pool(const std::string& name
 Placed ControllerApi::make_member(const ControllerPool& pool) {
     // No --time: a member's lifetime starts when it is handed out, and the
     // worker enforces it from then on.
-    long job = slurm::allocate({std::nullopt, c_.partition, ":" + pool.name});
+    slurm::AllocationRequest req;
+    req.partition = c_.partition;
+    req.name = instance_;  // the reaper's mark of this controller's creates
+    req.comment = ":" + pool.name;
+    req.cpus = pool.options.cpus;
+    req.memory = pool.options.memory;
+    long job = slurm::allocate(req);
+    {
+        std::lock_guard<std::mutex> g(mu_);
+        in_flight_.insert(job);
+    }
     try {
         Placed pl;
         pl.job = job;
@@ -118,6 +128,8 @@ Placed ControllerApi::make_member(const ControllerPool& pool) {
         pl.link = std::make_shared<WorkerLink>(c_, job, pl.node);
         api::CreateParams p = pool.options;
         p.pool = pool.name;
+        // The worker's epilog finds the sandboxes of an ending job by this label.
+        p.labels[slurm::job_label] = std::to_string(job);
         pl.id = pl.link->api().create(p).record.id;
         CommandResult r = slurm::run({"scontrol", "update", "JobId=" + std::to_string(job),
                                       "Name=" + pl.id, "Comment=" + member_comment(pl.id, pool)});
@@ -125,8 +137,13 @@ Placed ControllerApi::make_member(const ControllerPool& pool) {
             log().warn("controller: naming job " + std::to_string(job) + ": " + r.describe());
         std::lock_guard<std::mutex> g(mu_);
         placed_[pl.id] = pl;
+        in_flight_.erase(job);
         return pl;
     } catch (...) {
+        {
+            std::lock_guard<std::mutex> g(mu_);
+            in_flight_.erase(job);
+        }
         slurm::cancel(job);
         throw;
     }
@@ -204,7 +221,7 @@ PoolInfo ControllerApi::info_of(ControllerPool& pool) {
 
 // Under pools_mu_.
 void ControllerApi::start_refill(const std::shared_ptr<ControllerPool>& pool) {
-    if (pool->refilling || stopping_) return;
+    if (pool->refilling || refills_stopping_) return;
     pool->refilling = true;
     ++refills_;
     std::thread([this, pool] { refill(pool); }).detach();
@@ -214,7 +231,7 @@ void ControllerApi::refill(std::shared_ptr<ControllerPool> pool) {
     std::unique_lock<std::mutex> g(pools_mu_);
     for (;;) {
         info_of(*pool);
-        if (pool->removed || stopping_ ||
+        if (pool->removed || refills_stopping_ ||
             static_cast<int>(pool->idle.size()) + pool->starting >= pool->size)
             break;
         ++pool->starting;

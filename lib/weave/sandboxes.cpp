@@ -3,8 +3,13 @@
 // sandbox's worker (lib/weave/controller_api.hpp).
 #include <stdlib.h>
 
+#include <cstdio>
+#include <random>
+
 #include "lib/core/error.hpp"
 #include "lib/core/log.hpp"
+#include "lib/core/sha256.hpp"
+#include "lib/sandbox/filter.hpp"
 #include "lib/weave/controller_api.hpp"
 #include "lib/weave/slurm.hpp"
 
@@ -12,45 +17,88 @@ namespace sandweave::weave {
 
 using nlohmann::json;
 
-ControllerApi::ControllerApi(ClusterConfig c) : c_(std::move(c)) {
-    if (!c_.slurm_conf.empty()) ::setenv("SLURM_CONF", c_.slurm_conf.c_str(), 1);
-    rebuild();
+namespace {
+
+SandboxView last_view(const Placed& pl) {
+    SandboxView v = pl.view;
+    v.record.id = pl.id;
+    v.worker = pl.node;
+    if (pl.gone) {
+        v.live = *pl.gone;
+        v.record.error = pl.why;
+        v.left.reset();
+        v.limits.reset();
+    }
+    return v;
 }
 
-void ControllerApi::rebuild() {
-    for (const json& j : slurm::jobs()) {
-        std::string id = slurm::sandbox_of(j);
-        if (id.empty() || j.value("job_state", std::string()) != "RUNNING") continue;
-        Placed p;
-        p.id = id;
-        p.job = j.value("job_id", 0L);
-        p.node = j.value("nodes", std::string());
-        try {
-            p.link = std::make_shared<WorkerLink>(c_, p.job, p.node);
-            p.name = p.link->api().inspect({id}).record.name;
-            log().info("controller: sandbox " + id + " on " + p.node + " (job " +
-                       std::to_string(p.job) + ") is back");
-            std::lock_guard<std::mutex> g(mu_);
-            placed_[id] = std::move(p);
-        } catch (const Error& e) {
-            log().warn("controller: job " + std::to_string(p.job) + " (sandbox " + id +
-                       "): " + e.what());
-        }
+audit::Status gone_status(const Placed& pl) {
+    audit::Status st;
+    st.sandbox_id = pl.id;
+    st.complete = false;
+    st.barrier = false;
+    // Nothing was fetched: the export is empty and says so.
+    st.sha256 = Sha256().hex_digest();
+    bool lost = pl.gone == SandboxState::lost;
+    st.reasons = {lost ? "worker_lost" : "job_ended"};
+    st.error = pl.why + (lost ? "; nothing of its audit log can be checked against its worker"
+                              : "; its worker " + pl.node + " keeps its audit log");
+    return st;
+}
+
+}  // namespace
+
+ControllerApi::ControllerApi(ClusterConfig c) : c_(std::move(c)) {
+    std::random_device rd;
+    char hex[9];
+    std::snprintf(hex, sizeof hex, "%08x", static_cast<unsigned>(rd()));
+    instance_ = std::string("sandweave-") + hex;
+    if (!c_.slurm_conf.empty()) ::setenv("SLURM_CONF", c_.slurm_conf.c_str(), 1);
+    watch_once(true);
+    watcher_ = std::thread([this] { watch_loop(); });
+}
+
+ControllerApi::~ControllerApi() {
+    {
+        std::lock_guard<std::mutex> g(stop_mu_);
+        stopping_ = true;
     }
+    stop_cv_.notify_all();
+    if (watcher_.joinable()) watcher_.join();
+    stop_refills_and_links();
 }
 
 SandboxView ControllerApi::create(const api::CreateParams& p) {
-    long job = slurm::allocate({p.ttl_ms, c_.partition});
+    slurm::AllocationRequest req;
+    req.ttl_ms = p.ttl_ms;
+    req.partition = c_.partition;
+    req.name = instance_;
+    req.cpus = p.cpus;
+    req.memory = p.memory;
+    long job = slurm::allocate(req);
+    {
+        std::lock_guard<std::mutex> g(mu_);
+        in_flight_.insert(job);
+    }
+    auto landed = [&] {
+        std::lock_guard<std::mutex> g(mu_);
+        in_flight_.erase(job);
+    };
     try {
         std::string node = slurm::node_of(job);
         auto link = std::make_shared<WorkerLink>(c_, job, node);
-        SandboxView v = link->api().create(p);
+        // The worker's epilog finds the sandboxes of an ending job by this label.
+        api::CreateParams q = p;
+        q.labels[slurm::job_label] = std::to_string(job);
+        SandboxView v = link->api().create(q);
         slurm::name_job(job, v.record.id);
         v.worker = node;
         std::lock_guard<std::mutex> g(mu_);
-        placed_[v.record.id] = Placed{v.record.id, v.record.name, node, job, link};
+        placed_[v.record.id] = Placed{v.record.id, v.record.name, node, job, link, v, {}, {}, 0};
+        in_flight_.erase(job);
         return v;
     } catch (...) {
+        landed();
         slurm::cancel(job);
         throw;
     }
@@ -60,7 +108,7 @@ api::RunResult ControllerApi::run(const api::RunParams& p, const api::RunIo& io)
     Placed pl = route(p.id).first;
     api::RunParams rp = p;
     rp.id = pl.id;
-    return pl.link->api().run(rp, io);
+    return on_link(pl, [&](api::Api& a) { return a.run(rp, io); });
 }
 
 api::ProcessList ControllerApi::ps(const api::IdParams& p) {
@@ -71,38 +119,57 @@ api::KillResult ControllerApi::kill(const api::KillParams& p) {
     Placed pl = route(p.id).first;
     api::KillParams k = p;
     k.id = pl.id;
-    return pl.link->api().kill(k);
+    return on_link(pl, [&](api::Api& a) { return a.kill(k); });
 }
 
 api::RunResult ControllerApi::wait(const api::HandleParams& p) {
     Placed pl = route(p.id).first;
     api::HandleParams h = p;
     h.id = pl.id;
-    return pl.link->api().wait(h);
+    return on_link(pl, [&](api::Api& a) { return a.wait(h); });
 }
 
 api::SandboxList ControllerApi::ls(const api::LsParams& p) {
+    SandboxFilter filter = parse_filter(p.filter);
     std::map<std::string, std::shared_ptr<WorkerLink>> by_node;
-    std::map<std::string, std::string> node_of_id;
     {
         std::lock_guard<std::mutex> g(mu_);
-        for (const auto& [id, pl] : placed_) {
-            by_node.emplace(pl.node, pl.link);
-            node_of_id[id] = pl.node;
+        for (const auto& [id, pl] : placed_)
+            if (!pl.gone) by_node.emplace(pl.node, pl.link);
+    }
+    std::map<std::string, std::map<std::string, SandboxView>> fresh;  // node -> id -> view
+    std::set<std::string> broken;
+    for (const auto& [node, link] : by_node) {
+        try {
+            for (auto& v : link->api().ls(p).sandboxes) fresh[node][v.record.id] = std::move(v);
+        } catch (const Error& e) {
+            if (e.code() != ErrorCode::connection) throw;
+            broken.insert(node);
         }
     }
+    if (!broken.empty()) watch_once();
     api::SandboxList out;
-    for (const auto& [node, link] : by_node) {
-        for (auto& v : link->api().ls(p).sandboxes) {
-            auto it = node_of_id.find(v.record.id);
-            if (it == node_of_id.end() || it->second != node) continue;
-            v.worker = node;
-            out.sandboxes.push_back(std::move(v));
+    auto now = std::chrono::system_clock::now();
+    {
+        std::lock_guard<std::mutex> g(mu_);
+        for (auto& [id, pl] : placed_) {
+            if (pl.gone || broken.count(pl.node)) {
+                SandboxView v = last_view(pl);
+                if (filter.matches(v, now)) out.sandboxes.push_back(std::move(v));
+                continue;
+            }
+            auto n = fresh.find(pl.node);
+            if (n == fresh.end()) continue;
+            auto it = n->second.find(id);
+            if (it == n->second.end()) continue;  // the worker's filter left it out
+            it->second.worker = pl.node;
+            pl.view = it->second;
+            out.sandboxes.push_back(it->second);
         }
     }
     if (p.filter.empty()) {
         for (const json& j : slurm::jobs()) {
-            if (!slurm::is_ours(j) || j.value("job_state", std::string()) != "PENDING") continue;
+            if (!slurm::is_ours(j) || slurm::state_of(j) != "PENDING") continue;
             SandboxView v;
             v.record.id = "job-" + std::to_string(j.value("job_id", 0L));
             v.record.spec.template_name = "-";
@@ -116,21 +183,36 @@ api::SandboxList ControllerApi::ls(const api::LsParams& p) {
 
 SandboxView ControllerApi::inspect(const api::IdParams& p) {
     auto [pl, q] = route(p.id);
-    SandboxView v = pl.link->api().inspect(q);
+    if (pl.gone) return last_view(pl);
+    SandboxView v = on_link(pl, [&, q = q](api::Api& a) { return a.inspect(q); });
     v.worker = pl.node;
+    std::lock_guard<std::mutex> g(mu_);
+    if (auto it = placed_.find(pl.id); it != placed_.end() && !it->second.gone) it->second.view = v;
     return v;
 }
 
 SandboxView ControllerApi::terminate(const api::IdParams& p) {
     auto [pl, q] = route(p.id);
-    SandboxView v = pl.link->api().terminate(q);
+    if (pl.gone) return last_view(pl);
+    SandboxView v = on_link(pl, [&, q = q](api::Api& a) { return a.terminate(q); });
     v.worker = pl.node;
     return v;
 }
 
 api::Removed ControllerApi::rm(const api::IdParams& p) {
     auto [pl, q] = route(p.id);
-    api::Removed r = pl.link->api().rm(q);
+    api::Removed r{pl.id};
+    if (!pl.gone) {
+        try {
+            r = pl.link->api().rm(q);
+        } catch (const Error& e) {
+            if (e.code() != ErrorCode::connection) throw;
+            watch_once();
+            // Lost or ended meanwhile: its worker is out of reach, so only the
+            // controller's view and the job go.
+            if (!route(p.id).first.gone) link_failed(pl, e);
+        }
+    }
     {
         std::lock_guard<std::mutex> g(mu_);
         placed_.erase(pl.id);
@@ -143,7 +225,8 @@ api::Removed ControllerApi::rm(const api::IdParams& p) {
 api::RemovedList ControllerApi::prune() {
     api::RemovedList out;
     for (const auto& v : ls({}).sandboxes)
-        if (v.live == SandboxState::stopped || v.live == SandboxState::failed)
+        if (v.live == SandboxState::stopped || v.live == SandboxState::failed ||
+            v.live == SandboxState::lost)
             out.removed.push_back(rm({v.record.id}).removed);
     return out;
 }
@@ -157,25 +240,28 @@ audit::Status ControllerApi::audit_export(const api::AuditExportParams&) {
 audit::Status ControllerApi::audit_fetch(const api::IdParams& p,
                                          const std::function<void(std::string_view)>& on_data) {
     auto [pl, q] = route(p.id);
-    return pl.link->api().audit_fetch(q, on_data);
+    if (pl.gone) return gone_status(pl);
+    return on_link(pl, [&, q = q](api::Api& a) { return a.audit_fetch(q, on_data); });
 }
 
 audit::Status ControllerApi::audit_status(const api::IdParams& p) {
-    return via(p, &api::Api::audit_status);
+    auto [pl, q] = route(p.id);
+    if (pl.gone) return gone_status(pl);
+    return on_link(pl, [&, q = q](api::Api& a) { return a.audit_status(q); });
 }
 
 api::Empty ControllerApi::cp_out(const api::CpOutParams& p, const api::CpIo& io) {
     Placed pl = route(p.id).first;
     api::CpOutParams c = p;
     c.id = pl.id;
-    return pl.link->api().cp_out(c, io);
+    return on_link(pl, [&](api::Api& a) { return a.cp_out(c, io); });
 }
 
 api::Empty ControllerApi::cp_in(const api::CpInParams& p, const api::CpIo& io) {
     Placed pl = route(p.id).first;
     api::CpInParams c = p;
     c.id = pl.id;
-    return pl.link->api().cp_in(c, io);
+    return on_link(pl, [&](api::Api& a) { return a.cp_in(c, io); });
 }
 
 std::pair<Placed, api::IdParams> ControllerApi::route(const std::string& id) {

@@ -1,6 +1,8 @@
 // The Slurm commands the controller runs (lib/weave/slurm.hpp).
 #include "lib/weave/slurm.hpp"
 
+#include <algorithm>
+#include <cmath>
 #include <sstream>
 
 #include "lib/core/error.hpp"
@@ -32,11 +34,16 @@ long allocate(const AllocationRequest& req) {
                                      "--no-shell",
                                      "--gres=sbx:1",
                                      "--ntasks=1",
-                                     "--job-name=sandweave",
+                                     "--job-name=" + req.name,
                                      std::string("--comment=") + comment_prefix + req.comment};
     if (req.ttl_ms && *req.ttl_ms > 0)
         argv.push_back("--time=" + std::to_string((*req.ttl_ms + 59999) / 60000));
     if (!req.partition.empty()) argv.push_back("--partition=" + req.partition);
+    if (req.cpus)
+        argv.push_back("--cpus-per-task=" +
+                       std::to_string(static_cast<long>(std::ceil(*req.cpus))));
+    if (req.memory)
+        argv.push_back("--mem=" + std::to_string((*req.memory + (1u << 20) - 1) >> 20) + "M");
     CommandResult r = run(argv, std::nullopt);
     auto at = r.err.find("Granted job allocation ");
     if (!r.ok() || at == std::string::npos)
@@ -63,15 +70,46 @@ void cancel(long job) {
     run({"scancel", std::to_string(job)});
 }
 
-std::vector<json> jobs() {
-    CommandResult r = run({"squeue", "--json"});
-    if (!r.ok()) throw Error(ErrorCode::runtime, "squeue: " + r.describe());
+namespace {
+
+// The array `key` of a Slurm command's --json answer.
+std::vector<json> json_list(const std::string& command, const std::string& key) {
+    CommandResult r = run({command, "--json"});
+    if (!r.ok()) throw Error(ErrorCode::runtime, command + ": " + r.describe());
     try {
         json j = parse_untrusted_json(r.out);
-        return j.value("jobs", std::vector<json>{});
+        return j.value(key, std::vector<json>{});
     } catch (const std::exception& e) {
-        throw Error(ErrorCode::runtime, std::string("squeue --json: ") + e.what());
+        throw Error(ErrorCode::runtime, command + " --json: " + e.what());
     }
+}
+
+}  // namespace
+
+std::vector<json> jobs() {
+    return json_list("squeue", "jobs");
+}
+
+std::vector<json> nodes() {
+    return json_list("sinfo", "nodes");
+}
+
+std::string node_failure(const json& node) {
+    std::string state = node.value("state", std::string());
+    std::vector<std::string> flags;
+    if (auto f = node.find("state_flags"); f != node.end() && f->is_array())
+        for (const auto& x : *f)
+            if (x.is_string()) flags.push_back(x.get<std::string>());
+    bool not_responding = std::find(flags.begin(), flags.end(), "NOT_RESPONDING") != flags.end();
+    if (state.rfind("down", 0) == 0)
+        return "Slurm reports node " + node.value("name", std::string()) + " down";
+    if (not_responding)
+        return "Slurm reports node " + node.value("name", std::string()) + " not responding";
+    return "";
+}
+
+std::string state_of(const json& job) {
+    return job.value("job_state", std::string());
 }
 
 bool is_ours(const json& job) {

@@ -3,6 +3,7 @@
 // time limits and failure detection; these only ask it and read its answers.
 
 #include <chrono>
+#include <cstdint>
 #include <optional>
 #include <string>
 #include <vector>
@@ -16,6 +17,11 @@ namespace sandweave::weave::slurm {
 // A job of ours carries this comment prefix, then the sandbox id.
 inline constexpr const char* comment_prefix = "sandweave:";
 
+// The label a sandbox carries on its worker: its job's id. The worker's
+// epilog (`sandweave __slurm-epilog`) terminates the sandboxes of an ending
+// job by it.
+inline constexpr const char* job_label = "slurm_job";
+
 // A Slurm command; `timeout` nullopt: as long as it takes (a pending salloc).
 CommandResult run(const std::vector<std::string>& argv,
                   std::optional<std::chrono::milliseconds> timeout = std::chrono::seconds(30));
@@ -25,8 +31,11 @@ std::string last_line(const std::string& s);
 
 // What `salloc --no-shell` needs for one sandbox's allocation.
 struct AllocationRequest {
-    std::optional<long> ttl_ms;  // the job's time limit, rounded up to minutes
-    std::string partition;       // empty: the default partition
+    std::optional<long> ttl_ms;           // the job's time limit, rounded up to minutes
+    std::string partition;                // empty: the default partition
+    std::string name = "sandweave";       // the job's name until the sandbox names it
+    std::optional<double> cpus;           // --cpus-per-task, rounded up
+    std::optional<std::uint64_t> memory;  // bytes: --mem, rounded up to MiB
     // After comment_prefix while the job has no sandbox yet: a pool member's
     // is ":<pool>", so a pool rm can cancel it while Slurm keeps it pending.
     std::string comment = {};
@@ -46,6 +55,16 @@ void cancel(long job);
 
 // Every job Slurm knows (`squeue --json` ignores its filters in 22.05).
 std::vector<nlohmann::json> jobs();
+
+// Every node Slurm knows (`sinfo --json`).
+std::vector<nlohmann::json> nodes();
+
+// Why Slurm counts a node as failed (down, or not responding), empty when it
+// does not: Slurm's failure detection, read, not ours.
+std::string node_failure(const nlohmann::json& node);
+
+// A job's state (RUNNING, PENDING, NODE_FAIL, ...).
+std::string state_of(const nlohmann::json& job);
 
 // Whether a job is one of ours (its comment starts with comment_prefix).
 bool is_ours(const nlohmann::json& job);

@@ -81,7 +81,16 @@ WorkerLink::~WorkerLink() {
     reap();
 }
 
+bool WorkerLink::exited() {
+    std::lock_guard<std::mutex> g(mu_);
+    if (!reaped_ && ::waitpid(pid_, nullptr, WNOHANG) == pid_) reaped_ = true;
+    return reaped_;
+}
+
 void WorkerLink::reap() {
+    std::lock_guard<std::mutex> g(mu_);
+    if (reaped_) return;
+    reaped_ = true;
     for (int i = 0; i < 50; ++i) {
         if (::waitpid(pid_, nullptr, WNOHANG) == pid_) return;
         std::this_thread::sleep_for(std::chrono::milliseconds(20));

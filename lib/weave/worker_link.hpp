@@ -6,6 +6,7 @@
 #include <sys/types.h>
 
 #include <memory>
+#include <mutex>
 #include <string>
 #include <vector>
 
@@ -27,10 +28,15 @@ class WorkerLink {
 
     rpc::RpcClient& api() { return *client_; }
 
+    // Whether its srun has ended (the link is then broken).
+    bool exited();
+
   private:
     void open(const ClusterConfig& c, const std::string& node,
               const std::vector<std::string>& srun_options, const std::string& peer);
     void reap();
+    std::mutex mu_;
+    bool reaped_ = false;
     pid_t pid_ = -1;
     std::string peer_;
     std::unique_ptr<rpc::RpcClient> client_;

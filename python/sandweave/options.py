@@ -37,6 +37,8 @@ class CreateOptions(TypedDict, total=False):
     snapshot: Union[None, str, Snapshot]
     ttl: Optional[float]
     idle_timeout: Optional[float]
+    cpus: Optional[float]
+    memory: Optional[int]
     connection: Union[None, str, Connection]
     state_dir: Optional[str]
 
@@ -109,7 +111,7 @@ def _params(conn: Connection, template: Optional[Template], options: Mapping[str
     snapshot = options.get("snapshot")
     if snapshot is not None:
         params["from_snapshot"] = snapshot.id if isinstance(snapshot, Snapshot) else snapshot
-    for key in ("hidepid", "audit", "user"):
+    for key in ("hidepid", "audit", "user", "cpus", "memory"):
         if options.get(key) is not None:
             params[key] = options[key]
     if options.get("labels") is not None:

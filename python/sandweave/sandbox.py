@@ -64,6 +64,9 @@ class Sandbox:
         - ``ttl`` and ``idle_timeout`` (seconds): the worker terminates the
           sandbox (audit barrier first) when it has lived that long, or has had
           no command and no call acting on it for that long; see :attr:`time_left`.
+        - ``cpus`` (float) and ``memory`` (bytes): override the template's
+          ``resources``; through a ``weave://`` controller they also size the
+          Slurm job (``--cpus-per-task``, ``--mem``).
         - ``connection``: ``"local"`` (default, or ``SANDWEAVE_HOST``),
           ``"ssh://user@host"``, or a :class:`~sandweave.Connection`;
           ``state_dir``: the worker's state directory.

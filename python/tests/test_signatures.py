@@ -34,7 +34,19 @@ def help_text(obj: Any) -> str:
 
 
 RUN = ["cmd", "entrypoint", "user", "cwd", "env", "timeout", "stdin", "on_stdout", "on_stderr", "detach"]
-OPTIONS = ["hidepid", "audit", "user", "labels", "snapshot", "ttl", "idle_timeout", "connection", "state_dir"]
+OPTIONS = [
+    "hidepid",
+    "audit",
+    "user",
+    "labels",
+    "snapshot",
+    "ttl",
+    "idle_timeout",
+    "cpus",
+    "memory",
+    "connection",
+    "state_dir",
+]
 
 
 def test_instance_calls_have_their_signature_in_both_forms() -> None:

@@ -65,6 +65,18 @@ slurm_started_or_skip() {  # NAME
     pass "$1"
 }
 
+# Stops a one-machine Weave (scripts/weave-controller.sh) in DIR whose
+# controller listens on PORT: the workers' sandboxes first (they are the
+# workers' children, not Slurm's), then the controller and the cluster.
+weave_stop() {  # DIR PORT
+    local d
+    for d in "$1"/workers/*/state; do
+        [[ -d "$d" ]] && env -u SANDWEAVE_HOST "$SW" --state-dir "$d" rm -f --all >/dev/null 2>&1
+    done
+    env -u SANDWEAVE_HOST "$SANDWEAVE_SOURCE_DIR/scripts/weave-controller.sh" --dir "$1" \
+        --port "$2" --sandweave "$SW" stop >/dev/null 2>&1
+}
+
 # The one-machine Weave (scripts/weave-controller.sh) in DIR=$SCRATCH/NAME, its controller on
 # 127.0.0.1:PORT and Slurm's daemons from PORT_BASE, so Weave tests can run
 # side by side: defines CTL, DIR, PORT, ctl (its commands) and ctl_stop (run
@@ -78,13 +90,7 @@ weave_setup() {  # NAME PORT PORT_BASE
     chmod 0711 "$SCRATCH"  # munged wants every directory above its socket searchable
     DIR="$SCRATCH/$1" PORT="$2" _weave_port_base="$3"
     ctl() { "$CTL" --dir "$DIR" --port "$PORT" --port-base "$_weave_port_base" --sandweave "$SW" "$@"; }
-    ctl_stop() {
-        local d
-        for d in "$DIR"/workers/*/state; do
-            [[ -d "$d" ]] && env -u SANDWEAVE_HOST "$SW" --state-dir "$d" rm -f --all >/dev/null 2>&1
-        done
-        env -u SANDWEAVE_HOST "$CTL" --dir "$DIR" --port "$PORT" --sandweave "$SW" stop >/dev/null 2>&1
-    }
+    ctl_stop() { weave_stop "$DIR" "$PORT"; }
     on_cleanup ctl_stop
 }
 
