@@ -157,6 +157,9 @@ class ControllerApi final : public api::Api {
     Placed make_member(const ControllerPool& pool);
     SandboxView claim(const Placed& member, const std::string& pool);
     void drop_member(const std::string& id);
+    // Idle members whose worker was lost or whose job ended leave their pool,
+    // which refills (the watcher calls it; takes pools_mu_).
+    void replace_gone_members();
     void start_refill(const std::shared_ptr<ControllerPool>& pool);
     void refill(std::shared_ptr<ControllerPool> pool);
     void retag(const ControllerPool& pool);

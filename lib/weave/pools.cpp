@@ -153,7 +153,7 @@ SandboxView ControllerApi::claim(const Placed& member, const std::string& pool) 
     api::PoolAcquireParams p;
     p.name = pool;
     p.id = member.id;
-    SandboxView v = member.link->api().pool_acquire(p);
+    SandboxView v = on_link(member, [&](api::Api& a) { return a.pool_acquire(p); });
     v.worker = member.node;
     return v;
 }
@@ -169,6 +169,9 @@ void ControllerApi::drop_member(const std::string& id) {
     }
     try {
         try {
+            // Lost or ended: its worker cannot be reached through this job
+            // (the worker's reaper removes it once Slurm ends the job).
+            if (pl.gone || !pl.link) throw Error(ErrorCode::general, pl.why);
             pl.link->api().rm({pl.id});
         } catch (const Error& e) {
             if (e.code() != ErrorCode::connection) throw;
@@ -181,6 +184,28 @@ void ControllerApi::drop_member(const std::string& id) {
     }
     pl.link.reset();
     slurm::cancel(pl.job);
+}
+
+void ControllerApi::replace_gone_members() {
+    std::lock_guard<std::mutex> g(pools_mu_);
+    for (auto& [name, pool] : pools_) {
+        std::vector<std::string> gone;
+        {
+            std::lock_guard<std::mutex> m(mu_);
+            for (const auto& id : pool->idle)
+                if (auto it = placed_.find(id); it != placed_.end() && it->second.gone)
+                    gone.push_back(id);
+        }
+        if (gone.empty()) continue;
+        // They stay in ls as lost (or stopped) until removed; the pool asks
+        // Slurm for replacements, which it places on the workers it has.
+        std::erase_if(pool->idle, [&](const std::string& id) {
+            return std::find(gone.begin(), gone.end(), id) != gone.end();
+        });
+        for (const auto& id : gone)
+            log().warn("controller: pool " + name + ": member " + id + " is gone; replacing it");
+        start_refill(pool);
+    }
 }
 
 // Every member's job carries the current definition (after a resize).

@@ -106,6 +106,7 @@ void ControllerApi::watch_once(bool first) {
             dropped.push_back(std::move(pl.link));
         }
     }
+    if (!dropped.empty()) replace_gone_members();
     dropped.clear();
 
     // Jobs of ours that no sandbox of the controller holds.

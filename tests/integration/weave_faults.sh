@@ -104,6 +104,16 @@ B="$("$SW" create --template base)"
 WB="$(worker_of "$B")"
 assert_ne "a second sandbox lands on another worker" "$WA" "$WB"
 unfill
+# A pool of one whose member Slurm puts on the worker about to be lost.
+for n in w1 w2 w3; do [[ $n == "$WA" ]] || fill "$n"; done
+capture "$SW" pool create lp --size 1
+assert_eq "a pool of one is made" 0 "$LAST_RC"
+pool_member() { "$SW" ls --json | jq -r '.[] | select(.pool.name == "lp" and .pool.state == "idle" and .state == "running") | "\(.id) \(.worker)"'; }
+wait_for 30 bash -c '[[ -n "$("$0" ls --json | jq -r ".[] | select(.pool.name == \"lp\" and .pool.state == \"idle\") | .id")" ]]' "$SW" ||
+    fail "the pool's member did not start"
+read -r M MW < <(pool_member)
+assert_eq "... its member on the same worker" "$WA" "$MW"
+unfill
 # The fillers must have left w1 before its slurmd dies, or their ending
 # waits for it (Slurm resends TERMINATE_JOB only every minute).
 no_fillers() { ! squeue -h -o %j | grep -qx filler; }
@@ -132,6 +142,15 @@ assert_ne "a command in the lost sandbox fails" 0 "$LAST_RC"
 assert_match "... saying it is lost" "is lost: worker $WA lost" "$LAST_ERR"
 capture "$SW" run "$B" -- echo still here
 assert_eq "the other worker's sandbox keeps working" "still here" "$LAST_OUT"
+elsewhere() { local id w; read -r id w < <(pool_member); [[ -n "$id" && "$id" != "$M" && "$w" != "$WA" ]]; }
+assert_true "the pool refills elsewhere: a warm member on a live worker" wait_for 60 elsewhere
+assert_eq "... and ls shows the old member lost" lost "$(state_of "$M")"
+capture "$SW" pool acquire lp
+assert_eq "acquire hands out the new member" 0 "$LAST_RC"
+ACQ="$LAST_OUT"
+assert_ne "... not the lost one" "$M" "$ACQ"
+assert_exit "pool rm exits 0" 0 "$SW" pool rm lp
+"$SW" rm -f "$ACQ" "$M" >/dev/null 2>&1
 assert_exit "rm of the lost sandbox exits 0" 0 "$SW" rm -f "$A"
 assert_eq "it leaves the controller's view" "" "$("$SW" ls --json | jq -r --arg id "$A" '.[] | select(.id == $id) | .id')"
 assert_eq "its job is no longer running" "" "$(squeue -h -t RUNNING,PENDING -j "$JA" -o %i 2>/dev/null)"
