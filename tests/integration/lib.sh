@@ -77,9 +77,18 @@ weave_stop() {  # DIR PORT
         --port "$2" --sandweave "$SW" stop >/dev/null 2>&1
 }
 
+# Slurm's tools with the cluster's configuration in $DIR, not exported:
+# `weave-cluster.sh stop` ends every process that carries it.
+weave_slurm_tools() {
+    squeue() { SLURM_CONF="$DIR/etc/slurm.conf" command squeue "$@"; }
+    salloc() { SLURM_CONF="$DIR/etc/slurm.conf" command salloc "$@"; }
+    scancel() { SLURM_CONF="$DIR/etc/slurm.conf" command scancel "$@"; }
+}
+
 # The one-machine Weave (scripts/weave-controller.sh) in DIR=$SCRATCH/NAME, its controller on
 # 127.0.0.1:PORT and Slurm's daemons from PORT_BASE, so Weave tests can run
-# side by side: defines CTL, DIR, PORT, ctl (its commands) and ctl_stop (run
+# side by side: defines CTL, DIR, PORT, ctl (its commands), Slurm's tools
+# (weave_slurm_tools) and ctl_stop (run
 # at cleanup): the workers' sandboxes first (they are the workers' children,
 # not Slurm's), then the controller and the cluster.
 weave_setup() {  # NAME PORT PORT_BASE
@@ -92,6 +101,7 @@ weave_setup() {  # NAME PORT PORT_BASE
     ctl() { "$CTL" --dir "$DIR" --port "$PORT" --port-base "$_weave_port_base" --sandweave "$SW" "$@"; }
     ctl_stop() { weave_stop "$DIR" "$PORT"; }
     on_cleanup ctl_stop
+    weave_slurm_tools
 }
 
 # Stops the controller (not the cluster) and waits until it is gone, not only

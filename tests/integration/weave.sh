@@ -17,11 +17,6 @@ capture ctl start
 slurm_started_or_skip "start exits 0"
 assert_match "start prints the client's settings" "SANDWEAVE_HOST=weave://127.0.0.1:$PORT" "$LAST_OUT"
 eval "$LAST_OUT"
-# Slurm's tools with the cluster's configuration, not exported: stop ends
-# every process that carries it.
-squeue() { SLURM_CONF="$DIR/etc/slurm.conf" command squeue "$@"; }
-salloc() { SLURM_CONF="$DIR/etc/slurm.conf" command salloc "$@"; }
-scancel() { SLURM_CONF="$DIR/etc/slurm.conf" command scancel "$@"; }
 CDIR="$DIR/controller"
 assert_eq "the controller's directory is 0700" 700 "$(stat -c %a "$CDIR")"
 assert_eq "its key is 0600" 600 "$(stat -c %a "$CDIR/controller.key")"

@@ -13,7 +13,6 @@ note() { printf "[%3d s] $1\n" $((SECONDS - _t0)) "${@:2}"; }
 capture ctl start --slurmd-timeout 6 --message-timeout 2
 slurm_started_or_skip "the cluster and its controller start"
 eval "$LAST_OUT"
-squeue() { SLURM_CONF="$DIR/etc/slurm.conf" command squeue "$@"; }
 
 SPEC="$SCRATCH/spec.jsonl"
 OUT="$SCRATCH/out"

@@ -27,17 +27,13 @@ ctl() {
 }
 ctl_stop() { weave_stop "$DIR" "$PORT"; }
 on_cleanup ctl_stop
+weave_slurm_tools
 note() { printf "[%3d s] $1\n" $((SECONDS - _t0)) "${@:2}"; }
 
 note "start"
 capture ctl start
 slurm_started_or_skip "start exits 0"
 eval "$LAST_OUT"
-# Slurm's tools with the cluster's configuration, not exported: stop ends
-# every process that carries it.
-squeue() { SLURM_CONF="$DIR/etc/slurm.conf" command squeue "$@"; }
-salloc() { SLURM_CONF="$DIR/etc/slurm.conf" command salloc "$@"; }
-scancel() { SLURM_CONF="$DIR/etc/slurm.conf" command scancel "$@"; }
 local_sw() { env -u SANDWEAVE_HOST "$SW" --state-dir "$DIR/workers/$1/state" "${@:2}"; }
 job_of() { squeue -h -o '%i %j' | awk -v id="$1" '$2 == id { print $1 }'; }
 worker_of() { "$SW" inspect --json "$1" | jq -r .worker; }

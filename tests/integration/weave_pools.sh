@@ -21,9 +21,6 @@ note "start"
 capture ctl start
 slurm_started_or_skip "start exits 0"
 eval "$LAST_OUT"
-squeue() { SLURM_CONF="$DIR/etc/slurm.conf" command squeue "$@"; }
-salloc() { SLURM_CONF="$DIR/etc/slurm.conf" command salloc "$@"; }
-scancel() { SLURM_CONF="$DIR/etc/slurm.conf" command scancel "$@"; }
 restart_controller() {
     weave_controller_kill
     capture ctl start

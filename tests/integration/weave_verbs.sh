@@ -11,7 +11,6 @@ weave_setup c 7653 17650  # short: a worker's audit socket path must stay under 
 capture ctl start
 slurm_started_or_skip "the cluster and its controller start"
 eval "$LAST_OUT"
-squeue() { SLURM_CONF="$DIR/etc/slurm.conf" command squeue "$@"; }
 CLIENT="$SCRATCH/client"
 mkdir -p "$CLIENT"
 
