@@ -1,6 +1,8 @@
 #include "cmd/common.hpp"
 
 #include <fcntl.h>
+#include <signal.h>
+#include <sys/signalfd.h>
 
 #include <iostream>
 
@@ -39,6 +41,16 @@ std::chrono::seconds connect_timeout_of(const GlobalOptions& g) {
 }
 
 }  // namespace
+
+Fd stop_signals_fd() {
+    sigset_t stop;
+    sigemptyset(&stop);
+    for (int sig : {SIGINT, SIGTERM, SIGHUP}) sigaddset(&stop, sig);
+    sigprocmask(SIG_BLOCK, &stop, nullptr);
+    Fd sfd(::signalfd(-1, &stop, SFD_CLOEXEC));
+    if (!sfd.valid()) throw_errno("signalfd");
+    return sfd;
+}
 
 void Session::connect_weave(const GlobalOptions& g) {
     rpc::WeaveOptions o;

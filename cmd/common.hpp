@@ -14,6 +14,7 @@
 #include <nlohmann/json.hpp>
 
 #include "lib/api/api.hpp"
+#include "lib/core/fd.hpp"
 
 namespace sandweave::cli {
 
@@ -64,6 +65,11 @@ class Session {
     std::unique_ptr<api::Api> api_;
     std::string remote_url_;
 };
+
+// For a server verb: blocks SIGINT, SIGTERM and SIGHUP in this thread, so
+// every thread it starts inherits the mask, and returns a signalfd that
+// becomes readable when one arrives.
+Fd stop_signals_fd();
 
 void print_json(const nlohmann::json& j);
 void print_line(const std::string& s);

@@ -2,7 +2,6 @@
 // placed by Slurm on a participating worker (docs/weave.md).
 #include <signal.h>
 #include <stdlib.h>
-#include <sys/signalfd.h>
 #include <unistd.h>
 
 #include "cmd/common.hpp"
@@ -47,14 +46,7 @@ void register_controller(CLI::App& app, GlobalOptions& g, Outcome& out) {
         if (g.json) throw Error(ErrorCode::usage, "controller: --json does not apply");
         if (g.host != "local" && !g.host.empty())
             throw Error(ErrorCode::usage, "controller: --host does not apply (it is the server)");
-        sigset_t stop;
-        sigemptyset(&stop);
-        sigaddset(&stop, SIGINT);
-        sigaddset(&stop, SIGTERM);
-        sigaddset(&stop, SIGHUP);
-        sigprocmask(SIG_BLOCK, &stop, nullptr);
-        Fd sfd(::signalfd(-1, &stop, SFD_CLOEXEC));
-        if (!sfd.valid()) throw_errno("signalfd");
+        Fd sfd = stop_signals_fd();
 
         std::string cluster = f->cluster;
         if (cluster.empty()) {

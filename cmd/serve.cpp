@@ -1,7 +1,6 @@
 // sandweave serve: the API over JSON-RPC on stdin/stdout or a Unix socket.
 #include <signal.h>
 #include <stdlib.h>
-#include <sys/signalfd.h>
 
 #include "cmd/common.hpp"
 #include "lib/core/error.hpp"
@@ -28,14 +27,7 @@ void register_serve(CLI::App& app, GlobalOptions& g, Outcome& out) {
         // SIGINT/SIGTERM/SIGHUP end serving as a closed connection does (what
         // runs is killed). Blocked before any thread starts, so every thread
         // inherits the mask and only the signalfd sees them.
-        sigset_t stop;
-        sigemptyset(&stop);
-        sigaddset(&stop, SIGINT);
-        sigaddset(&stop, SIGTERM);
-        sigaddset(&stop, SIGHUP);
-        sigprocmask(SIG_BLOCK, &stop, nullptr);
-        Fd sfd(::signalfd(-1, &stop, SFD_CLOEXEC));
-        if (!sfd.valid()) throw_errno("signalfd");
+        Fd sfd = stop_signals_fd();
         Session s(g);
         rpc::ServeOptions opts{std::string("sandweave ") + SANDWEAVE_VERSION_STRING, {}};
         if (const char* w = std::getenv("SANDWEAVE_SERVE_WITHOUT")) {
