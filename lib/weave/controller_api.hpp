@@ -11,6 +11,7 @@
 
 #include <chrono>
 #include <condition_variable>
+#include <functional>
 #include <map>
 #include <memory>
 #include <mutex>
@@ -26,6 +27,7 @@
 #include "lib/api/api.hpp"
 #include "lib/core/error.hpp"
 #include "lib/weave/controller.hpp"
+#include "lib/weave/slurm.hpp"
 #include "lib/weave/worker_link.hpp"
 
 namespace sandweave::weave {
@@ -107,6 +109,14 @@ class ControllerApi final : public api::Api {
     api::Empty desktop_key(const api::KeyParams& p) override;
 
   private:
+    // One sandbox of `p` in a Slurm allocation of its own (sandboxes.cpp):
+    // the grant (held as in flight, so the reaper spares it, until the
+    // sandbox is placed), the worker's create with the slurm_job label the
+    // epilog looks for, then `name_job` names the job after it. On any
+    // failure the job is cancelled.
+    Placed place(api::CreateParams p, slurm::AllocationRequest req,
+                 const std::function<void(long, const std::string&)>& name_job);
+
     // What Slurm says, acted on (watch.cpp): placed sandboxes whose worker
     // failed become lost, whose job ended stopped; a running job of ours
     // that no one holds is taken back (at start: every one) or, when its

@@ -111,42 +111,15 @@ Placed ControllerApi::make_member(const ControllerPool& pool) {
     // No --time: a member's lifetime starts when it is handed out, and the
     // worker enforces it from then on.
     slurm::AllocationRequest req;
-    req.partition = c_.partition;
-    req.name = instance_;  // the reaper's mark of this controller's creates
     req.comment = ":" + pool.name;
-    req.cpus = pool.options.cpus;
-    req.memory = pool.options.memory;
-    long job = slurm::allocate(req);
-    {
-        std::lock_guard<std::mutex> g(mu_);
-        in_flight_.insert(job);
-    }
-    try {
-        Placed pl;
-        pl.job = job;
-        pl.node = slurm::node_of(job);
-        pl.link = std::make_shared<WorkerLink>(c_, job, pl.node);
-        api::CreateParams p = pool.options;
-        p.pool = pool.name;
-        // The worker's epilog finds the sandboxes of an ending job by this label.
-        p.labels[slurm::job_label] = std::to_string(job);
-        pl.id = pl.link->api().create(p).record.id;
+    api::CreateParams p = pool.options;
+    p.pool = pool.name;
+    return place(p, req, [&](long job, const std::string& id) {
         CommandResult r = slurm::run({"scontrol", "update", "JobId=" + std::to_string(job),
-                                      "Name=" + pl.id, "Comment=" + member_comment(pl.id, pool)});
+                                      "Name=" + id, "Comment=" + member_comment(id, pool)});
         if (!r.ok())
             log().warn("controller: naming job " + std::to_string(job) + ": " + r.describe());
-        std::lock_guard<std::mutex> g(mu_);
-        placed_[pl.id] = pl;
-        in_flight_.erase(job);
-        return pl;
-    } catch (...) {
-        {
-            std::lock_guard<std::mutex> g(mu_);
-            in_flight_.erase(job);
-        }
-        slurm::cancel(job);
-        throw;
-    }
+    });
 }
 
 SandboxView ControllerApi::claim(const Placed& member, const std::string& pool) {

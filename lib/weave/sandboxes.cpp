@@ -68,11 +68,10 @@ ControllerApi::~ControllerApi() {
     stop_refills_and_links();
 }
 
-SandboxView ControllerApi::create(const api::CreateParams& p) {
-    slurm::AllocationRequest req;
-    req.ttl_ms = p.ttl_ms;
+Placed ControllerApi::place(api::CreateParams p, slurm::AllocationRequest req,
+                            const std::function<void(long, const std::string&)>& name_job) {
     req.partition = c_.partition;
-    req.name = instance_;
+    req.name = instance_;  // the reaper's mark of this controller's creates
     req.cpus = p.cpus;
     req.memory = p.memory;
     long job = slurm::allocate(req);
@@ -80,28 +79,33 @@ SandboxView ControllerApi::create(const api::CreateParams& p) {
         std::lock_guard<std::mutex> g(mu_);
         in_flight_.insert(job);
     }
-    auto landed = [&] {
-        std::lock_guard<std::mutex> g(mu_);
-        in_flight_.erase(job);
-    };
     try {
         std::string node = slurm::node_of(job);
         auto link = std::make_shared<WorkerLink>(c_, job, node);
         // The worker's epilog finds the sandboxes of an ending job by this label.
-        api::CreateParams q = p;
-        q.labels[slurm::job_label] = std::to_string(job);
-        SandboxView v = link->api().create(q);
-        slurm::name_job(job, v.record.id);
+        p.labels[slurm::job_label] = std::to_string(job);
+        SandboxView v = link->api().create(p);
+        name_job(job, v.record.id);
         v.worker = node;
+        Placed pl{v.record.id, v.record.name, node, job, link, v, {}, {}, 0};
         std::lock_guard<std::mutex> g(mu_);
-        placed_[v.record.id] = Placed{v.record.id, v.record.name, node, job, link, v, {}, {}, 0};
+        placed_[pl.id] = pl;
         in_flight_.erase(job);
-        return v;
+        return pl;
     } catch (...) {
-        landed();
+        {
+            std::lock_guard<std::mutex> g(mu_);
+            in_flight_.erase(job);
+        }
         slurm::cancel(job);
         throw;
     }
+}
+
+SandboxView ControllerApi::create(const api::CreateParams& p) {
+    slurm::AllocationRequest req;
+    req.ttl_ms = p.ttl_ms;
+    return place(p, req, slurm::name_job).view;
 }
 
 api::RunResult ControllerApi::run(const api::RunParams& p, const api::RunIo& io) {
