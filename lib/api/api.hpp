@@ -60,6 +60,11 @@ class Api {
     virtual PoolInfo pool_resize(const PoolResizeParams& p) = 0;
     virtual Removed pool_rm(const NameParams& p) = 0;
 
+    // Slots for many creates at once (a Weave controller's: a Slurm job
+    // array); a worker refuses them. batch_release ends the slots not used.
+    virtual Reservation batch_reserve(const ReserveParams& p) = 0;
+    virtual Removed batch_release(const IdParams& p) = 0;
+
     virtual TemplateList template_ls() = 0;
     virtual TemplateShowResult template_show(const TemplateShowParams& p) = 0;
     virtual TemplateValidateResult template_validate(const TemplateValidateParams& p) = 0;

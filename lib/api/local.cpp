@@ -178,7 +178,18 @@ VersionResult LocalApi::version() {
     return v;
 }
 
+namespace {
+
+[[noreturn]] void no_reservations() {
+    throw Error(ErrorCode::usage,
+                "reservations are a Weave controller's (Slurm job arrays); this worker creates "
+                "each sandbox by itself");
+}
+
+}  // namespace
+
 SandboxView LocalApi::create(const CreateParams& p) {
+    if (p.reservation || p.slot) no_reservations();
     SandboxRecord r = create_sandbox(ctx_, to_create_request(p));
     return sandbox_view(ctx_, r, r.state);
 }
@@ -367,6 +378,14 @@ PoolInfo LocalApi::pool_resize(const PoolResizeParams& p) {
 Removed LocalApi::pool_rm(const NameParams& p) {
     remove_pool(ctx_, p.name);
     return Removed{p.name};
+}
+
+Reservation LocalApi::batch_reserve(const ReserveParams&) {
+    no_reservations();
+}
+
+Removed LocalApi::batch_release(const IdParams&) {
+    no_reservations();
 }
 
 TemplateList LocalApi::template_ls() {

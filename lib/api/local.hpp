@@ -46,6 +46,8 @@ class LocalApi final : public Api {
     PoolList pool_ls() override;
     PoolInfo pool_resize(const PoolResizeParams& p) override;
     Removed pool_rm(const NameParams& p) override;
+    Reservation batch_reserve(const ReserveParams& p) override;
+    Removed batch_release(const IdParams& p) override;
     TemplateList template_ls() override;
     TemplateShowResult template_show(const TemplateShowParams& p) override;
     TemplateValidateResult template_validate(const TemplateValidateParams& p) override;

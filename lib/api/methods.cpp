@@ -101,6 +101,10 @@ std::vector<Method> build_table() {
         row<PoolResizeParams>("pool.resize",
                               [](Api& a, const PoolResizeParams& p) { return a.pool_resize(p); }),
         row<NameParams>("pool.rm", [](Api& a, const NameParams& p) { return a.pool_rm(p); }),
+        row<ReserveParams>("batch.reserve",
+                           [](Api& a, const ReserveParams& p) { return a.batch_reserve(p); }),
+        row<IdParams>("batch.release",
+                      [](Api& a, const IdParams& p) { return a.batch_release(p); }),
         row0("template.ls", [](Api& a) { return a.template_ls(); }),
         row<TemplateShowParams>(
             "template.show",
@@ -165,6 +169,11 @@ const std::vector<std::string>& method_names() {
         for (const auto& m : methods()) n.push_back(m.name);
         return n;
     }();
+    return names;
+}
+
+const std::vector<std::string>& controller_only_methods() {
+    static const std::vector<std::string> names = {"batch.release", "batch.reserve"};
     return names;
 }
 

@@ -29,6 +29,9 @@ struct Method {
 const std::vector<Method>& methods();
 const Method* find_method(const std::string& name);
 const std::vector<std::string>& method_names();
+// The methods only a Weave controller serves (a worker's `serve` neither
+// lists nor serves them).
+const std::vector<std::string>& controller_only_methods();
 
 // Both checks of a method's params: throws Error(usage) naming the problem,
 // Error(not_found) for an unknown method. For the fuzz target and tests.

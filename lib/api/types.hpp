@@ -171,9 +171,16 @@ struct CreateParams {
     // Slurm job's --cpus-per-task and --mem).
     std::optional<double> cpus;
     std::optional<std::uint64_t> memory;  // bytes
+    // Through a controller: made in slot `slot` (0-based) of the reservation
+    // `reservation` (batch.reserve: a Slurm job array) instead of an
+    // allocation of its own; waits while Slurm keeps that slot pending.
+    std::optional<std::string> reservation;
+    std::optional<std::int64_t> slot;
     template <class V>
     void fields(V& v) {
         v.optional("template", template_ref);
+        v.optional("reservation", reservation);
+        v.optional("slot", slot);
         v.optional("cpus", cpus);
         v.optional("memory", memory);
         v.optional("template_source", template_source);
@@ -459,6 +466,43 @@ struct PoolResizeParams {
     void fields(V& v) {
         v.required("name", name);
         v.required("size", size);
+    }
+};
+
+// batch.reserve (a controller's): `count` sandbox slots as one Slurm job
+// array, at most `at_once` of them running; each slot is one create's
+// allocation (CreateParams::reservation and slot), and its sandbox's rm ends
+// it, so Slurm starts the next. The slots' resources and time limit are
+// every create's in them.
+struct ReserveParams {
+    std::int64_t count = 0;
+    int at_once = 1;
+    std::optional<std::int64_t> ttl_ms;
+    std::optional<double> cpus;
+    std::optional<std::uint64_t> memory;  // bytes
+    // Who reserves (a batch's key: letters, digits, '.', '_', '-'): a new
+    // reservation ends what an earlier one of the same owner left.
+    std::string owner;
+    template <class V>
+    void fields(V& v) {
+        v.required("count", count);
+        v.required("at_once", at_once);
+        v.optional("ttl_ms", ttl_ms);
+        v.optional("cpus", cpus);
+        v.optional("memory", memory);
+        v.required("owner", owner);
+    }
+};
+
+struct Reservation {
+    std::string id;  // the Slurm job array's id
+    std::int64_t count = 0;
+    int at_once = 1;
+    template <class V>
+    void fields(V& v) {
+        v.required("id", id);
+        v.required("count", count);
+        v.required("at_once", at_once);
     }
 };
 

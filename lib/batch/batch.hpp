@@ -47,6 +47,10 @@ inline constexpr std::uint64_t default_output_limit = 1u << 20;
 // episode without a timeout gets no_timeout_ttl.
 inline constexpr std::int64_t ttl_margin_ms = 5 * 60 * 1000;
 inline constexpr std::int64_t no_timeout_ttl_ms = 24ll * 3600 * 1000;
+// Through a Weave controller, the first this many episodes of a run get the
+// slots of one Slurm job array (Slurm's default MaxArraySize is 1001); the
+// rest an allocation each.
+inline constexpr std::size_t max_reserved_slots = 1000;
 // The labels every sandbox of a batch carries.
 inline constexpr const char* batch_label = "sandweave.batch";
 inline constexpr const char* episode_label = "sandweave.episode";

@@ -174,6 +174,11 @@ struct Runner::State {
     std::string key;
     std::optional<std::string> pool;  // the warm pool episodes are taken from
     std::size_t pool_size = 0;
+    // Through a controller: the Slurm job array whose slot i the i-th
+    // episode of `todo` is created in (its first try; a retry is a create of
+    // its own), and how many slots it has.
+    std::optional<std::string> reservation;
+    std::size_t slots = 0;
     std::atomic<int> stop_signal{0};
 
     std::mutex mu;
@@ -337,7 +342,8 @@ struct EpisodeSteps {
     }
 };
 
-Try attempt(Runner::State& s, api::Api& api, const Episode& e, int n) {
+Try attempt(Runner::State& s, api::Api& api, const Episode& e, int n,
+            std::optional<std::int64_t> slot) {
     Try t;
     t.record = {{"try", n}, {"started_at", now_text()}};
     t.folder = s.o.out / (".tmp-" + e.id + "-" + random_hex(8));
@@ -359,7 +365,12 @@ Try attempt(Runner::State& s, api::Api& api, const Episode& e, int n) {
         SandboxView v = s.pool ? with_context("taking a sandbox from the warm pool",
                                               [&] { return api.pool_acquire({*s.pool}); })
                                : with_context("creating the sandbox", [&] {
-                                     return api.create(create_params(e, s.o, s.key));
+                                     api::CreateParams p = create_params(e, s.o, s.key);
+                                     if (slot) {
+                                         p.reservation = s.reservation;
+                                         p.slot = slot;
+                                     }
+                                     return api.create(p);
                                  });
         sandbox = v.record.id;
         if (s.pool) r["pool"] = *s.pool;
@@ -428,7 +439,8 @@ json event_of(const json& result, const fs::path& folder, bool resumed) {
     return ev;
 }
 
-void run_episode(Runner::State& s, std::shared_ptr<api::Api>& conn, const Episode& e) {
+void run_episode(Runner::State& s, std::shared_ptr<api::Api>& conn, const Episode& e,
+                 std::optional<std::int64_t> slot) {
     json tries = json::array();
     std::string last_error;
     for (int n = 1; n <= s.o.retries + 1; ++n) {
@@ -449,7 +461,7 @@ void run_episode(Runner::State& s, std::shared_ptr<api::Api>& conn, const Episod
                 continue;
             }
         }
-        Try t = attempt(s, *conn, e, n);
+        Try t = attempt(s, *conn, e, n, n == 1 ? slot : std::nullopt);
         if (t.stopped) break;
         tries.push_back(t.record);
         if (!t.infra) {
@@ -534,6 +546,16 @@ bool one_kind(const Runner::State& s) {
     return true;
 }
 
+// The longest lifetime an episode still to run needs (its sandbox's ttl).
+std::int64_t longest_ttl(const Runner::State& s) {
+    std::int64_t ttl = 0;
+    for (std::size_t i : s.todo) {
+        const auto& t = s.episodes[i].timeout_ms;
+        ttl = std::max(ttl, t ? *t + ttl_margin_ms : no_timeout_ttl_ms);
+    }
+    return ttl;
+}
+
 void start_warm_pool(Runner::State& s) {
     if (!s.o.warm_pool || s.todo.size() < 2 || !one_kind(s)) return;
     auto api = s.o.connect();
@@ -545,10 +567,7 @@ void start_warm_pool(Runner::State& s) {
     p.options = create_params(e, s.o, s.key);
     p.options.labels.erase(episode_label);
     // Each member's ttl starts when it is taken: the longest episode's.
-    for (std::size_t i : s.todo) {
-        const auto& t = s.episodes[i].timeout_ms;
-        p.options.ttl_ms = std::max(*p.options.ttl_ms, t ? *t + ttl_margin_ms : no_timeout_ttl_ms);
-    }
+    p.options.ttl_ms = longest_ttl(s);
     try {
         api->pool_create(p);
         s.pool = p.name;
@@ -557,6 +576,39 @@ void start_warm_pool(Runner::State& s) {
     } catch (const Error& err) {
         log().warn("batch: no warm pool (" + std::string(err.what()) + "); creating each sandbox");
     }
+}
+
+// Through a Weave controller: the episodes' allocations as one Slurm job
+// array of `concurrency` at once, so Slurm queues what does not fit.
+void reserve_slots(Runner::State& s, api::Api& api) {
+    if (s.pool || s.todo.empty() || !api.offers("batch.reserve")) return;
+    api::ReserveParams p;
+    p.count = static_cast<std::int64_t>(std::min(s.todo.size(), max_reserved_slots));
+    p.at_once = s.o.concurrency;
+    p.ttl_ms = longest_ttl(s);
+    p.owner = s.key;
+    try {
+        api::Reservation r = api.batch_reserve(p);
+        s.reservation = r.id;
+        s.slots = static_cast<std::size_t>(r.count);
+        log().debug("batch: Slurm job array " + r.id + " of " + std::to_string(r.count) +
+                    " slots, " + std::to_string(r.at_once) + " at once");
+    } catch (const Error& err) {
+        log().warn("batch: no Slurm job array (" + std::string(err.what()) +
+                   "); an allocation per episode");
+    }
+}
+
+// Ends the reservation's slots no episode holds (once).
+void release_slots(Runner::State& s, api::Api& api) {
+    if (!s.reservation) return;
+    try {
+        api.batch_release(api::IdParams{*s.reservation});
+    } catch (const Error& err) {
+        log().warn("batch: ending the unused slots of Slurm job array " + *s.reservation + ": " +
+                   err.what());
+    }
+    s.reservation.reset();
 }
 
 }  // namespace
@@ -591,12 +643,10 @@ Summary Runner::run() {
     // What a killed run left: its temp folders, its sandboxes.
     for (const auto& entry : fs::directory_iterator(s.o.out))
         if (entry.path().filename().string().rfind(".tmp-", 0) == 0) remove_tree(entry.path());
-    {
-        auto api = s.o.connect();
-        if (std::size_t n = sweep(*api, s.key))
-            log().info("batch: removed " + std::to_string(n) +
-                       " sandbox(es) left by an earlier run of this batch");
-    }
+    std::shared_ptr<api::Api> main_api = s.o.connect();
+    if (std::size_t n = sweep(*main_api, s.key))
+        log().info("batch: removed " + std::to_string(n) +
+                   " sandbox(es) left by an earlier run of this batch");
 
     s.sum.total = s.episodes.size();
     s.sum.out = s.o.out.string();
@@ -621,6 +671,7 @@ Summary Runner::run() {
     }
 
     start_warm_pool(s);
+    reserve_slots(s, *main_api);
     std::optional<Progress> progress;
     if (s.o.progress && !s.todo.empty()) progress.emplace("batch", ProgressUnit::count);
     std::vector<std::thread> workers;
@@ -635,9 +686,11 @@ Summary Runner::run() {
             for (;;) {
                 std::size_t idx;
                 std::optional<int> shrink;  // the warm pool, to what is left to take
+                std::optional<std::int64_t> slot;
                 {
                     std::lock_guard<std::mutex> g(s.mu);
                     if (s.stopping() || failure || s.next >= s.todo.size()) break;
+                    if (s.next < s.slots) slot = static_cast<std::int64_t>(s.next);
                     idx = s.todo[s.next++];
                     ++s.running;
                     std::size_t left = s.todo.size() - s.next + 1;
@@ -651,7 +704,7 @@ Summary Runner::run() {
                     }
                 }
                 try {
-                    run_episode(s, conn, s.episodes[idx]);
+                    run_episode(s, conn, s.episodes[idx], slot);
                 } catch (const Error& err) {
                     std::lock_guard<std::mutex> g(s.mu);
                     if (!failure) failure = err;
@@ -673,6 +726,12 @@ Summary Runner::run() {
                                                                       0, 0, false};
         while (s.workers_left > 0) {
             s.changed.wait_for(l, std::chrono::milliseconds(500));
+            if (s.stopping() && s.reservation) {
+                // Creates waiting for a slot Slurm keeps pending fail now.
+                l.unlock();
+                release_slots(s, *main_api);
+                l.lock();
+            }
             std::size_t queued = s.todo.size() - s.next;
             std::tuple<std::size_t, std::size_t, std::size_t, bool> now{s.finished, s.running,
                                                                         queued, s.stopping()};
@@ -693,6 +752,7 @@ Summary Runner::run() {
     }
     for (auto& w : workers) w.join();
     progress.reset();
+    release_slots(s, *main_api);
     {
         // Nothing of this batch may stay: a create that answered after its
         // connection was lost, a removal that failed.

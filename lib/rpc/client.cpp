@@ -627,6 +627,12 @@ PoolInfo RpcClient::pool_resize(const api::PoolResizeParams& p) {
 api::Removed RpcClient::pool_rm(const api::NameParams& p) {
     return decoded<api::Removed>(call("pool.rm", api::to_json(p)), "pool.rm");
 }
+api::Reservation RpcClient::batch_reserve(const api::ReserveParams& p) {
+    return decoded<api::Reservation>(call("batch.reserve", api::to_json(p)), "batch.reserve");
+}
+api::Removed RpcClient::batch_release(const api::IdParams& p) {
+    return decoded<api::Removed>(call("batch.release", api::to_json(p)), "batch.release");
+}
 api::TemplateList RpcClient::template_ls() {
     return decoded<api::TemplateList>(call("template.ls", json::object()), "template.ls");
 }

@@ -67,6 +67,8 @@ class RpcClient final : public api::Api {
     api::PoolList pool_ls() override;
     PoolInfo pool_resize(const api::PoolResizeParams& p) override;
     api::Removed pool_rm(const api::NameParams& p) override;
+    api::Reservation batch_reserve(const api::ReserveParams& p) override;
+    api::Removed batch_release(const api::IdParams& p) override;
     api::TemplateList template_ls() override;
     api::TemplateShowResult template_show(const api::TemplateShowParams& p) override;
     api::TemplateValidateResult template_validate(const api::TemplateValidateParams& p) override;

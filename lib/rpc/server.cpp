@@ -196,6 +196,13 @@ class Connection {
     // find_run for a control request (run.stdin, run.signal, run.resize):
     // when nothing runs under that id, r gets the error and null is returned.
     std::shared_ptr<Running> running_or_refuse(const Request& r, const json& request_id);
+    // Whether this server lists and serves `method` (ServeOptions).
+    bool serves(const std::string& method) const {
+        const auto& only = api::controller_only_methods();
+        return std::find(opts_.without.begin(), opts_.without.end(), method) ==
+                   opts_.without.end() &&
+               (opts_.controller || std::find(only.begin(), only.end(), method) == only.end());
+    }
     void stdin_writer(std::shared_ptr<StdinFeed> feed);
 
     static std::string key_of(const json& id) { return id.dump(); }
@@ -339,8 +346,7 @@ void Connection::dispatch(Request r) {
         return refuse(code::handshake_required,
                       "handshake required: the first request must be `hello`");
     const api::Method* m = api::find_method(r.method);
-    if (m && std::find(opts_.without.begin(), opts_.without.end(), r.method) != opts_.without.end())
-        m = nullptr;
+    if (m && !serves(r.method)) m = nullptr;
     if (!m)
         return refuse(code::method_not_found, "unknown method '" + r.method.substr(0, 64) + "'");
     try {
@@ -419,8 +425,7 @@ void Connection::hello(const Request& r) {
     res.capabilities = {"log",        "progress",   "run.cancel", "run.entrypoint",
                         "run.resize", "run.signal", "run.stdin"};
     for (const auto& name : api::method_names())
-        if (std::find(opts_.without.begin(), opts_.without.end(), name) == opts_.without.end())
-            res.methods.push_back(name);
+        if (serves(name)) res.methods.push_back(name);
     if (!r.is_notification()) send(encode_result(r.id, api::to_json(res)));
 }
 

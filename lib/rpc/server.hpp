@@ -28,6 +28,9 @@ struct ServeOptions {
     // Methods this server neither lists nor serves: simulates an older
     // worker in tests (SANDWEAVE_SERVE_WITHOUT=audit.fetch,run.signal).
     std::vector<std::string> without;
+    // A Weave controller: also serves the methods only a controller has
+    // (api::controller_only_methods), which a worker neither lists nor serves.
+    bool controller = false;
 };
 
 // Serves one connection until the peer closes it, or until `stop_fd` (a

@@ -79,6 +79,10 @@ class ControllerApi final : public api::Api {
     api::Empty cp_out(const api::CpOutParams& p, const api::CpIo& io) override;
     api::Empty cp_in(const api::CpInParams& p, const api::CpIo& io) override;
 
+    // Reservations: a batch's slots as a Slurm job array (reservations.cpp).
+    api::Reservation batch_reserve(const api::ReserveParams& p) override;
+    api::Removed batch_release(const api::IdParams& p) override;
+
     // Pools (pools.cpp).
     PoolInfo pool_create(const api::PoolCreateParams& p) override;
     SandboxView pool_acquire(const api::PoolAcquireParams& p) override;
@@ -116,6 +120,12 @@ class ControllerApi final : public api::Api {
     // failure the job is cancelled.
     Placed place(api::CreateParams p, slurm::AllocationRequest req,
                  const std::function<void(long, const std::string&)>& name_job);
+    // The same in a job Slurm already runs for it (a reservation's slot).
+    Placed place_in(long job, api::CreateParams p,
+                    const std::function<void(long, const std::string&)>& name_job);
+    // A create in a reservation's slot (reservations.cpp).
+    SandboxView create_in_slot(const api::CreateParams& p);
+    bool stopping();
 
     // What Slurm says, acted on (watch.cpp): placed sandboxes whose worker
     // failed become lost, whose job ended stopped; a running job of ours

@@ -74,7 +74,13 @@ Placed ControllerApi::place(api::CreateParams p, slurm::AllocationRequest req,
     req.name = instance_;  // the reaper's mark of this controller's creates
     req.cpus = p.cpus;
     req.memory = p.memory;
-    long job = slurm::allocate(req);
+    return place_in(slurm::allocate(req), std::move(p), name_job);
+}
+
+Placed ControllerApi::place_in(long job, api::CreateParams p,
+                               const std::function<void(long, const std::string&)>& name_job) {
+    p.reservation.reset();
+    p.slot.reset();
     {
         std::lock_guard<std::mutex> g(mu_);
         in_flight_.insert(job);
@@ -103,6 +109,7 @@ Placed ControllerApi::place(api::CreateParams p, slurm::AllocationRequest req,
 }
 
 SandboxView ControllerApi::create(const api::CreateParams& p) {
+    if (p.reservation || p.slot) return create_in_slot(p);
     slurm::AllocationRequest req;
     req.ttl_ms = p.ttl_ms;
     return place(p, req, slurm::name_job).view;

@@ -4,6 +4,7 @@
 #include <algorithm>
 #include <cmath>
 #include <sstream>
+#include <thread>
 
 #include "lib/core/error.hpp"
 #include "lib/core/json_input.hpp"
@@ -29,13 +30,13 @@ std::string last_line(const std::string& s) {
                     end - (start == std::string::npos ? 0 : start + 1) + 1);
 }
 
-long allocate(const AllocationRequest& req) {
-    std::vector<std::string> argv = {"salloc",
-                                     "--no-shell",
-                                     "--gres=sbx:1",
-                                     "--ntasks=1",
-                                     "--job-name=" + req.name,
-                                     std::string("--comment=") + comment_prefix + req.comment};
+namespace {
+
+// The options salloc and sbatch share for one sandbox slot, after `command`'s own.
+std::vector<std::string> allocation_argv(std::vector<std::string> argv,
+                                         const AllocationRequest& req) {
+    argv.insert(argv.end(), {"--gres=sbx:1", "--ntasks=1", "--job-name=" + req.name,
+                             std::string("--comment=") + comment_prefix + req.comment});
     if (req.ttl_ms && *req.ttl_ms > 0)
         argv.push_back("--time=" + std::to_string((*req.ttl_ms + 59999) / 60000));
     if (!req.partition.empty()) argv.push_back("--partition=" + req.partition);
@@ -44,6 +45,23 @@ long allocate(const AllocationRequest& req) {
                        std::to_string(static_cast<long>(std::ceil(*req.cpus))));
     if (req.memory)
         argv.push_back("--mem=" + std::to_string((*req.memory + (1u << 20) - 1) >> 20) + "M");
+    return argv;
+}
+
+// The value of `Key=` in `scontrol show job -o`'s one line; empty when absent.
+std::string field_of(const std::string& line, const std::string& key) {
+    std::istringstream words(line);
+    std::string w;
+    while (words >> w)
+        if (w.size() > key.size() && w.compare(0, key.size() + 1, key + "=") == 0)
+            return w.substr(key.size() + 1);
+    return "";
+}
+
+}  // namespace
+
+long allocate(const AllocationRequest& req) {
+    std::vector<std::string> argv = allocation_argv({"salloc", "--no-shell"}, req);
     CommandResult r = run(argv, std::nullopt);
     auto at = r.err.find("Granted job allocation ");
     if (!r.ok() || at == std::string::npos)
@@ -56,18 +74,70 @@ void name_job(long job, const std::string& sandbox_id) {
          std::string("Comment=") + comment_prefix + sandbox_id});
 }
 
+long submit_array(const AllocationRequest& each, std::int64_t count, int at_once) {
+    if (count < 1 || at_once < 1)
+        throw Error(ErrorCode::usage, "a job array needs at least one task, one at a time");
+    std::vector<std::string> argv =
+        allocation_argv({"sbatch", "--parsable", "--output=/dev/null", "--error=/dev/null",
+                         "--array=0-" + std::to_string(count) + "%" + std::to_string(at_once)},
+                        each);
+    // The batch script only holds the task's allocation; the sandbox runs in
+    // a step of its own (worker_link.cpp).
+    argv.push_back("--wrap=exec sleep infinity");
+    CommandResult r = run(argv);
+    std::string out = last_line(r.out);
+    if (!r.ok() || out.empty() || out.find_first_not_of("0123456789;") != std::string::npos)
+        throw Error(ErrorCode::runtime, "Slurm took no job array: " + last_line(r.err));
+    return std::stol(out);  // "ID" or "ID;CLUSTER"
+}
+
+long await_array_task(long array, std::int64_t index, const std::function<bool()>& give_up) {
+    const std::string task = std::to_string(array) + "_" + std::to_string(index);
+    auto pause = std::chrono::milliseconds(50);
+    for (;;) {
+        CommandResult r = run({"scontrol", "show", "job", "-o", task});
+        std::string state = field_of(r.out, "JobState");
+        if (state == "RUNNING" && !field_of(r.out, "NodeList").empty())
+            return std::stol(field_of(r.out, "JobId"));
+        // No answer (a slurmctld restarting) is waited out; a job Slurm
+        // no longer knows, or one that ended, is not.
+        bool unknown = r.err.find("Invalid job id") != std::string::npos;
+        if (unknown || (!state.empty() && state != "PENDING" && state != "CONFIGURING"))
+            throw Error(ErrorCode::runtime,
+                        "slot " + std::to_string(index) + " of Slurm job array " +
+                            std::to_string(array) + " ended before its sandbox started" +
+                            (state.empty() ? ": " + last_line(r.err) : " (" + state + ")"));
+        if (give_up()) throw Error(ErrorCode::general, "the controller is stopping");
+        std::this_thread::sleep_for(pause);
+        pause = std::min(pause * 2, std::chrono::milliseconds(500));
+    }
+}
+
 std::string node_of(long job) {
     CommandResult r = run({"scontrol", "show", "job", "-o", std::to_string(job)});
-    std::istringstream words(r.out);
-    std::string w;
-    while (words >> w)
-        if (w.rfind("NodeList=", 0) == 0 && w.size() > 9) return w.substr(9);
+    std::string node = field_of(r.out, "NodeList");
+    if (!node.empty() && node != "(null)") return node;
     throw Error(ErrorCode::runtime, "Slurm did not say where job " + std::to_string(job) +
                                         " runs: " + last_line(r.err));
 }
 
 void cancel(long job) {
-    run({"scancel", std::to_string(job)});
+    const std::string id = std::to_string(job);
+    // -v: without it, scancel says nothing of a job id it did not take.
+    CommandResult r = run({"scancel", "-v", id});
+    if (r.err.find("Invalid job id") == std::string::npos) return;
+    // A job array's task answers to scancel only as ARRAY_TASK (22.05).
+    CommandResult s = run({"scontrol", "show", "job", "-o", id});
+    std::string array = field_of(s.out, "ArrayJobId"), task = field_of(s.out, "ArrayTaskId");
+    if (!array.empty() && !task.empty() && array != id) run({"scancel", array + "_" + task});
+}
+
+void cancel_task(long array, long index) {
+    run({"scancel", std::to_string(array) + "_" + std::to_string(index)});
+}
+
+void cancel_pending(long array) {
+    run({"scancel", "--state=PENDING", std::to_string(array)});
 }
 
 namespace {
@@ -110,6 +180,23 @@ std::string node_failure(const json& node) {
 
 std::string state_of(const json& job) {
     return job.value("job_state", std::string());
+}
+
+namespace {
+
+long number_at(const json& job, const char* key, long none) {
+    auto it = job.find(key);
+    return it != job.end() && it->is_number_integer() ? it->get<long>() : none;
+}
+
+}  // namespace
+
+long array_of(const json& job) {
+    return number_at(job, "array_job_id", 0);
+}
+
+long task_of(const json& job) {
+    return number_at(job, "array_task_id", -1);
 }
 
 bool is_ours(const json& job) {

@@ -4,6 +4,7 @@
 
 #include <chrono>
 #include <cstdint>
+#include <functional>
 #include <optional>
 #include <string>
 #include <vector>
@@ -44,6 +45,28 @@ struct AllocationRequest {
 // A new allocation of one sandbox slot; blocks while Slurm keeps it pending.
 long allocate(const AllocationRequest& r);
 
+// `count` allocations like `each` as one job array (`sbatch --array`), at
+// most `at_once` of them running: Slurm queues the rest. Each task holds its
+// allocation (its batch script sleeps) until it is cancelled or reaches its
+// time limit. Returns the array's job id.
+//
+// The task Slurm starts last takes the array's own id, and scancel or
+// scontrol update of that id acts on every task of the array. So the array
+// has one task more, index `count`, started after the others, which no
+// create uses: tasks 0..count-1 each have an id of their own.
+long submit_array(const AllocationRequest& each, std::int64_t count, int at_once);
+
+// Ends task `index` of `array` only (`scancel ARRAY_INDEX`).
+void cancel_task(long array, long index);
+
+// Ends the tasks of `array` that Slurm has not started.
+void cancel_pending(long array);
+
+// Waits until task `index` of array `array` runs and returns its own job id;
+// throws when it ended first (cancelled, its time limit), or when
+// `give_up` says so (checked between Slurm's answers).
+long await_array_task(long array, std::int64_t index, const std::function<bool()>& give_up);
+
 // Names the job after the sandbox, so a restarted controller pairs them up.
 void name_job(long job, const std::string& sandbox_id);
 
@@ -65,6 +88,11 @@ std::string node_failure(const nlohmann::json& node);
 
 // A job's state (RUNNING, PENDING, NODE_FAIL, ...).
 std::string state_of(const nlohmann::json& job);
+
+// A job's array (its array_job_id), 0 for a job of no array; and its task
+// index, -1 for none (not an array's, or its array's pending record).
+long array_of(const nlohmann::json& job);
+long task_of(const nlohmann::json& job);
 
 // Whether a job is one of ours (its comment starts with comment_prefix).
 bool is_ours(const nlohmann::json& job);

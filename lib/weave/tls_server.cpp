@@ -243,6 +243,7 @@ void serve_controller(api::Api& api, const ControllerOptions& o, int stop_fd) {
     auto* sh = new Shared{api, ctx, sha256_hex(tok), {o.server_name, {}}};
     // What is not routed yet is neither listed nor served (docs/weave.md).
     sh->serve.without = {"audit.export"};
+    sh->serve.controller = true;
     log().info("controller: listening on " + l.address + " (TLS), certificate " + fp);
     for (;;) {
         pollfd p[2] = {{l.fd.get(), POLLIN, 0}, {stop_fd, POLLIN, 0}};

@@ -112,15 +112,35 @@ void ControllerApi::watch_once(bool first) {
     // Jobs of ours that no sandbox of the controller holds.
     const long now_s = static_cast<long>(std::time(nullptr));
     std::vector<std::pair<long, std::string>> to_cancel;
+    std::set<long> arrays_to_end;                     // reservations no create uses
+    std::vector<std::pair<long, long>> slots_to_end;  // (array, task)
     {
         std::lock_guard<std::mutex> g(mu_);
         std::set<long> held;
         for (const auto& [id, pl] : placed_) held.insert(pl.job);
+        std::set<long> arrays_in_use;  // a slot of theirs holds a sandbox or is being placed
+        for (const json& j : jobs)
+            if (slurm::array_of(j) && (!slurm::sandbox_of(j).empty() || held.count(job_id(j)) ||
+                                       in_flight_.count(job_id(j))))
+                arrays_in_use.insert(slurm::array_of(j));
         for (const json& j : jobs) {
             long id = job_id(j);
             std::string st = slurm::state_of(j), sandbox = slurm::sandbox_of(j),
                         node = j.value("nodes", std::string());
             if (!slurm::is_ours(j) || held.count(id) || in_flight_.count(id)) continue;
+            if (long array = slurm::array_of(j);
+                sandbox.empty() && array && j.value("name", std::string()) == instance_) {
+                // A reservation's slot Slurm started for a create that has
+                // not come. With no slot of its array in use, whoever
+                // reserved it is gone: the array ends; else only this slot.
+                if (st == "RUNNING" && now_s - j.value("start_time", 0L) > unnamed_grace_s) {
+                    if (arrays_in_use.count(array))
+                        slots_to_end.emplace_back(array, slurm::task_of(j));
+                    else
+                        arrays_to_end.insert(array);
+                }
+                continue;
+            }
             if (sandbox.empty()) {
                 // A create's job before its sandbox was named: of a controller
                 // that is gone (its create died with it), or left by a create
@@ -147,6 +167,16 @@ void ControllerApi::watch_once(bool first) {
     for (const auto& [job, why] : to_cancel) {
         log().warn("controller: cancelling job " + std::to_string(job) + ": " + why);
         slurm::cancel(job);
+    }
+    for (long array : arrays_to_end) {
+        log().warn("controller: ending job array " + std::to_string(array) +
+                   ": Slurm runs its slots and no create comes for them");
+        slurm::cancel(array);
+    }
+    for (const auto& [array, task] : slots_to_end) {
+        log().warn("controller: ending slot " + std::to_string(task) + " of job array " +
+                   std::to_string(array) + ": no create came for it");
+        slurm::cancel_task(array, task);
     }
     for (const auto& [job, id, node] : to_adopt) {
         if (!adopt(job, id, node)) ++tries_[job];

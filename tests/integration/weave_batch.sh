@@ -1,5 +1,8 @@
 #!/usr/bin/env bash
-# `sandweave batch run` through weave:// with a worker lost in the middle:
+# `sandweave batch run` through weave://. Its episodes' sandboxes live in
+# the slots of one Slurm job array: 15 at once on 12 sandbox slots run 12
+# and Slurm queues the rest; SIGINT ends the runner and every slot, pending
+# or running. Then a worker lost in the middle:
 # the one-machine cluster runs a batch at concurrency 6; one worker's slurmd
 # and its sandweave processes are killed while episodes run on it; Slurm declares it failed, its episodes'
 # tries fail as infrastructure failures and are retried on the live workers,
@@ -13,6 +16,54 @@ note() { printf "[%3d s] $1\n" $((SECONDS - _t0)) "${@:2}"; }
 capture ctl start --slurmd-timeout 6 --message-timeout 2
 slurm_started_or_skip "the cluster and its controller start"
 eval "$LAST_OUT"
+
+# Slurm's view: the tasks of job arrays (ids ARRAY_TASK), running or pending.
+array_tasks() { squeue -h -r -t "$1" -o '%i' | grep -c _ || true; }
+arrays() { squeue -h -r -o '%F %i' | awk '$2 ~ /_/ {print $1}' | sort -u | wc -l | tr -d ' '; }
+no_jobs() { [[ -z "$(squeue -h -o %i)" ]]; }
+running_is() { [[ "$(array_tasks RUNNING)" == "$1" ]]; }
+
+# --- the episodes as one Slurm job array ------------------------------------------
+# 15 episodes at concurrency 15 on 12 slots (3 workers, 4 each): the runner
+# reserves a job array of 15 slots, 15 at once; Slurm runs 12 and queues 3.
+ASPEC="$SCRATCH/array.jsonl"
+AOUT="$SCRATCH/array-out"
+for i in $(seq -w 1 15); do
+    printf '{"id": "a%s", "hidepid": 2, "user": "1001:1001", "script": "sleep 5; echo array-%s"}\n' "$i" "$i"
+done >"$ASPEC"
+"$SW" batch run "$ASPEC" --out "$AOUT" --concurrency 15 --json >"$SCRATCH/array.out" 2>"$SCRATCH/array.err" &
+BATCH=$!
+wait_for 60 running_is 12 || true
+assert_eq "the batch's slots are one Slurm job array" 1 "$(arrays)"
+assert_eq "Slurm runs 12 of its slots at once (every sandbox slot there is)" 12 "$(array_tasks RUNNING)"
+assert_ne "... and queues the rest" 0 "$(array_tasks PENDING)"
+wait "$BATCH"
+assert_eq "the array batch exits 0" 0 "$?"
+assert_eq "summary: 15 done, no infrastructure failure" "15 15 0" \
+    "$(jq -r '"\(.total) \(.done) \(.infrastructure)"' "$SCRATCH/array.out")"
+own=0
+for d in "$AOUT"/a*/; do [[ "$(cat "$d/stdout")" == "array-$(basename "$d" | tr -d a)" ]] && own=$((own + 1)); done
+assert_eq "every episode's output is its own" 15 "$own"
+assert_eq "their sandboxes ran on all three workers" "w1 w2 w3" \
+    "$(jq -r .worker "$AOUT"/a*/result.json | sort -u | tr '\n' ' ' | sed 's/ $//')"
+assert_true "no job of the array is left" wait_for 15 no_jobs
+
+# SIGINT while most slots are still queued: the runner ends at once, and so
+# does every slot of its array, pending or running.
+for i in $(seq -w 1 30); do printf '{"id": "i%s", "script": "sleep 60"}\n' "$i"; done >"$SCRATCH/int.jsonl"
+"$SW" batch run "$SCRATCH/int.jsonl" --out "$SCRATCH/int-out" --concurrency 4 --json \
+    >"$SCRATCH/int.out" 2>"$SCRATCH/int.err" &
+BATCH=$!
+wait_for 60 running_is 4 || true
+assert_eq "4 slots run" 4 "$(array_tasks RUNNING)"
+assert_ne "... the rest is queued" 0 "$(array_tasks PENDING)"
+t0=$SECONDS
+kill -INT "$BATCH"
+wait "$BATCH"
+assert_eq "SIGINT: the runner exits 130" 130 "$?"
+assert_true "... within 10 s" test $((SECONDS - t0)) -le 10
+assert_true "... leaving no job of its array" wait_for 15 no_jobs
+assert_eq "... and no sandbox" 0 "$("$SW" ls --json | jq length)"
 
 SPEC="$SCRATCH/spec.jsonl"
 OUT="$SCRATCH/out"

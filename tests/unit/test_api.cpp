@@ -61,6 +61,8 @@ TEST_SUITE("api") {
         c.name = "n";
         c.labels = {{"k", "v"}};
         c.template_source = "client:/home/me/t.yaml";
+        c.reservation = "42";
+        c.slot = 7;
         round_trips(c);
         CHECK(encode_value(c).at("audit") == false);
         round_trips(c);
@@ -96,6 +98,8 @@ TEST_SUITE("api") {
         CHECK(pool.options.hidepid == 2);
         CHECK(encode_value(PoolCreateParams{"warm", 3, c}).at("name") == "warm");
         round_trips(PoolResizeParams{"warm", 5});
+        round_trips(ReserveParams{1000, 8, 3600000, 2.0, 1u << 30, "0b51e2675bff5dc8"});
+        round_trips(Reservation{"42", 1000, 8});
         round_trips(PoolAcquireParams{"warm"});
         round_trips(PoolAcquireParams{"warm", "sw-0123456789ab"});
         CHECK_FALSE(encode_value(PoolAcquireParams{"warm"}).contains("id"));
@@ -294,51 +298,21 @@ TEST_SUITE("api") {
         const auto& names = method_names();
         CHECK(std::is_sorted(names.begin(), names.end()));
         CHECK(std::adjacent_find(names.begin(), names.end()) == names.end());
-        for (const char* m : {"hello",
-                              "version",
-                              "sandbox.create",
-                              "sandbox.run",
-                              "sandbox.ls",
-                              "sandbox.inspect",
-                              "sandbox.terminate",
-                              "sandbox.rm",
-                              "sandbox.prune",
-                              "sandbox.ps",
-                              "sandbox.kill",
-                              "sandbox.wait",
-                              "run.stdin",
-                              "run.signal",
-                              "run.resize",
-                              "run.cancel",
-                              "audit.export",
-                              "audit.status",
-                              "snapshot.create",
-                              "snapshot.ls",
-                              "snapshot.rm",
-                              "pool.create",
-                              "pool.acquire",
-                              "pool.ls",
-                              "pool.resize",
-                              "pool.rm",
-                              "template.ls",
-                              "template.show",
-                              "template.validate",
-                              "image.build",
-                              "image.ls",
-                              "image.recipes",
-                              "image.rm",
-                              "image.import",
-                              "image.inspect",
-                              "doctor",
-                              "desktop.screenshot",
-                              "desktop.click",
-                              "desktop.move",
-                              "desktop.type",
-                              "desktop.key",
-                              "sandbox.cp_in",
-                              "sandbox.cp_out"})
+        for (const char* m :
+             {"hello",         "version",         "sandbox.create",     "sandbox.run",
+              "sandbox.ls",    "sandbox.inspect", "sandbox.terminate",  "sandbox.rm",
+              "sandbox.prune", "sandbox.ps",      "sandbox.kill",       "sandbox.wait",
+              "run.stdin",     "run.signal",      "run.resize",         "run.cancel",
+              "audit.export",  "audit.status",    "snapshot.create",    "snapshot.ls",
+              "snapshot.rm",   "pool.create",     "pool.acquire",       "pool.ls",
+              "pool.resize",   "pool.rm",         "batch.reserve",      "batch.release",
+              "template.ls",   "template.show",   "template.validate",  "image.build",
+              "image.ls",      "image.recipes",   "image.rm",           "image.import",
+              "image.inspect", "doctor",          "desktop.screenshot", "desktop.click",
+              "desktop.move",  "desktop.type",    "desktop.key",        "sandbox.cp_in",
+              "sandbox.cp_out"})
             CHECK_MESSAGE(find_method(m) != nullptr, m);
-        CHECK(names.size() == 44);
+        CHECK(names.size() == 46);
         try {
             check_params("sandbox.frob", json::object());
             FAIL("no error");

@@ -1,0 +1,109 @@
+// Reservations (lib/weave/controller_api.hpp): a batch's sandbox slots as
+// one Slurm job array. Slurm queues the slots past the array's `%K` cap and
+// starts the next as a sandbox's rm ends its slot's task; a create names
+// its slot and waits until Slurm runs it. The controller keeps no list of
+// reservations: the array's jobs carry their owner in their comment, and
+// watch.cpp ends an array whose slots Slurm runs with no create coming.
+#include <algorithm>
+#include <set>
+
+#include "lib/core/error.hpp"
+#include "lib/core/log.hpp"
+#include "lib/weave/controller_api.hpp"
+#include "lib/weave/slurm.hpp"
+
+namespace sandweave::weave {
+
+using nlohmann::json;
+
+namespace {
+
+// After comment_prefix on a reservation's jobs not yet holding a sandbox.
+std::string array_comment(const std::string& owner) {
+    return ":array:" + owner;
+}
+
+void check_owner(const std::string& owner) {
+    bool ok =
+        !owner.empty() && owner.size() <= 64 && std::all_of(owner.begin(), owner.end(), [](char c) {
+            return (c >= 'a' && c <= 'z') || (c >= 'A' && c <= 'Z') || (c >= '0' && c <= '9') ||
+                   c == '.' || c == '_' || c == '-';
+        });
+    if (!ok)
+        throw Error(ErrorCode::usage,
+                    "a reservation's owner is 1 to 64 letters, digits, '.', '_' or '-'");
+}
+
+long array_id(const std::string& id) {
+    if (id.empty() || id.size() > 18 || id.find_first_not_of("0123456789") != std::string::npos)
+        throw Error(ErrorCode::usage, "'" + id + "' is no reservation (a Slurm job array's id)");
+    return std::stol(id);
+}
+
+}  // namespace
+
+bool ControllerApi::stopping() {
+    std::lock_guard<std::mutex> g(stop_mu_);
+    return stopping_;
+}
+
+api::Reservation ControllerApi::batch_reserve(const api::ReserveParams& p) {
+    check_owner(p.owner);
+    if (p.count < 1 || p.at_once < 1)
+        throw Error(ErrorCode::usage, "a reservation needs count and at_once of 1 or more");
+    // What an earlier reservation of this owner left (its runner died):
+    // ended, pending slots and waiting ones alike.
+    const std::string comment = slurm::comment_prefix + array_comment(p.owner);
+    std::set<long> earlier;
+    for (const json& j : slurm::jobs()) {
+        std::string st = slurm::state_of(j);
+        if (j.value("comment", std::string()) == comment && (st == "PENDING" || st == "RUNNING"))
+            earlier.insert(slurm::array_of(j) ? slurm::array_of(j) : j.value("job_id", 0L));
+    }
+    for (long a : earlier) {
+        log().info("controller: ending job array " + std::to_string(a) + " of an earlier run of " +
+                   p.owner);
+        slurm::cancel(a);
+    }
+    slurm::AllocationRequest req;
+    req.partition = c_.partition;
+    req.name = instance_;
+    req.ttl_ms = p.ttl_ms;
+    req.cpus = p.cpus;
+    req.memory = p.memory;
+    req.comment = array_comment(p.owner);
+    long id = slurm::submit_array(req, p.count, std::min<std::int64_t>(p.at_once, p.count));
+    log().info("controller: job array " + std::to_string(id) + " of " + std::to_string(p.count) +
+               " slots, " + std::to_string(p.at_once) + " at once, for " + p.owner);
+    return api::Reservation{std::to_string(id), p.count,
+                            static_cast<int>(std::min<std::int64_t>(p.at_once, p.count))};
+}
+
+api::Removed ControllerApi::batch_release(const api::IdParams& p) {
+    long array = array_id(p.id);
+    // Its slots that hold no sandbox: the pending ones and those Slurm
+    // started for a create that will not come. A slot with a sandbox ends
+    // with the sandbox's rm.
+    bool found = false;
+    std::vector<long> unused;  // task indices
+    for (const json& j : slurm::jobs()) {
+        if (slurm::array_of(j) != array || !slurm::is_ours(j)) continue;
+        found = true;
+        if (slurm::state_of(j) == "RUNNING" && slurm::sandbox_of(j).empty())
+            unused.push_back(slurm::task_of(j));
+    }
+    if (!found) throw Error(ErrorCode::not_found, "no reservation " + p.id + " on this controller");
+    slurm::cancel_pending(array);
+    for (long index : unused) slurm::cancel_task(array, index);
+    return api::Removed{p.id};
+}
+
+SandboxView ControllerApi::create_in_slot(const api::CreateParams& p) {
+    if (!p.reservation || !p.slot || *p.slot < 0)
+        throw Error(ErrorCode::usage, "a create in a reservation names its reservation and slot");
+    long array = array_id(*p.reservation);
+    long job = slurm::await_array_task(array, *p.slot, [this] { return stopping(); });
+    return place_in(job, p, slurm::name_job).view;
+}
+
+}  // namespace sandweave::weave
