@@ -86,14 +86,18 @@ api::Removed ControllerApi::batch_release(const api::IdParams& p) {
     // with the sandbox's rm.
     bool found = false;
     std::vector<long> unused;  // task indices
+    std::string pending;       // the pending record's indices
     for (const json& j : slurm::jobs()) {
         if (slurm::array_of(j) != array || !slurm::is_ours(j)) continue;
         found = true;
-        if (slurm::state_of(j) == "RUNNING" && slurm::sandbox_of(j).empty())
+        std::string st = slurm::state_of(j);
+        if (st == "PENDING" && slurm::task_of(j) < 0)
+            pending = j.value("array_task_string", std::string());
+        else if ((st == "PENDING" || st == "RUNNING") && slurm::sandbox_of(j).empty())
             unused.push_back(slurm::task_of(j));
     }
     if (!found) throw Error(ErrorCode::not_found, "no reservation " + p.id + " on this controller");
-    slurm::cancel_pending(array);
+    if (!pending.empty()) slurm::cancel_tasks(array, pending);
     for (long index : unused) slurm::cancel_task(array, index);
     return api::Removed{p.id};
 }

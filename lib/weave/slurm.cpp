@@ -3,8 +3,11 @@
 
 #include <algorithm>
 #include <cmath>
+#include <condition_variable>
+#include <map>
+#include <mutex>
+#include <set>
 #include <sstream>
-#include <thread>
 
 #include "lib/core/error.hpp"
 #include "lib/core/json_input.hpp"
@@ -46,6 +49,22 @@ std::vector<std::string> allocation_argv(std::vector<std::string> argv,
     if (req.memory)
         argv.push_back("--mem=" + std::to_string((*req.memory + (1u << 20) - 1) >> 20) + "M");
     return argv;
+}
+
+// The array tasks await_array_task saw start, by their own job id: their
+// `ARRAY_TASK` (what scancel takes) and node, so neither costs another
+// question to slurmctld. A job missing here (a restarted controller's) is
+// looked up.
+std::mutex tasks_mu;
+std::map<long, std::pair<std::string, std::string>> started_tasks;
+
+std::optional<std::pair<std::string, std::string>> started_task(long job, bool forget) {
+    std::lock_guard<std::mutex> g(tasks_mu);
+    auto it = started_tasks.find(job);
+    if (it == started_tasks.end()) return std::nullopt;
+    auto t = it->second;
+    if (forget) started_tasks.erase(it);
+    return t;
 }
 
 // The value of `Key=` in `scontrol show job -o`'s one line; empty when absent.
@@ -91,14 +110,59 @@ long submit_array(const AllocationRequest& each, std::int64_t count, int at_once
     return std::stol(out);  // "ID" or "ID;CLUSTER"
 }
 
+namespace {
+
+// The slots creates wait for, by array. Slurm starts an array's tasks in
+// index order, so only the lowest waiting slot of each array is asked about
+// often; the others every second (slurmctld and the controller's CPU would
+// pay for every waiter's questions).
+std::mutex waiting_mu;
+std::condition_variable waiting_changed;
+std::map<long, std::set<std::int64_t>> waiting;
+
+struct Waiting {
+    long array;
+    std::int64_t index;
+    Waiting(long a, std::int64_t i) : array(a), index(i) {
+        std::lock_guard<std::mutex> g(waiting_mu);
+        waiting[array].insert(index);
+    }
+    ~Waiting() {
+        {
+            std::lock_guard<std::mutex> g(waiting_mu);
+            auto it = waiting.find(array);
+            it->second.erase(index);
+            if (it->second.empty()) waiting.erase(it);
+        }
+        waiting_changed.notify_all();
+    }
+    // Sleeps `pause` when this slot is the array's next, else until it is
+    // (or a second has passed).
+    void sleep(std::chrono::milliseconds pause) const {
+        std::unique_lock<std::mutex> l(waiting_mu);
+        auto next = [&] { return *waiting.at(array).begin() == index; };
+        if (next())
+            waiting_changed.wait_for(l, pause, [] { return false; });
+        else
+            waiting_changed.wait_for(l, std::chrono::seconds(1), next);
+    }
+};
+
+}  // namespace
+
 long await_array_task(long array, std::int64_t index, const std::function<bool()>& give_up) {
     const std::string task = std::to_string(array) + "_" + std::to_string(index);
-    auto pause = std::chrono::milliseconds(50);
+    Waiting me(array, index);
+    auto pause = std::chrono::milliseconds(20);
     for (;;) {
         CommandResult r = run({"scontrol", "show", "job", "-o", task});
-        std::string state = field_of(r.out, "JobState");
-        if (state == "RUNNING" && !field_of(r.out, "NodeList").empty())
-            return std::stol(field_of(r.out, "JobId"));
+        std::string state = field_of(r.out, "JobState"), node = field_of(r.out, "NodeList");
+        if (state == "RUNNING" && !node.empty() && node != "(null)") {
+            long job = std::stol(field_of(r.out, "JobId"));
+            std::lock_guard<std::mutex> g(tasks_mu);
+            started_tasks[job] = {task, node};
+            return job;
+        }
         // No answer (a slurmctld restarting) is waited out; a job Slurm
         // no longer knows, or one that ended, is not.
         bool unknown = r.err.find("Invalid job id") != std::string::npos;
@@ -108,12 +172,13 @@ long await_array_task(long array, std::int64_t index, const std::function<bool()
                             std::to_string(array) + " ended before its sandbox started" +
                             (state.empty() ? ": " + last_line(r.err) : " (" + state + ")"));
         if (give_up()) throw Error(ErrorCode::general, "the controller is stopping");
-        std::this_thread::sleep_for(pause);
-        pause = std::min(pause * 2, std::chrono::milliseconds(500));
+        me.sleep(pause);
+        pause = std::min(pause * 2, std::chrono::milliseconds(100));
     }
 }
 
 std::string node_of(long job) {
+    if (auto t = started_task(job, false)) return t->second;
     CommandResult r = run({"scontrol", "show", "job", "-o", std::to_string(job)});
     std::string node = field_of(r.out, "NodeList");
     if (!node.empty() && node != "(null)") return node;
@@ -122,6 +187,10 @@ std::string node_of(long job) {
 }
 
 void cancel(long job) {
+    if (auto t = started_task(job, true)) {
+        run({"scancel", t->first});
+        return;
+    }
     const std::string id = std::to_string(job);
     // -v: without it, scancel says nothing of a job id it did not take.
     CommandResult r = run({"scancel", "-v", id});
@@ -136,8 +205,10 @@ void cancel_task(long array, long index) {
     run({"scancel", std::to_string(array) + "_" + std::to_string(index)});
 }
 
-void cancel_pending(long array) {
-    run({"scancel", "--state=PENDING", std::to_string(array)});
+void cancel_tasks(long array, std::string indices) {
+    indices = indices.substr(0, indices.find('%'));  // the throttle
+    if (indices.empty() || indices.find_first_not_of("0123456789,-") != std::string::npos) return;
+    run({"scancel", std::to_string(array) + "_[" + indices + "]"});
 }
 
 namespace {

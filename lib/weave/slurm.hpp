@@ -59,8 +59,10 @@ long submit_array(const AllocationRequest& each, std::int64_t count, int at_once
 // Ends task `index` of `array` only (`scancel ARRAY_INDEX`).
 void cancel_task(long array, long index);
 
-// Ends the tasks of `array` that Slurm has not started.
-void cancel_pending(long array);
+// Ends the tasks of `array` whose indices `indices` lists (squeue's
+// array_task_string of its pending record: "4-30%4", "5,7-9"). Never
+// `scancel ARRAY`, even with --state=PENDING: that ends every task.
+void cancel_tasks(long array, std::string indices);
 
 // Waits until task `index` of array `array` runs and returns its own job id;
 // throws when it ended first (cancelled, its time limit), or when

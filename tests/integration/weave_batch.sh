@@ -2,7 +2,8 @@
 # `sandweave batch run` through weave://. Its episodes' sandboxes live in
 # the slots of one Slurm job array: 15 at once on 12 sandbox slots run 12
 # and Slurm queues the rest; SIGINT ends the runner and every slot, pending
-# or running. Then a worker lost in the middle:
+# or running; a rerun after SIGKILL ends what the killed run left. Then a
+# worker lost in the middle:
 # the one-machine cluster runs a batch at concurrency 6; one worker's slurmd
 # and its sandweave processes are killed while episodes run on it; Slurm declares it failed, its episodes'
 # tries fail as infrastructure failures and are retried on the live workers,
@@ -64,6 +65,30 @@ assert_eq "SIGINT: the runner exits 130" 130 "$?"
 assert_true "... within 10 s" test $((SECONDS - t0)) -le 10
 assert_true "... leaving no job of its array" wait_for 15 no_jobs
 assert_eq "... and no sandbox" 0 "$("$SW" ls --json | jq length)"
+
+# SIGKILL of the runner, then the same command again: the rerun ends the
+# killed run's array and sandboxes, skips what finished, and runs the rest
+# once.
+KSPEC="$SCRATCH/kill.jsonl"
+KOUT="$SCRATCH/kill-out"
+for i in $(seq -w 1 12); do printf '{"id": "k%s", "script": "sleep 2; echo kill-%s"}\n' "$i" "$i"; done >"$KSPEC"
+"$SW" batch run "$KSPEC" --out "$KOUT" --concurrency 4 --json >/dev/null 2>&1 &
+BATCH=$!
+finished_some() { [[ "$(find "$KOUT" -name result.json 2>/dev/null | wc -l)" -ge 4 ]]; }
+wait_for 90 finished_some || true
+kill -KILL "$BATCH"
+wait "$BATCH" 2>/dev/null
+before="$(find "$KOUT" -name result.json | wc -l | tr -d ' ')"
+assert_ne "the killed run left its array behind" 0 "$(squeue -h -o %i | wc -l | tr -d ' ')"
+"$SW" batch run "$KSPEC" --out "$KOUT" --concurrency 4 --json >"$SCRATCH/kill.out" 2>"$SCRATCH/kill.err"
+assert_eq "the rerun exits 0" 0 "$?"
+assert_eq "... skipping the $before that finished, running the rest" "12 12 $before" \
+    "$(jq -r '"\(.total) \(.done) \(.skipped)"' "$SCRATCH/kill.out")"
+own=0
+for d in "$KOUT"/k*/; do [[ "$(cat "$d/stdout")" == "kill-$(basename "$d" | tr -d k)" ]] && own=$((own + 1)); done
+assert_eq "every episode's output is its own" 12 "$own"
+assert_true "... and no job of either run is left" wait_for 15 no_jobs
+assert_eq "... nor a sandbox" 0 "$("$SW" ls --json | jq length)"
 
 SPEC="$SCRATCH/spec.jsonl"
 OUT="$SCRATCH/out"
