@@ -489,6 +489,13 @@ namespace {
 
 constexpr int max_parallel_refill = 4;
 
+// How long a full pool's refill waits after a wake before it counts again. A
+// woken refill starts a create at once (records parsed, processes forked); on
+// a small host it took the CPU from the acquire that woke it, whose answer
+// was then ~2 ms later. A create takes 100 ms or more: this delays the refill
+// by a few percent, and an acquire not at all.
+constexpr auto refill_settle = std::chrono::milliseconds(5);
+
 struct Made {
     std::vector<SandboxRecord> records;
     std::optional<std::string> error;  // the first create that failed
@@ -558,7 +565,11 @@ int pool_refill_main(Context& ctx, const std::string& name) {
             // Full: wait for an acquire, a resize or the pool's removal (or
             // a minute, for members that died meanwhile).
             pollfd p{watch.get(), POLLIN, 0};
-            if (::poll(&p, 1, 60'000) < 0 && errno != EINTR) throw_errno("poll");
+            int n = ::poll(&p, 1, 60'000);
+            if (n < 0 && errno != EINTR) throw_errno("poll");
+            // Woken by an acquire, whose answer is still on its way: its last
+            // steps go first, not beside a create's burst of CPU.
+            if (n > 0) std::this_thread::sleep_for(refill_settle);
             continue;
         }
         // The whole deficit at once (a few at a time): eight consumers
