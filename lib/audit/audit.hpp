@@ -169,8 +169,9 @@ Status live_status(const std::filesystem::path& dir);
 // life, such as a pool member's warm-up and its episode). As live_status's
 // max(last_sequence, counters.written_sequence), without building a status
 // (no trace points read): one round trip to the writer, or its persisted
-// state when it cannot answer.
-std::uint64_t live_position(const std::filesystem::path& dir);
+// state when it does not answer within `timeout`.
+std::uint64_t live_position(const std::filesystem::path& dir,
+                            std::chrono::milliseconds timeout = std::chrono::seconds(10));
 
 // Final barrier, then stop the writer and wait for it to exit. Idempotent: on
 // a stopped writer it returns the persisted final status.

@@ -621,8 +621,8 @@ Status live_status(const fs::path& dir) {
     return st;
 }
 
-std::uint64_t live_position(const fs::path& dir) {
-    Reply r = control_request(dir, {{"op", "status"}}, 10s);
+std::uint64_t live_position(const fs::path& dir, std::chrono::milliseconds timeout) {
+    Reply r = control_request(dir, {{"op", "status"}}, timeout);
     WriterState s;
     if (r.kind == Reply::ok)
         s = state_from_json(r.state);

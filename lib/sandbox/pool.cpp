@@ -155,11 +155,16 @@ void start_refill(Context& ctx, const std::string& name) {
 
 // Where the caller's episode starts in the member's audit log: nothing of the
 // caller's has run in it before the answer. The written position is the
-// tighter cut (the durable prefix may lag what is already written).
+// tighter cut (the durable prefix may lag what is already written). Asked
+// under the pool's lock, so a writer that does not answer within a second
+// holds up the pool's other acquirers no longer: its persisted position is
+// then the cut (earlier, never later, than the episode's start).
+constexpr auto audit_position_timeout = std::chrono::seconds(1);
+
 std::optional<std::uint64_t> audit_position(Context& ctx, const SandboxRecord& r) {
     if (!r.spec.runtime.audit) return std::nullopt;
     try {
-        return audit::live_position(audit_dir(ctx.store, r.id));
+        return audit::live_position(audit_dir(ctx.store, r.id), audit_position_timeout);
     } catch (const Error& e) {
         log().warn("audit position of " + r.id + ": " + e.what());
         return std::nullopt;
