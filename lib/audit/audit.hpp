@@ -164,6 +164,15 @@ Status export_log(const std::filesystem::path& dir, const std::filesystem::path&
 // runtime was not asked), plus writer_died/writer_unresponsive.
 Status live_status(const std::filesystem::path& dir);
 
+// The writer's position now: the highest sequence it has received into the
+// log, durable or only written (the cut between two phases of a sandbox's
+// life, such as a pool member's warm-up and its episode). As live_status's
+// max(last_sequence, counters.written_sequence), without building a status
+// (no trace points read): one round trip to the writer, or its persisted
+// state when it does not answer within `timeout`.
+std::uint64_t live_position(const std::filesystem::path& dir,
+                            std::chrono::milliseconds timeout = std::chrono::seconds(10));
+
 // Final barrier, then stop the writer and wait for it to exit. Idempotent: on
 // a stopped writer it returns the persisted final status.
 Status finish(const std::filesystem::path& dir, std::optional<std::uint64_t> sentry_dropped);

@@ -129,7 +129,10 @@ Reply control_request(const fs::path& dir, const nlohmann::json& request,
             "the audit writer did not answer within " + std::to_string(timeout.count()) + " ms";
         return r;
     }
-    std::string buf(1 << 20, '\0');
+    // Sized to the reply (a datagram: MSG_TRUNC says its length), not a
+    // zeroed MiB per request.
+    ssize_t size = ::recv(fd, nullptr, 0, MSG_PEEK | MSG_TRUNC | MSG_DONTWAIT);
+    std::string buf(static_cast<std::size_t>(std::clamp<ssize_t>(size, 1, 1 << 20)), '\0');
     ssize_t n = ::recv(fd, buf.data(), buf.size(), MSG_DONTWAIT);
     if (n <= 0) {
         // Closed without a reply: the writer died while serving us.
@@ -616,6 +619,16 @@ Status live_status(const fs::path& dir) {
     }
     make_live_view(st, s);
     return st;
+}
+
+std::uint64_t live_position(const fs::path& dir, std::chrono::milliseconds timeout) {
+    Reply r = control_request(dir, {{"op", "status"}}, timeout);
+    WriterState s;
+    if (r.kind == Reply::ok)
+        s = state_from_json(r.state);
+    else
+        offline_status(dir, std::nullopt, r, false, &s);
+    return std::max(s.last_sequence, s.written_sequence);
 }
 
 Status finish(const fs::path& dir, std::optional<std::uint64_t> sentry_dropped) {

@@ -57,6 +57,17 @@ std::vector<SandboxRecord> members(Context& ctx, const std::string& name) {
     return out;
 }
 
+// Whether sandbox `id` is an idle, running member of pool `name` (as its
+// record says now; the caller checks again under its lock).
+bool idle_member(Context& ctx, const std::string& id, const std::string& name) {
+    try {
+        auto r = ctx.store.try_load(id);
+        return r && r->pool == name && r->pool_state == "idle" && r->state == SandboxState::running;
+    } catch (const Error&) {
+        return false;  // removed under us, or being written for the first time
+    }
+}
+
 // A member still "creating" whose creator no longer holds its lock was
 // abandoned (a refill killed mid-create): it will never become warm.
 bool abandoned(Context& ctx, const SandboxRecord& r) {
@@ -142,43 +153,43 @@ void start_refill(Context& ctx, const std::string& name) {
     }
 }
 
+// Where the caller's episode starts in the member's audit log: nothing of the
+// caller's has run in it before the answer. The written position is the
+// tighter cut (the durable prefix may lag what is already written). Asked
+// under the pool's lock, so a writer that does not answer within a second
+// holds up the pool's other acquirers no longer: its persisted position is
+// then the cut (earlier, never later, than the episode's start).
+constexpr auto audit_position_timeout = std::chrono::seconds(1);
+
 std::optional<std::uint64_t> audit_position(Context& ctx, const SandboxRecord& r) {
     if (!r.spec.runtime.audit) return std::nullopt;
     try {
-        // The live status's durable prefix may lag what is already written;
-        // the written position is the tighter cut between warm-up and episode.
-        auto st = audit_status(ctx, r.id);
-        return std::max<std::uint64_t>(st.last_sequence,
-                                       st.counters.value("written_sequence", std::uint64_t{0}));
+        return audit::live_position(audit_dir(ctx.store, r.id), audit_position_timeout);
     } catch (const Error& e) {
         log().warn("audit position of " + r.id + ": " + e.what());
         return std::nullopt;
     }
 }
 
-// Under the member's lock: it is the caller's from now on, and its lifetime
-// clock starts.
+// Under the member's lock: it is the caller's from now on, with its audit
+// position, and its lifetime clock starts. One save, not a claim and then
+// the position: each rename over the record costs a block free on the
+// host's filesystem (a synchronous discard where it is mounted so).
 void mark_acquired(Context& ctx, SandboxRecord& r) {
     r.pool_state = "acquired";
     r.acquired_at = now_rfc3339();
+    r.acquired_audit_seq = audit_position(ctx, r);
     start_lifetime_clock(ctx.store, r);
     // A host crash ends the member too, so the claim need not outlive one.
     ctx.store.save(r, Durability::live);
 }
 
-// After the claim: its lifetime watcher, and the audit position where the
-// caller's episode starts.
-void hand_over(Context& ctx, SandboxRecord& r) {
+// After the claim: its lifetime watcher.
+void hand_over(Context& ctx, const SandboxRecord& r) {
     try {
         ensure_lifetime_watcher(ctx, r);
     } catch (const Error& e) {
         log().warn(e.what());  // started again by the next ls or inspect
-    }
-    r.acquired_audit_seq = audit_position(ctx, r);
-    if (r.acquired_audit_seq) {
-        // Informative, and moot after a host crash as the claim is.
-        auto sandbox_lock = ctx.store.lock(r.id);
-        ctx.store.save(r, Durability::live);
     }
 }
 
@@ -301,15 +312,16 @@ SandboxRecord acquire_from_pool(Context& ctx, const std::string& name) {
     std::optional<SandboxRecord> picked;
     {
         FileLock lock(pool_dir(ctx, name) / "lock");
-        auto candidates = members(ctx, name);
         // First pass: a member whose agent is ready (the common case, a
         // round trip each); then any other idle one, checked with runsc
-        // (one that is still connecting, or lost its supervisor).
+        // (one that is still connecting, or lost its supervisor). Records
+        // are read one at a time up to the first member taken, not every
+        // sandbox on the host before the first look.
         for (int pass = 0; pass < 2 && !picked; ++pass)
-            for (auto& r : candidates) {
-                if (r.pool_state != "idle" || r.state != SandboxState::running) continue;
-                auto sandbox_lock = ctx.store.lock(r.id);
-                auto fresh = ctx.store.try_load(r.id);
+            for (const auto& id : ctx.store.objects(sandbox_kind).ids()) {
+                if (!idle_member(ctx, id, name)) continue;
+                auto sandbox_lock = ctx.store.lock(id);
+                auto fresh = ctx.store.try_load(id);
                 if (!fresh || fresh->pool_state != "idle" || fresh->state != SandboxState::running)
                     continue;
                 if (pass == 0 && !agent_ready(ctx, *fresh)) continue;
@@ -482,6 +494,13 @@ namespace {
 
 constexpr int max_parallel_refill = 4;
 
+// How long a full pool's refill waits after a wake before it counts again. A
+// woken refill starts a create at once (records parsed, processes forked); on
+// a small host it took the CPU from the acquire that woke it, whose answer
+// was then ~2 ms later. A create takes 100 ms or more: this delays the refill
+// by a few percent, and an acquire not at all.
+constexpr auto refill_settle = std::chrono::milliseconds(5);
+
 struct Made {
     std::vector<SandboxRecord> records;
     std::optional<std::string> error;  // the first create that failed
@@ -551,7 +570,11 @@ int pool_refill_main(Context& ctx, const std::string& name) {
             // Full: wait for an acquire, a resize or the pool's removal (or
             // a minute, for members that died meanwhile).
             pollfd p{watch.get(), POLLIN, 0};
-            if (::poll(&p, 1, 60'000) < 0 && errno != EINTR) throw_errno("poll");
+            int n = ::poll(&p, 1, 60'000);
+            if (n < 0 && errno != EINTR) throw_errno("poll");
+            // Woken by an acquire, whose answer is still on its way: its last
+            // steps go first, not beside a create's burst of CPU.
+            if (n > 0) std::this_thread::sleep_for(refill_settle);
             continue;
         }
         // The whole deficit at once (a few at a time): eight consumers

@@ -8,7 +8,8 @@
 // acquired (two callers never get the same one); with none idle, create one on
 // demand outside the lock. Either way a background refill (`sandweave
 // __pool-refill`, one at a time per pool via its own flock) brings the pool back
-// to N without making acquire wait. A refill that fails records the error in
+// to N without making acquire wait (a woken refill lets the acquire's answer
+// go out before its create starts). A refill that fails records the error in
 // pool.json and stops instead of spinning; the next acquire reports it.
 // pool rm removes the pool record first (a running refill then stops and
 // discards what it made), then every idle member with its audit writer.
