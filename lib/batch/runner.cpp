@@ -413,6 +413,9 @@ Try attempt(Runner::State& s, api::Api& api, const Episode& e, int n,
         remove_sandbox();
         remove_tree(t.folder);
     }
+    // A try a stop broke (a create waiting for a slot the stop released) is
+    // no infrastructure failure: the episode was not run.
+    if (t.infra && s.stopping()) t.stopped = true;
     t.record["ended_at"] = now_text();
     if (t.infra) t.record["error"] = *t.infra;
     return t;

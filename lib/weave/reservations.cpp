@@ -87,13 +87,24 @@ api::Removed ControllerApi::batch_release(const api::IdParams& p) {
     bool found = false;
     std::vector<long> unused;  // task indices
     std::string pending;       // the pending record's indices
-    for (const json& j : slurm::jobs()) {
+    const std::vector<json> jobs = slurm::jobs();
+    // Slots a create is making its sandbox in, or made it in since Slurm
+    // answered (a job moves from in_flight_ to placed_ under one lock): their
+    // sandbox's rm ends them.
+    std::set<long> placing;
+    {
+        std::lock_guard<std::mutex> g(mu_);
+        placing = in_flight_;
+        for (const auto& [id, pl] : placed_) placing.insert(pl.job);
+    }
+    for (const json& j : jobs) {
         if (slurm::array_of(j) != array || !slurm::is_ours(j)) continue;
         found = true;
         std::string st = slurm::state_of(j);
         if (st == "PENDING" && slurm::task_of(j) < 0)
             pending = j.value("array_task_string", std::string());
-        else if ((st == "PENDING" || st == "RUNNING") && slurm::sandbox_of(j).empty())
+        else if ((st == "PENDING" || st == "RUNNING") && slurm::sandbox_of(j).empty() &&
+                 !placing.count(j.value("job_id", 0L)))
             unused.push_back(slurm::task_of(j));
     }
     if (!found) throw Error(ErrorCode::not_found, "no reservation " + p.id + " on this controller");

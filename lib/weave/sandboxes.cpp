@@ -220,8 +220,20 @@ api::Removed ControllerApi::rm(const api::IdParams& p) {
             if (e.code() != ErrorCode::connection) throw;
             watch_once();
             // Lost or ended meanwhile: its worker is out of reach, so only the
-            // controller's view and the job go.
-            if (!route(p.id).first.gone) link_failed(pl, e);
+            // controller's view and the job go. Else once more through a new
+            // step; when even that cannot reach it, its job is ending or its
+            // worker failing: the job is cancelled below either way, and the
+            // worker's epilog or the workers' reaper removes the sandbox.
+            if (!route(p.id).first.gone) {
+                try {
+                    r = WorkerLink(c_, pl.job, pl.node).api().rm(q);
+                } catch (const Error& again) {
+                    if (again.code() != ErrorCode::connection) throw;
+                    log().warn("controller: sandbox " + pl.id + ": its worker " + pl.node +
+                               " is out of reach while its job ends (" + again.what() +
+                               "); its job's end removes it");
+                }
+            }
         }
     }
     {

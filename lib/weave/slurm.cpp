@@ -165,7 +165,9 @@ long await_array_task(long array, std::int64_t index, const std::function<bool()
         }
         // No answer (a slurmctld restarting) is waited out; a job Slurm
         // no longer knows, or one that ended, is not.
-        bool unknown = r.err.find("Invalid job id") != std::string::npos;
+        // ("Job A_I not found" on stdout: a task cancelled while queued.)
+        bool unknown = r.err.find("Invalid job id") != std::string::npos ||
+                       r.out.find("not found") != std::string::npos;
         if (unknown || (!state.empty() && state != "PENDING" && state != "CONFIGURING"))
             throw Error(ErrorCode::runtime,
                         "slot " + std::to_string(index) + " of Slurm job array " +

@@ -66,7 +66,8 @@ assert_true "... and its double-forked sleep" wait_for 10 guest_lacks "sleep 101
 # --- a command that ends by itself keeps what it left running ------------------------------------
 assert_exit "a command that leaves a daemon ends normally" 0 \
     sw run "$ID" -- sh -c 'setsid sleep 1016 </dev/null >/dev/null 2>&1 &'
-if guest_has "sleep 1016"; then pass "... and its daemon keeps running (no timeout, no kill)"
+# (its child may not have exec'd sleep yet when sh returns)
+if wait_for 10 guest_has "sleep 1016"; then pass "... and its daemon keeps running (no timeout, no kill)"
 else fail "... and its daemon keeps running (no timeout, no kill)" "$(guest_ps "$ID")"; fi
 
 # Groups do not pile up: one whose daemon ended is removed, as is a killed one.

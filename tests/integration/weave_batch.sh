@@ -49,20 +49,24 @@ assert_eq "their sandboxes ran on all three workers" "w1 w2 w3" \
     "$(jq -r .worker "$AOUT"/a*/result.json | sort -u | tr '\n' ' ' | sed 's/ $//')"
 assert_true "no job of the array is left" wait_for 15 no_jobs
 
-# SIGINT while most slots are still queued: the runner ends at once, and so
-# does every slot of its array, pending or running.
+# SIGINT while slots are still queued, two creates waiting for theirs (14
+# at once on 12 slots): the runner ends at once, and so does every slot of
+# its array, pending or running; the episodes it broke off count as not
+# run, not as infrastructure failures.
 for i in $(seq -w 1 30); do printf '{"id": "i%s", "script": "sleep 60"}\n' "$i"; done >"$SCRATCH/int.jsonl"
-"$SW" batch run "$SCRATCH/int.jsonl" --out "$SCRATCH/int-out" --concurrency 4 --json \
+"$SW" batch run "$SCRATCH/int.jsonl" --out "$SCRATCH/int-out" --concurrency 14 --json \
     >"$SCRATCH/int.out" 2>"$SCRATCH/int.err" &
 BATCH=$!
-wait_for 60 running_is 4 || true
-assert_eq "4 slots run" 4 "$(array_tasks RUNNING)"
+wait_for 60 running_is 12 || true
+assert_eq "12 slots run" 12 "$(array_tasks RUNNING)"
 assert_ne "... the rest is queued" 0 "$(array_tasks PENDING)"
 t0=$SECONDS
 kill -INT "$BATCH"
 wait "$BATCH"
 assert_eq "SIGINT: the runner exits 130" 130 "$?"
 assert_true "... within 10 s" test $((SECONDS - t0)) -le 10
+assert_eq "... counting the 30 episodes not run, none as an infrastructure failure" "30 0" \
+    "$(jq -r '"\(.not_run) \(.infrastructure)"' "$SCRATCH/int.out")"
 assert_true "... leaving no job of its array" wait_for 15 no_jobs
 assert_eq "... and no sandbox" 0 "$("$SW" ls --json | jq length)"
 
