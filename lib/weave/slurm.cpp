@@ -58,6 +58,11 @@ std::vector<std::string> allocation_argv(std::vector<std::string> argv,
 std::mutex tasks_mu;
 std::map<long, std::pair<std::string, std::string>> started_tasks;
 
+// An array task as scancel and scontrol name it.
+std::string task_ref(const std::string& array, const std::string& index) {
+    return array + "_" + index;
+}
+
 std::optional<std::pair<std::string, std::string>> started_task(long job, bool forget) {
     std::lock_guard<std::mutex> g(tasks_mu);
     auto it = started_tasks.find(job);
@@ -151,7 +156,7 @@ struct Waiting {
 }  // namespace
 
 long await_array_task(long array, std::int64_t index, const std::function<bool()>& give_up) {
-    const std::string task = std::to_string(array) + "_" + std::to_string(index);
+    const std::string task = task_ref(std::to_string(array), std::to_string(index));
     Waiting me(array, index);
     auto pause = std::chrono::milliseconds(20);
     for (;;) {
@@ -200,11 +205,11 @@ void cancel(long job) {
     // A job array's task answers to scancel only as ARRAY_TASK (22.05).
     CommandResult s = run({"scontrol", "show", "job", "-o", id});
     std::string array = field_of(s.out, "ArrayJobId"), task = field_of(s.out, "ArrayTaskId");
-    if (!array.empty() && !task.empty() && array != id) run({"scancel", array + "_" + task});
+    if (!array.empty() && !task.empty() && array != id) run({"scancel", task_ref(array, task)});
 }
 
 void cancel_task(long array, long index) {
-    run({"scancel", std::to_string(array) + "_" + std::to_string(index)});
+    run({"scancel", task_ref(std::to_string(array), std::to_string(index))});
 }
 
 void cancel_tasks(long array, std::string indices) {

@@ -22,6 +22,14 @@ eval "$LAST_OUT"
 array_tasks() { squeue -h -r -t "$1" -o '%i' | grep -c _ || true; }
 arrays() { squeue -h -r -o '%F %i' | awk '$2 ~ /_/ {print $1}' | sort -u | wc -l | tr -d ' '; }
 no_jobs() { [[ -z "$(squeue -h -o %i)" ]]; }
+# How many episode folders OUT/<P><n> hold exactly the line WORD-<n> as stdout.
+own_outputs() {  # OUT P WORD
+    local d n=0
+    for d in "$1/$2"*/; do
+        [[ "$(cat "$d/stdout")" == "$3-$(basename "$d" | tr -d "$2")" ]] && n=$((n + 1))
+    done
+    echo "$n"
+}
 running_is() { [[ "$(array_tasks RUNNING)" == "$1" ]]; }
 
 # --- the episodes as one Slurm job array ------------------------------------------
@@ -42,9 +50,7 @@ wait "$BATCH"
 assert_eq "the array batch exits 0" 0 "$?"
 assert_eq "summary: 15 done, no infrastructure failure" "15 15 0" \
     "$(jq -r '"\(.total) \(.done) \(.infrastructure)"' "$SCRATCH/array.out")"
-own=0
-for d in "$AOUT"/a*/; do [[ "$(cat "$d/stdout")" == "array-$(basename "$d" | tr -d a)" ]] && own=$((own + 1)); done
-assert_eq "every episode's output is its own" 15 "$own"
+assert_eq "every episode's output is its own" 15 "$(own_outputs "$AOUT" a array)"
 assert_eq "their sandboxes ran on all three workers" "w1 w2 w3" \
     "$(jq -r .worker "$AOUT"/a*/result.json | sort -u | tr '\n' ' ' | sed 's/ $//')"
 assert_true "no job of the array is left" wait_for 15 no_jobs
@@ -88,9 +94,7 @@ assert_ne "the killed run left its array behind" 0 "$(squeue -h -o %i | wc -l | 
 assert_eq "the rerun exits 0" 0 "$?"
 assert_eq "... skipping the $before that finished, running the rest" "12 12 $before" \
     "$(jq -r '"\(.total) \(.done) \(.skipped)"' "$SCRATCH/kill.out")"
-own=0
-for d in "$KOUT"/k*/; do [[ "$(cat "$d/stdout")" == "kill-$(basename "$d" | tr -d k)" ]] && own=$((own + 1)); done
-assert_eq "every episode's output is its own" 12 "$own"
+assert_eq "every episode's output is its own" 12 "$(own_outputs "$KOUT" k kill)"
 assert_true "... and no job of either run is left" wait_for 15 no_jobs
 assert_eq "... nor a sandbox" 0 "$("$SW" ls --json | jq length)"
 
