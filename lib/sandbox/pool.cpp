@@ -79,6 +79,22 @@ bool abandoned(Context& ctx, const SandboxRecord& r) {
     }
 }
 
+// Whether sandbox `id` is a member of pool `name` that a live refill is
+// still creating.
+bool starting_member(Context& ctx, const std::string& id, const std::string& name) {
+    try {
+        auto r = ctx.store.try_load(id);
+        return r && r->pool == name && r->pool_state == "idle" &&
+               r->state == SandboxState::creating && !abandoned(ctx, *r);
+    } catch (const Error&) {
+        return false;
+    }
+}
+
+// How long an acquire waits for members on their way before it creates its
+// own (a create that slow is stuck, or the host is overloaded).
+constexpr auto starting_wait = std::chrono::seconds(20);
+
 PoolInfo info_from(const std::string& name, const json& j, const std::vector<SandboxRecord>& m) {
     PoolInfo p;
     p.name = name;
@@ -307,8 +323,13 @@ PoolInfo create_pool(Context& ctx, const std::string& name, int size, const Crea
     return info_from(name, j, members(ctx, name));
 }
 
-SandboxRecord acquire_from_pool(Context& ctx, const std::string& name) {
-    json j = require_pool(ctx, name);
+namespace {
+
+// Takes the first idle, running member of pool `name`, or none. Also names
+// the members a live refill is still creating (`starting`).
+std::optional<SandboxRecord> take_idle_member(Context& ctx, const std::string& name,
+                                              std::vector<std::string>& starting) {
+    starting.clear();
     std::optional<SandboxRecord> picked;
     {
         FileLock lock(pool_dir(ctx, name) / "lock");
@@ -319,7 +340,10 @@ SandboxRecord acquire_from_pool(Context& ctx, const std::string& name) {
         // sandbox on the host before the first look.
         for (int pass = 0; pass < 2 && !picked; ++pass)
             for (const auto& id : ctx.store.objects(sandbox_kind).ids()) {
-                if (!idle_member(ctx, id, name)) continue;
+                if (!idle_member(ctx, id, name)) {
+                    if (pass == 0 && starting_member(ctx, id, name)) starting.push_back(id);
+                    continue;
+                }
                 auto sandbox_lock = ctx.store.lock(id);
                 auto fresh = ctx.store.try_load(id);
                 if (!fresh || fresh->pool_state != "idle" || fresh->state != SandboxState::running)
@@ -337,6 +361,56 @@ SandboxRecord acquire_from_pool(Context& ctx, const std::string& name) {
                 picked = std::move(*fresh);
                 break;
             }
+    }
+    return picked;
+}
+
+// Waits until none of `ids` is a member on its way any more (ready, failed,
+// removed or abandoned), or until `deadline`. Their directories are watched
+// for renames (a record is saved by one; not closes, which the lock checks
+// here cause themselves); a look every 50 ms catches a creator that died
+// without a word.
+void wait_for_starting(Context& ctx, const std::vector<std::string>& ids, const std::string& name,
+                       std::chrono::steady_clock::time_point deadline) {
+    Fd watch(::inotify_init1(IN_CLOEXEC | IN_NONBLOCK));
+    if (!watch) throw_errno("inotify_init1");
+    for (const auto& id : ids)
+        ::inotify_add_watch(watch.get(), ctx.store.sandbox_dir(id).c_str(),
+                            IN_MOVED_TO | IN_DELETE_SELF);
+    auto on_way = [&] {
+        return std::any_of(ids.begin(), ids.end(),
+                           [&](const auto& id) { return starting_member(ctx, id, name); });
+    };
+    while (on_way()) {
+        auto left = std::chrono::duration_cast<std::chrono::milliseconds>(
+            deadline - std::chrono::steady_clock::now());
+        if (left.count() <= 0) return;
+        pollfd p{watch.get(), POLLIN, 0};
+        if (::poll(&p, 1, static_cast<int>(std::min<std::int64_t>(left.count(), 50))) < 0 &&
+            errno != EINTR)
+            throw_errno("poll");
+        char buf[4096];
+        while (::read(watch.get(), buf, sizeof buf) > 0) {
+        }
+    }
+}
+
+}  // namespace
+
+SandboxRecord acquire_from_pool(Context& ctx, const std::string& name) {
+    json j = require_pool(ctx, name);
+    std::vector<std::string> starting;
+    auto picked = take_idle_member(ctx, name, starting);
+    // Nothing warm but members on their way: wait for one rather than start a
+    // create of our own beside them. The refill's create has a head start, and
+    // two creates on the same CPUs both finish later than one. When none of
+    // those members is on its way any more and none is idle (others took
+    // them, they failed), or after a long wait, the caller gets a new sandbox
+    // of its own as before.
+    auto give_up = std::chrono::steady_clock::now() + starting_wait;
+    while (!picked && !starting.empty() && std::chrono::steady_clock::now() < give_up) {
+        wait_for_starting(ctx, starting, name, give_up);
+        picked = take_idle_member(ctx, name, starting);
     }
     if (picked) {
         SANDWEAVE_FAULT_POINT("pool.acquired");

@@ -96,7 +96,29 @@ assert_eq "pool ls: in_use 1" 1 "$(pool_field p .in_use)"
 assert_true "the acquired sandbox is no longer idle" bash -c '! grep -qx -- "$1" <<<"$2"' _ "$ACQ" "$(members p idle)"
 assert_eq "new members get their own writers too" "$(members p idle | while read -r i; do writer_count "$i"; done | tr '\n' ' ')" "1 1 1 "
 
-# 16 parallel acquires on a pool of 8: 8 warm, 8 made on demand, none twice.
+# An acquire that finds no warm member but one the refill is creating waits
+# for that one instead of starting a create of its own beside it.
+assert_exit "pool create w --size 1" 0 sw pool create w --size 1
+assert_exit "pool acquire w: the warm member" 0 sw pool acquire w
+W1="$LAST_OUT"
+creating_member() {
+    "$SW" ls --json 2>/dev/null | jq -r '.[] | select(.pool.name? == "w" and .state == "creating") | .id'
+}
+W_ON_WAY=""
+for _ in $(seq 400); do
+    W_ON_WAY="$(creating_member)"
+    [[ -n "$W_ON_WAY" ]] && break
+    sleep 0.005
+done
+assert_match "the refill is creating w's next member" '^sw-[0-9a-f]+$' "$W_ON_WAY"
+assert_exit "pool acquire w while it does" 0 sw pool acquire w
+assert_eq "that acquire hands out the member on its way, not a sandbox of its own" "$W_ON_WAY" "$LAST_OUT"
+assert_eq "... which is running" running "$(sw_state "$W_ON_WAY")"
+sw pool rm w >/dev/null 2>&1
+for id in $W1 $W_ON_WAY; do sw rm "$id" >/dev/null 2>&1; done
+
+# 16 parallel acquires on a pool of 8: 8 warm, the rest made on demand or
+# taken from the refill as its creates finish, none twice.
 assert_exit "pool create q --size 8" 0 sw pool create q --size 8
 for i in $(seq 16); do
     "$SW" pool acquire q >"$SCRATCH/acq.$i" 2>"$SCRATCH/acq.$i.err" </dev/null &
