@@ -21,6 +21,7 @@
 #include <cerrno>
 #include <charconv>
 #include <cstring>
+#include <mutex>
 #include <optional>
 #include <thread>
 
@@ -76,9 +77,24 @@ std::vector<TracePoint> points_from_json(const nlohmann::json& a) {
     return out;
 }
 
+// Every sandbox of one runtime lists the same points (~90 KB of JSON), and a
+// status is asked for several times per sandbox (terminate's barrier, the
+// export, rm): the text last seen is parsed once per process.
 std::vector<TracePoint> load_points(const fs::path& dir) {
+    static std::mutex mu;
+    static std::string last_text;
+    static std::vector<TracePoint> last_points;
     try {
-        return points_from_json(parse_untrusted_json(read_file(points_path(dir))));
+        std::string text = read_file(points_path(dir));
+        {
+            std::lock_guard lock(mu);
+            if (!last_text.empty() && text == last_text) return last_points;
+        }
+        auto points = points_from_json(parse_untrusted_json(text));
+        std::lock_guard lock(mu);
+        last_text = std::move(text);
+        last_points = points;
+        return points;
     } catch (const std::exception&) {
         return {};  // the status then lists no coverage, which is the truth we have
     }

@@ -5,6 +5,8 @@
 
 #include <fcntl.h>
 #include <functional>
+#include <map>
+#include <mutex>
 #include <thread>
 
 #include <nlohmann/json.hpp>
@@ -148,15 +150,40 @@ fs::path cache_file(Context& ctx, const fs::path& runsc) {
     return ctx.store.root() / "runtime" / (runtime_key(runsc) + ".json");
 }
 
+// Which version of a file this is: a cache entry is replaced by a rename,
+// which gives it a new inode. Empty when the file cannot be seen.
+std::string file_version(const fs::path& file) {
+    struct stat st {};
+    if (::stat(file.c_str(), &st) != 0) return {};
+    return std::to_string(st.st_dev) + "|" + std::to_string(st.st_ino) + "|" +
+           std::to_string(st.st_size) + "|" + std::to_string(st.st_mtim.tv_sec) + "." +
+           std::to_string(st.st_mtim.tv_nsec);
+}
+
+// Parsed once per version of the file and process: a long-lived process
+// (serve, a pool's refill) creates one sandbox after another, and the entry
+// (~175 KB, trace metadata mostly) took more CPU to parse than the rest of
+// the create's own work. The version is read before the file, so a file
+// replaced in between is parsed again on the next call, never served stale.
 json load_cache(const fs::path& file) {
-    try {
-        // trace metadata alone is ~175 KB.
-        json j = parse_untrusted_json(read_file(file, 16u << 20));
-        if (j.is_object()) return j;
-    } catch (const std::exception&) {
-        // Not recorded yet, or unreadable: treated as empty.
+    static std::mutex mu;
+    static std::map<fs::path, std::pair<std::string, json>> parsed;
+    std::string version = file_version(file);
+    if (version.empty()) return json::object();  // not recorded yet
+    {
+        std::lock_guard lock(mu);
+        auto it = parsed.find(file);
+        if (it != parsed.end() && it->second.first == version) return it->second.second;
     }
-    return json::object();
+    try {
+        json j = parse_untrusted_json(read_file(file, 16u << 20));
+        if (!j.is_object()) return json::object();
+        std::lock_guard lock(mu);
+        parsed[file] = {version, j};
+        return j;
+    } catch (const std::exception&) {
+        return json::object();  // unreadable: treated as empty
+    }
 }
 
 void store_cache(Context& ctx, const fs::path& file, json j) {
@@ -275,7 +302,16 @@ audit::TraceMetadata trace_metadata(Context& ctx, const fs::path& runsc) {
         j["trace_metadata"] = r.out;
     }
     try {
-        return audit::parse_trace_metadata(j["trace_metadata"].get<std::string>());
+        // Parsed once per text and process, as the entry is (load_cache).
+        static std::mutex mu;
+        static std::map<fs::path, std::pair<std::string, audit::TraceMetadata>> parsed;
+        const auto& text = j["trace_metadata"].get_ref<const std::string&>();
+        std::lock_guard lock(mu);
+        auto it = parsed.find(file);
+        if (it == parsed.end() || it->second.first != text)
+            it = parsed.insert_or_assign(file, std::pair{text, audit::parse_trace_metadata(text)})
+                     .first;
+        return it->second.second;
     } catch (const Error& e) {
         throw Error(ErrorCode::runtime,
                     "audit refused: runtime " + runsc.string() + ": " + e.what());
