@@ -71,6 +71,9 @@ struct WriterOptions {
     std::uint64_t max_bytes = 1ull << 30;
     std::string runtime_version;
     std::vector<TracePoint> points;
+    // Whether the selection has container/start (an export without it is then
+    // incomplete). Unset: found in `points` (an empty list counts as having it).
+    std::optional<bool> container_start;
     // Set by start_writer: the daemon reports readiness (or its error) on it.
     int ready_fd = -1;
 };
@@ -82,10 +85,13 @@ struct WriterOptions {
 pid_t start_writer(const std::filesystem::path& self_exe, const WriterOptions&);
 
 // {"__audit-writer", "--dir", D, "--sandbox-id", ID, "--max-bytes", N,
-//  "--runtime-version", V, "--points-file", D/points.json[, "--ready-fd", FD]}
+//  "--runtime-version", V, "--container-start", yes|no[, "--ready-fd", FD]}
+// The writer needs only that bit of the points: it does not read points.json
+// (~90 KB of JSON) on the create's path.
 std::vector<std::string> writer_argv(const WriterOptions&);
-// Inverse of writer_argv; the leading "__audit-writer" is optional. Reads the
-// points file. Throws Error(usage) on bad arguments.
+bool selects_container_start(const WriterOptions&);
+// Inverse of writer_argv; the leading "__audit-writer" is optional. Throws
+// Error(usage) on bad arguments.
 WriterOptions parse_writer_argv(const std::vector<std::string>& args);
 // The daemon body (blocks until stopped); returns the process exit code.
 // Takes the options by value: pass them moved, and the writer drops what it

@@ -506,6 +506,13 @@ bool parse_u64(std::string_view s, std::uint64_t& v) {
 
 // ------------------------------------------------------------- argv -------
 
+bool selects_container_start(const WriterOptions& o) {
+    if (o.container_start) return *o.container_start;
+    return o.points.empty() || std::any_of(o.points.begin(), o.points.end(), [](const auto& p) {
+               return p.name == "container/start";
+           });
+}
+
 std::vector<std::string> writer_argv(const WriterOptions& o) {
     std::vector<std::string> a = {"__audit-writer",
                                   "--dir",
@@ -516,8 +523,8 @@ std::vector<std::string> writer_argv(const WriterOptions& o) {
                                   std::to_string(o.max_bytes),
                                   "--runtime-version",
                                   o.runtime_version,
-                                  "--points-file",
-                                  points_path(o.dir).string()};
+                                  "--container-start",
+                                  selects_container_start(o) ? "yes" : "no"};
     if (o.ready_fd >= 0) {
         a.push_back("--ready-fd");
         a.push_back(std::to_string(o.ready_fd));
@@ -546,12 +553,10 @@ WriterOptions parse_writer_argv(const std::vector<std::string>& args) {
         } else if (k == "--max-bytes") {
             if (!parse_u64(v, o.max_bytes) || o.max_bytes == 0)
                 throw bad("--max-bytes must be a positive integer, not '" + v + "'");
-        } else if (k == "--points-file") {
-            try {
-                o.points = points_from_json(parse_untrusted_json(read_file(v)));
-            } catch (const std::exception& e) {
-                throw bad("reading --points-file " + v + ": " + e.what());
-            }
+        } else if (k == "--container-start") {
+            if (v != "yes" && v != "no")
+                throw bad("--container-start must be yes or no, not '" + v + "'");
+            o.container_start = v == "yes";
         } else if (k == "--ready-fd") {
             std::uint64_t fd;
             if (!parse_u64(v, fd) || fd > 1 << 20)

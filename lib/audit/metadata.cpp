@@ -151,7 +151,7 @@ std::string pod_init_config(const std::vector<TracePoint>& points,
            nlohmann::json::array({{{"name", "remote"},
                                    {"config", {{"endpoint", sink_socket.string()}, {"retries", 0}}},
                                    {"ignore_setup_error", false}}})}}}};
-    return doc.dump(2) + "\n";
+    return doc.dump() + "\n";
 }
 
 std::optional<std::uint64_t> parse_trace_list_dropped(std::string_view text) {

@@ -189,6 +189,7 @@ class Writer {
 
   private:
     void setup();
+    void make_reserve();
 
     // reader thread
     void reader_loop();
@@ -306,6 +307,16 @@ class Writer {
     WriterState live_;
 };
 
+// Ballast released on ENOSPC so the final state can still be written. Made
+// once the writer has said it is ready: its fsync is not the create's wait.
+void Writer::make_reserve() {
+    Fd fd(::open(reserve_path_.c_str(), O_WRONLY | O_CREAT | O_TRUNC | O_CLOEXEC, 0600));
+    if (!fd) return;
+    std::string zeros(kReserveBytes, '\0');
+    (void)!::write(fd.get(), zeros.data(), zeros.size());
+    ::fsync(fd.get());
+}
+
 void Writer::setup() {
     ::umask(077);
     struct stat st;
@@ -325,19 +336,8 @@ void Writer::setup() {
     log_fd_.reset(
         ::open(log_path_.c_str(), O_WRONLY | O_CREAT | O_EXCL | O_APPEND | O_CLOEXEC, 0600));
     if (!log_fd_) throw_errno("create " + log_path_.string());
-    // Ballast released on ENOSPC so the final state can still be written.
-    {
-        Fd fd(::open(reserve_path_.c_str(), O_WRONLY | O_CREAT | O_TRUNC | O_CLOEXEC, 0600));
-        if (fd) {
-            std::string zeros(kReserveBytes, '\0');
-            (void)!::write(fd.get(), zeros.data(), zeros.size());
-            ::fsync(fd.get());
-        }
-    }
     start_time_ = process_start_time(::getpid());
-    bool selected = false;
-    for (const auto& p : opts_.points) selected = selected || p.name == "container/start";
-    live_.container_start_selected = selected || opts_.points.empty();
+    live_.container_start_selected = selects_container_start(opts_);
     // Nothing else needs the points (hundreds of strings): not kept for life.
     std::vector<TracePoint>().swap(opts_.points);
 
@@ -1213,6 +1213,7 @@ int Writer::run() {
     std::thread reader([this] { reader_loop(); });
     ::malloc_trim(0);  // what setup needed only once (the points file)
     ready_.ready(std::to_string(::getpid()));
+    make_reserve();
     log().info("audit writer: listening on " + sink_socket_path(opts_.dir).string());
     control_loop();
     reader.join();

@@ -523,14 +523,12 @@ TEST_CASE("audit offline: a dead writer's log is exported with writer_died") {
 
 TEST_CASE("audit writer argv round-trips and rejects bad input") {
     TempDir t("audit", short_tmp);
-    std::ofstream(t.path / "points.json")
-        << "[{\"name\":\"container/"
-           "start\",\"optional_fields\":[\"env\"],\"context_fields\":[\"time\"]}]";
     WriterOptions o;
     o.dir = t.path;
     o.sandbox_id = "sb";
     o.max_bytes = 65536;
     o.runtime_version = "v";
+    o.points = {TracePoint{"sentry/clone", {}, {"time"}}};
     auto args = writer_argv(o);
     CHECK(args[0] == "__audit-writer");
     auto back = parse_writer_argv(args);
@@ -538,8 +536,14 @@ TEST_CASE("audit writer argv round-trips and rejects bad input") {
     CHECK(back.sandbox_id == "sb");
     CHECK(back.max_bytes == 65536);
     CHECK(back.runtime_version == "v");
-    REQUIRE(back.points.size() == 1);
-    CHECK(back.points[0].optional_fields == std::vector<std::string>{"env"});
+    // Only whether container/start is selected travels, not the list.
+    CHECK(back.points.empty());
+    CHECK(back.container_start == false);
+    CHECK(!selects_container_start(back));
+    o.points.push_back(TracePoint{"container/start", {"env"}, {"time"}});
+    CHECK(parse_writer_argv(writer_argv(o)).container_start == true);
+    o.points.clear();  // no list: everything the runtime has, container/start included
+    CHECK(parse_writer_argv(writer_argv(o)).container_start == true);
     args.erase(args.begin());  // the verb is optional
     CHECK(parse_writer_argv(args).sandbox_id == "sb");
 
@@ -556,7 +560,8 @@ TEST_CASE("audit writer argv round-trips and rejects bad input") {
     CHECK(usage({"--dir", "/x", "--max-bytes", "0"}));
     CHECK(usage({"--dir", "/x", "--max-bytes", "12abc"}));
     CHECK(usage({"--dir", "/x", "--bogus", "1"}));
-    CHECK(usage({"--dir", "/x", "--points-file", "/nonexistent"}));
+    CHECK(usage({"--dir", "/x", "--container-start", "maybe"}));
+    CHECK(usage({"--dir", "/x", "--points-file", "/x/points.json"}));  // no longer an option
 }
 
 namespace {
