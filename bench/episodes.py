@@ -8,13 +8,18 @@ and where an episode's wall time and CPU go.
                 starts, waits for and destroys the sandbox itself, so a cycle
                 leaves nothing behind. Same runsc binary and global flags as
                 sandweave's (--root, --platform=ptrace, --network=none).
+  raw agent     the same cycle running the episode's own agent script as uid
+  cycle         1001 (a tmpfs on /tmp, the root read-only): the bare runtime
+                doing the guest work an episode does, without hidepid, audit
+                or anything of sandweave's.
   episode       from the Python SDK, as examples/episodes.py: pool acquire ->
                 the agent script as uid 1001 (hidepid 2, audit on) -> audit
                 export (complete must be true) -> terminate -> close (rm).
                 Pool of CONCURRENCY members, warmed before the clock starts.
 
 Rates are taken at concurrency 1 and 8, raw and sandweave interleaved within
-each rep, REPS times; printed as medians and as the ratio episodes / raw.
+each rep, REPS times; printed as medians and as the ratios episodes / raw
+cycle (the target) and episodes / raw agent cycle (like for like).
 Warm `pool acquire` (SDK, pool of 4 settled before each acquire) p50/p99.
 
 Breakdown: one more batch per concurrency with a sampler process reading, every
@@ -257,8 +262,9 @@ class Sampler:
 # --- raw cycles -------------------------------------------------------------------------------
 
 
-def make_raw_bundle(runsc: str, state: str, rootfs: str) -> str:
-    bundle = os.path.join(state, "raw-bundle")
+def make_raw_bundle(runsc: str, state: str, rootfs: str, agent: Optional[str] = None) -> str:
+    """/bin/true, or the shell script `agent` as uid 1001 with a tmpfs on /tmp."""
+    bundle = os.path.join(state, "raw-agent-bundle" if agent else "raw-bundle")
     os.makedirs(bundle)
     subprocess.run([runsc, "spec", "--", "/bin/true"], cwd=bundle, check=True)
     path = os.path.join(bundle, "config.json")
@@ -266,6 +272,11 @@ def make_raw_bundle(runsc: str, state: str, rootfs: str) -> str:
         c = json.load(f)
     c["root"] = {"path": rootfs, "readonly": True}
     c["process"]["terminal"] = False
+    if agent:
+        c["process"]["args"] = ["/bin/sh", "-c", agent]
+        c["process"]["user"] = {"uid": 1001, "gid": 1001}
+        c["process"]["env"].append("EPISODE=1")
+        c["mounts"].append({"destination": "/tmp", "type": "tmpfs", "source": "tmpfs", "options": ["nosuid", "nodev"]})
     with open(path, "w") as f:
         json.dump(c, f)
     return bundle
@@ -499,27 +510,33 @@ def main() -> int:
         subprocess.run([binary, "image", "build", args.template], check=True, capture_output=True)
         rootfs = os.path.join(state, "images", args.template, "rootfs")
         raw = Raw(runsc, state, make_raw_bundle(runsc, state, rootfs))
+        raw_agent = Raw(runsc, state, make_raw_bundle(runsc, state, rootfs, ex.AGENT))
         print(f"sandweave {binary}; runsc {runsc}; template {args.template}", file=sys.stderr)
         print(f"load average at start: {load0} on {os.cpu_count()} cpus", file=sys.stderr)
         raw.rate(4, 1)  # warm: the runtime's binary and the image in the page cache
+        raw_agent.rate(2, 1)
         asyncio.run(episodes(ex, 4, 1, args.template, out_dir))
 
-        rates: Dict[int, Dict[str, list]] = {c: {"raw": [], "ep": [], "rawcpu": []} for c in CONCURRENCY}
+        rates: Dict[int, Dict[str, list]] = {
+            c: {"raw": [], "ep": [], "rawcpu": [], "agent": [], "agentcpu": []} for c in CONCURRENCY}
         fails = {"raw": 0, "ep": 0, "incomplete": 0, "dropped": 0}
         acq_in_episode: List[float] = []
         for rep in range(args.reps):
             for c in CONCURRENCY:
                 r, rf, rc = raw.rate(args.cycles, c)
+                a, af, ac = raw_agent.rate(args.cycles, c)
                 e = asyncio.run(episodes(ex, args.episodes, c, args.template, out_dir))
                 rates[c]["raw"].append(r)
                 rates[c]["rawcpu"].append(rc)
+                rates[c]["agent"].append(a)
+                rates[c]["agentcpu"].append(ac)
                 rates[c]["ep"].append(e["rate"])
-                fails["raw"] += rf
+                fails["raw"] += rf + af
                 fails["ep"] += e["failures"]
                 fails["incomplete"] += e["incomplete"]
                 fails["dropped"] += e["dropped"]
                 acq_in_episode += e["acquire"]
-                print(f"rep {rep + 1} concurrency {c}: raw {r:.2f}/s, episodes {e['rate']:.2f}/s "
+                print(f"rep {rep + 1} concurrency {c}: raw {r:.2f}/s, raw agent {a:.2f}/s, episodes {e['rate']:.2f}/s "
                       f"(load {loadavg()})", file=sys.stderr)
 
         print("warm acquires...", file=sys.stderr)
@@ -540,11 +557,12 @@ def main() -> int:
     print(f"load average: {load0} at start, {load1} at end, {os.cpu_count()} cpus")
     print()
     print(f"rates, median of {args.reps} (raw: {args.cycles} cycles, episodes: {args.episodes} per sample)")
-    print(f"{'concurrency':<12} {'raw cycles/s':>13} {'episodes/s':>11} {'ratio':>6} {'target':>7}  per-rep ratios")
+    print(f"{'concurrency':<12} {'raw cycles/s':>13} {'episodes/s':>11} {'ratio':>6} {'target':>7}  per-rep ratios"
+          f"   {'raw agent/s':>12} {'ratio':>6}")
     for c in CONCURRENCY:
-        r, e = med(rates[c]["raw"]), med(rates[c]["ep"])
-        per = " ".join(f"{a / b:.2f}" for a, b in zip(rates[c]["ep"], rates[c]["raw"]))
-        print(f"{c:<12} {r:>13.2f} {e:>11.2f} {e / r:>6.2f} {'>= 0.90':>7}  {per}")
+        r, e, a = med(rates[c]["raw"]), med(rates[c]["ep"]), med(rates[c]["agent"])
+        per = " ".join(f"{x / y:.2f}" for x, y in zip(rates[c]["ep"], rates[c]["raw"]))
+        print(f"{c:<12} {r:>13.2f} {e:>11.2f} {e / r:>6.2f} {'>= 0.90':>7}  {per:<14} {a:>12.2f} {e / a:>6.2f}")
     print(f"raw cycle failures: {fails['raw']}; episode failures: {fails['ep']} "
           f"(audit export incomplete: {fails['incomplete']}, dropped events: {fails['dropped']})")
     print(f"pool acquire, warm (settled pool of 4, {len(acq)}): p50 {ms(med(acq))} ms, p99 {ms(pct(acq, 99))} ms "
@@ -588,7 +606,9 @@ def main() -> int:
             row += f"{v:>10.1f}{v / per[c]['total'] * 100 if per[c]['total'] else 0:>6.0f}%"
         print(row)
     rc = {c: med(rates[c]["rawcpu"]) for c in CONCURRENCY}
+    ac = {c: med(rates[c]["agentcpu"]) for c in CONCURRENCY}
     print(f"{'raw runsc run cycle, for comparison':<46}" + "".join(f"{rc[c]:>10.1f}{'':>7}" for c in CONCURRENCY))
+    print(f"{'raw agent cycle (the same script, bare runsc)':<46}" + "".join(f"{ac[c]:>10.1f}{'':>7}" for c in CONCURRENCY))
     return 0 if fails["ep"] == 0 and fails["raw"] == 0 else 3
 
 
