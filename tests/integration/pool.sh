@@ -25,6 +25,16 @@ members() {
 }
 writer_count() { pgrep -fc -- "__audit-writer .*--sandbox-id $1( |\$)" || true; }
 warm_is() { [[ "$(pool_field "$1" .warm)" == "$2" ]]; }  # POOL N
+# The first non-empty output of COMMAND..., looked for every 5 ms for 2 s.
+first_output() {
+    local out
+    for _ in $(seq 400); do
+        out="$("$@")"
+        [[ -n "$out" ]] && printf '%s\n' "$out" && return 0
+        sleep 0.005
+    done
+    return 1
+}
 # Asserts nothing of sandbox $2 is left on the host (label $1).
 assert_gone() {
     local label="$1" id="$2"
@@ -104,12 +114,7 @@ W1="$LAST_OUT"
 creating_member() {
     "$SW" ls --json 2>/dev/null | jq -r '.[] | select(.pool.name? == "w" and .state == "creating") | .id'
 }
-W_ON_WAY=""
-for _ in $(seq 400); do
-    W_ON_WAY="$(creating_member)"
-    [[ -n "$W_ON_WAY" ]] && break
-    sleep 0.005
-done
+W_ON_WAY="$(first_output creating_member || true)"
 assert_match "the refill is creating w's next member" '^sw-[0-9a-f]+$' "$W_ON_WAY"
 assert_exit "pool acquire w while it does" 0 sw pool acquire w
 assert_eq "that acquire hands out the member on its way, not a sandbox of its own" "$W_ON_WAY" "$LAST_OUT"
@@ -227,12 +232,7 @@ assert_exit "pool acquire r" 0 sw pool acquire r
 R1="$LAST_OUT"
 refill_pid() { pgrep -f -- "__pool-refill --state-dir $STATE r( |\$)"; }
 new_dir() { [[ -n "$(comm -13 <(printf '%s\n' "$KNOWN") <(find "$STATE/sandboxes" -mindepth 1 -maxdepth 1 -name 'sw-*' -printf '%f\n' | sort))" ]]; }
-RPID=""
-for _ in $(seq 400); do
-    RPID="$(refill_pid)"
-    [[ -n "$RPID" ]] && break
-    sleep 0.005
-done
+RPID="$(first_output refill_pid || true)"
 if [[ -n "$RPID" ]]; then
     wait_for 5 new_dir  # the refill has started creating a member
     kill -9 $RPID 2>/dev/null
