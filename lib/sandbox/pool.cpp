@@ -11,6 +11,7 @@
 #include <cstring>
 #include <mutex>
 #include <thread>
+#include <utility>
 
 #include "lib/core/error.hpp"
 #include "lib/core/fault.hpp"
@@ -568,11 +569,12 @@ namespace {
 
 constexpr int max_parallel_refill = 4;
 
-// How long a full pool's refill waits after a wake before it counts again. A
-// woken refill starts a create at once (records parsed, processes forked); on
-// a small host it took the CPU from the acquire that woke it, whose answer
-// was then ~2 ms later. A create takes 100 ms or more: this delays the refill
-// by a few percent, and an acquire not at all.
+// How long a full pool's refill waits after a wake before it starts a create,
+// while the pool still has warm members. A woken refill starts a create at
+// once (records parsed, processes forked); on a small host it took the CPU
+// from the acquire that woke it, whose answer was then ~2 ms later. With
+// nothing warm left it starts at once: the next acquire waits for this very
+// create (and the one that woke it has taken its member already).
 constexpr auto refill_settle = std::chrono::milliseconds(5);
 
 struct Made {
@@ -620,6 +622,7 @@ int pool_refill_main(Context& ctx, const std::string& name) {
         while (::read(watch.get(), buf, sizeof buf) > 0) {
         }
     };
+    bool woken = false;
     for (int created = 0; created < 1000;) {
         drain();
         auto j = read_pool(ctx, name);
@@ -646,9 +649,13 @@ int pool_refill_main(Context& ctx, const std::string& name) {
             pollfd p{watch.get(), POLLIN, 0};
             int n = ::poll(&p, 1, 60'000);
             if (n < 0 && errno != EINTR) throw_errno("poll");
+            woken = n > 0;
+            continue;
+        }
+        if (std::exchange(woken, false) && info.warm > 0) {
             // Woken by an acquire, whose answer is still on its way: its last
             // steps go first, not beside a create's burst of CPU.
-            if (n > 0) std::this_thread::sleep_for(refill_settle);
+            std::this_thread::sleep_for(refill_settle);
             continue;
         }
         // The whole deficit at once (a few at a time): eight consumers
