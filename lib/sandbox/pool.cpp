@@ -58,15 +58,22 @@ std::vector<SandboxRecord> members(Context& ctx, const std::string& name) {
     return out;
 }
 
-// Whether sandbox `id` is an idle, running member of pool `name` (as its
-// record says now; the caller checks again under its lock).
-bool idle_member(Context& ctx, const std::string& id, const std::string& name) {
+// Sandbox `id`'s record as it is now, when it is a member of pool `name`.
+std::optional<SandboxRecord> member_record(Context& ctx, const std::string& id,
+                                           const std::string& name) {
     try {
         auto r = ctx.store.try_load(id);
-        return r && r->pool == name && r->pool_state == "idle" && r->state == SandboxState::running;
+        if (r && r->pool == name) return r;
     } catch (const Error&) {
-        return false;  // removed under us, or being written for the first time
+        // removed under us, or being written for the first time
     }
+    return std::nullopt;
+}
+
+// Whether a member is idle and running (as its record says now; the caller
+// checks again under its lock).
+bool idle(const SandboxRecord& m) {
+    return m.pool_state == "idle" && m.state == SandboxState::running;
 }
 
 // A member still "creating" whose creator no longer holds its lock was
@@ -80,16 +87,9 @@ bool abandoned(Context& ctx, const SandboxRecord& r) {
     }
 }
 
-// Whether sandbox `id` is a member of pool `name` that a live refill is
-// still creating.
-bool starting_member(Context& ctx, const std::string& id, const std::string& name) {
-    try {
-        auto r = ctx.store.try_load(id);
-        return r && r->pool == name && r->pool_state == "idle" &&
-               r->state == SandboxState::creating && !abandoned(ctx, *r);
-    } catch (const Error&) {
-        return false;
-    }
+// Whether a member is one a live refill is still creating.
+bool starting(Context& ctx, const SandboxRecord& m) {
+    return m.pool_state == "idle" && m.state == SandboxState::creating && !abandoned(ctx, m);
 }
 
 // How long an acquire waits for members on their way before it creates its
@@ -327,10 +327,10 @@ PoolInfo create_pool(Context& ctx, const std::string& name, int size, const Crea
 namespace {
 
 // Takes the first idle, running member of pool `name`, or none. Also names
-// the members a live refill is still creating (`starting`).
+// the members a live refill is still creating (`on_way`).
 std::optional<SandboxRecord> take_idle_member(Context& ctx, const std::string& name,
-                                              std::vector<std::string>& starting) {
-    starting.clear();
+                                              std::vector<std::string>& on_way) {
+    on_way.clear();
     std::optional<SandboxRecord> picked;
     {
         FileLock lock(pool_dir(ctx, name) / "lock");
@@ -341,14 +341,15 @@ std::optional<SandboxRecord> take_idle_member(Context& ctx, const std::string& n
         // sandbox on the host before the first look.
         for (int pass = 0; pass < 2 && !picked; ++pass)
             for (const auto& id : ctx.store.objects(sandbox_kind).ids()) {
-                if (!idle_member(ctx, id, name)) {
-                    if (pass == 0 && starting_member(ctx, id, name)) starting.push_back(id);
+                auto member = member_record(ctx, id, name);
+                if (!member) continue;
+                if (!idle(*member)) {
+                    if (pass == 0 && starting(ctx, *member)) on_way.push_back(id);
                     continue;
                 }
                 auto sandbox_lock = ctx.store.lock(id);
                 auto fresh = ctx.store.try_load(id);
-                if (!fresh || fresh->pool_state != "idle" || fresh->state != SandboxState::running)
-                    continue;
+                if (!fresh || fresh->pool != name || !idle(*fresh)) continue;
                 if (pass == 0 && !agent_ready(ctx, *fresh)) continue;
                 // Never hand out a member whose runtime died while it waited
                 // (a host restart, a killed sandbox): mark it for the refill.
@@ -379,8 +380,10 @@ void wait_for_starting(Context& ctx, const std::vector<std::string>& ids, const 
         ::inotify_add_watch(watch.get(), ctx.store.sandbox_dir(id).c_str(),
                             IN_MOVED_TO | IN_DELETE_SELF);
     auto on_way = [&] {
-        return std::any_of(ids.begin(), ids.end(),
-                           [&](const auto& id) { return starting_member(ctx, id, name); });
+        return std::any_of(ids.begin(), ids.end(), [&](const auto& id) {
+            auto member = member_record(ctx, id, name);
+            return member && starting(ctx, *member);
+        });
     };
     while (on_way()) {
         auto left = std::chrono::duration_cast<std::chrono::milliseconds>(
@@ -400,8 +403,8 @@ void wait_for_starting(Context& ctx, const std::vector<std::string>& ids, const 
 
 SandboxRecord acquire_from_pool(Context& ctx, const std::string& name) {
     json j = require_pool(ctx, name);
-    std::vector<std::string> starting;
-    auto picked = take_idle_member(ctx, name, starting);
+    std::vector<std::string> on_way;
+    auto picked = take_idle_member(ctx, name, on_way);
     // Nothing warm but members on their way: wait for one rather than start a
     // create of our own beside them. The refill's create has a head start, and
     // two creates on the same CPUs both finish later than one. When none of
@@ -409,9 +412,9 @@ SandboxRecord acquire_from_pool(Context& ctx, const std::string& name) {
     // them, they failed), or after a long wait, the caller gets a new sandbox
     // of its own as before.
     auto give_up = std::chrono::steady_clock::now() + starting_wait;
-    while (!picked && !starting.empty() && std::chrono::steady_clock::now() < give_up) {
-        wait_for_starting(ctx, starting, name, give_up);
-        picked = take_idle_member(ctx, name, starting);
+    while (!picked && !on_way.empty() && std::chrono::steady_clock::now() < give_up) {
+        wait_for_starting(ctx, on_way, name, give_up);
+        picked = take_idle_member(ctx, name, on_way);
     }
     if (picked) {
         SANDWEAVE_FAULT_POINT("pool.acquired");
