@@ -30,15 +30,22 @@ using nlohmann::json;
 
 namespace {
 
-// A runtime binary's identity for the verdict cache: path, inode and mtime, so a
+// Which version of a file this is (device, inode, size, mtime): a replaced
+// file is a new version. Empty when the file cannot be seen.
+std::string file_version(const fs::path& file) {
+    struct stat st {};
+    if (::stat(file.c_str(), &st) != 0) return {};
+    return std::to_string(st.st_dev) + "|" + std::to_string(st.st_ino) + "|" +
+           std::to_string(st.st_size) + "|" + std::to_string(st.st_mtim.tv_sec) + "." +
+           std::to_string(st.st_mtim.tv_nsec);
+}
+
+// A runtime binary's identity for the verdict cache: path and version, so a
 // rebuilt or replaced runsc is checked again.
 std::string runtime_key(const fs::path& runsc) {
-    struct stat st {};
-    if (::stat(runsc.c_str(), &st) != 0) throw_errno("stat " + runsc.string());
-    std::string id = runsc.string() + "|" + std::to_string(st.st_dev) + "|" +
-                     std::to_string(st.st_ino) + "|" + std::to_string(st.st_size) + "|" +
-                     std::to_string(st.st_mtim.tv_sec) + "." + std::to_string(st.st_mtim.tv_nsec);
-    return sha256_hex(id).substr(0, 32);
+    std::string version = file_version(runsc);
+    if (version.empty()) throw_errno("stat " + runsc.string());
+    return sha256_hex(runsc.string() + "|" + version).substr(0, 32);
 }
 
 // What a probe sandbox did: how runsc ended, what the guest printed.
@@ -148,16 +155,6 @@ namespace {
 
 fs::path cache_file(Context& ctx, const fs::path& runsc) {
     return ctx.store.root() / "runtime" / (runtime_key(runsc) + ".json");
-}
-
-// Which version of a file this is: a cache entry is replaced by a rename,
-// which gives it a new inode. Empty when the file cannot be seen.
-std::string file_version(const fs::path& file) {
-    struct stat st {};
-    if (::stat(file.c_str(), &st) != 0) return {};
-    return std::to_string(st.st_dev) + "|" + std::to_string(st.st_ino) + "|" +
-           std::to_string(st.st_size) + "|" + std::to_string(st.st_mtim.tv_sec) + "." +
-           std::to_string(st.st_mtim.tv_nsec);
 }
 
 // Parsed once per version of the file and process: a long-lived process

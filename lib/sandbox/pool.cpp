@@ -87,6 +87,13 @@ bool abandoned(Context& ctx, const SandboxRecord& r) {
     }
 }
 
+// Reads away what an inotify descriptor (non-blocking) has queued.
+void drain_events(int fd) {
+    char buf[4096];
+    while (::read(fd, buf, sizeof buf) > 0) {
+    }
+}
+
 // Whether a member is one a live refill is still creating.
 bool starting(Context& ctx, const SandboxRecord& m) {
     return m.pool_state == "idle" && m.state == SandboxState::creating && !abandoned(ctx, m);
@@ -393,9 +400,7 @@ void wait_for_starting(Context& ctx, const std::vector<std::string>& ids, const 
         if (::poll(&p, 1, static_cast<int>(std::min<std::int64_t>(left.count(), 50))) < 0 &&
             errno != EINTR)
             throw_errno("poll");
-        char buf[4096];
-        while (::read(watch.get(), buf, sizeof buf) > 0) {
-        }
+        drain_events(watch.get());
     }
 }
 
@@ -620,14 +625,9 @@ int pool_refill_main(Context& ctx, const std::string& name) {
             watch.get(), dir.c_str(),
             IN_CLOSE_WRITE | IN_MOVED_TO | IN_DELETE | IN_DELETE_SELF | IN_MOVE_SELF) < 0)
         throw_errno("inotify_add_watch " + dir.string());
-    auto drain = [&] {
-        char buf[4096];
-        while (::read(watch.get(), buf, sizeof buf) > 0) {
-        }
-    };
     bool woken = false;
     for (int created = 0; created < 1000;) {
-        drain();
+        drain_events(watch.get());
         auto j = read_pool(ctx, name);
         if (!j) return 0;
         auto m = members(ctx, name);

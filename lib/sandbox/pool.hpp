@@ -5,11 +5,12 @@
 // says "idle" or "acquired".
 //
 // acquire: under the pool's flock, pick an idle running member and mark it
-// acquired (two callers never get the same one); with none idle, create one on
-// demand outside the lock. Either way a background refill (`sandweave
-// __pool-refill`, one at a time per pool via its own flock) brings the pool back
-// to N without making acquire wait (a woken refill lets the acquire's answer
-// go out before its create starts). A refill that fails records the error in
+// acquired (two callers never get the same one); with none idle, wait outside
+// the lock for a member the refill is creating, or with none on its way create
+// one on demand. Either way a background refill (`sandweave __pool-refill`, one
+// at a time per pool via its own flock) brings the pool back to N without
+// making acquire wait (while members are warm, a woken refill lets the
+// acquire's answer go out before its create starts). A refill that fails records the error in
 // pool.json and stops instead of spinning; the next acquire reports it.
 // pool rm removes the pool record first (a running refill then stops and
 // discards what it made), then every idle member with its audit writer.
