@@ -26,6 +26,7 @@
 #include <chrono>
 #include <cstdint>
 #include <filesystem>
+#include <memory>
 #include <optional>
 #include <string>
 #include <string_view>
@@ -178,6 +179,24 @@ Status live_status(const std::filesystem::path& dir);
 // state when it does not answer within `timeout`.
 std::uint64_t live_position(const std::filesystem::path& dir,
                             std::chrono::milliseconds timeout = std::chrono::seconds(10));
+
+// live_position in two halves, for a caller with other work to do while the
+// writer answers: the constructor connects and asks (it never throws for a
+// writer that is gone: get() then reads the persisted state), get() waits up
+// to `timeout` for the answer. Dropped unasked, the connection just closes.
+class PositionQuery {
+  public:
+    explicit PositionQuery(const std::filesystem::path& dir);
+    PositionQuery(PositionQuery&&) noexcept;
+    PositionQuery& operator=(PositionQuery&&) noexcept;
+    ~PositionQuery();
+    std::uint64_t get(std::chrono::milliseconds timeout);
+
+  private:
+    struct Sent;
+    std::filesystem::path dir_;
+    std::unique_ptr<Sent> sent_;
+};
 
 // Final barrier, then stop the writer and wait for it to exit. Idempotent: on
 // a stopped writer it returns the persisted final status.

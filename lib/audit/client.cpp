@@ -106,34 +106,50 @@ struct Reply {
     std::string error;
 };
 
-Reply control_request(const fs::path& dir, const nlohmann::json& request,
-                      std::chrono::milliseconds timeout) {
-    Reply r;
-    fs::path path = dir / "control.sock";
+// A control request sent and not yet answered: `sock` is open while an
+// answer may come, else `early` says why none will.
+struct SentRequest {
+    Fd sock;
+    fs::path path;
+    Reply early;
+};
+
+SentRequest send_control(const fs::path& dir, const nlohmann::json& request) {
+    SentRequest sent;
+    sent.path = dir / "control.sock";
+    Reply& r = sent.early;
     sockaddr_un addr{};
     addr.sun_family = AF_UNIX;
-    if (path.native().size() >= sizeof addr.sun_path) {
-        r.error = "control socket path too long: " + path.string();
-        return r;
+    if (sent.path.native().size() >= sizeof addr.sun_path) {
+        r.error = "control socket path too long: " + sent.path.string();
+        return sent;
     }
-    std::memcpy(addr.sun_path, path.c_str(), path.native().size());
+    std::memcpy(addr.sun_path, sent.path.c_str(), sent.path.native().size());
     Fd sock(::socket(AF_UNIX, SOCK_SEQPACKET | SOCK_CLOEXEC, 0));
     if (!sock) {
         r.error = errno_message("socket");
-        return r;
+        return sent;
     }
     int fd = sock.get();
     if (::connect(fd, reinterpret_cast<sockaddr*>(&addr), sizeof addr) != 0) {
         r.kind = Reply::unreachable;
-        r.error = errno_message("connect " + path.string());
-        return r;
+        r.error = errno_message("connect " + sent.path.string());
+        return sent;
     }
     std::string text = request.dump();
     if (::send(fd, text.data(), text.size(), MSG_NOSIGNAL) < 0) {
         r.kind = Reply::unreachable;
-        r.error = errno_message("send to " + path.string());
-        return r;
+        r.error = errno_message("send to " + sent.path.string());
+        return sent;
     }
+    sent.sock = std::move(sock);
+    return sent;
+}
+
+Reply await_control(SentRequest& sent, std::chrono::milliseconds timeout) {
+    if (!sent.sock) return sent.early;
+    Reply r;
+    int fd = sent.sock.get();
     pollfd p{fd, POLLIN, 0};
     int rc;
     do {
@@ -170,6 +186,12 @@ Reply control_request(const fs::path& dir, const nlohmann::json& request,
         r.error = std::string("bad reply from the audit writer: ") + e.what();
     }
     return r;
+}
+
+Reply control_request(const fs::path& dir, const nlohmann::json& request,
+                      std::chrono::milliseconds timeout) {
+    SentRequest sent = send_control(dir, request);
+    return await_control(sent, timeout);
 }
 
 bool writer_alive(const WriterState& s) {
@@ -642,14 +664,29 @@ Status live_status(const fs::path& dir) {
     return st;
 }
 
-std::uint64_t live_position(const fs::path& dir, std::chrono::milliseconds timeout) {
-    Reply r = control_request(dir, {{"op", "status"}}, timeout);
+struct PositionQuery::Sent {
+    SentRequest request;
+};
+
+PositionQuery::PositionQuery(const fs::path& dir)
+    : dir_(dir), sent_(std::make_unique<Sent>(Sent{send_control(dir, {{"op", "status"}})})) {}
+
+PositionQuery::PositionQuery(PositionQuery&&) noexcept = default;
+PositionQuery& PositionQuery::operator=(PositionQuery&&) noexcept = default;
+PositionQuery::~PositionQuery() = default;
+
+std::uint64_t PositionQuery::get(std::chrono::milliseconds timeout) {
+    Reply r = await_control(sent_->request, timeout);
     WriterState s;
     if (r.kind == Reply::ok)
         s = state_from_json(r.state);
     else
-        offline_status(dir, std::nullopt, r, false, &s);
+        offline_status(dir_, std::nullopt, r, false, &s);
     return std::max(s.last_sequence, s.written_sequence);
+}
+
+std::uint64_t live_position(const fs::path& dir, std::chrono::milliseconds timeout) {
+    return PositionQuery(dir).get(timeout);
 }
 
 Status finish(const fs::path& dir, std::optional<std::uint64_t> sentry_dropped) {
