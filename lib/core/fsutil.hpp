@@ -31,7 +31,8 @@ enum class Durability { durable, live };
 // Replaces `path` with `data` atomically: readers see the old or the new file,
 // never a mix, and after return the new content is as durable as asked. Mode
 // applies to the new file. Throws Error naming the path on failure (and leaves
-// no temp file).
+// no temp file). A `live` write while an answer is pending (AfterAnswer) frees
+// the replaced file's blocks after the answer, not in the rename.
 void write_file_atomic(const fs::path& path, std::string_view data, mode_t mode = 0600,
                        Durability durability = Durability::durable);
 

@@ -24,6 +24,7 @@
 #include <thread>
 
 #include "lib/api/methods.hpp"
+#include "lib/core/after_answer.hpp"
 #include "lib/core/error.hpp"
 #include "lib/core/fd.hpp"
 #include "lib/core/log.hpp"
@@ -390,6 +391,7 @@ void Connection::dispatch(Request r) {
     if (r.method == "desktop.screenshot") return start_fetch(std::move(r));
 
     start_thread([this, r = std::move(r), m, key] {
+        AfterAnswer after;  // what the request left for later runs once it is answered
         RequestLogger logger(*this, r.id);
         ThreadLogger scope(logger);
         RequestProgress progress(*this, r.id);

@@ -13,6 +13,7 @@
 #include <thread>
 #include <utility>
 
+#include "lib/core/after_answer.hpp"
 #include "lib/core/error.hpp"
 #include "lib/core/fault.hpp"
 #include "lib/core/fsutil.hpp"
@@ -137,25 +138,34 @@ void set_last_error(Context& ctx, const std::string& name, const std::optional<s
 }
 
 // A refill that has filled its pool stays, waiting for a change in the pool's
-// directory; acquire and resize write this file to wake it. Starting a new
-// process per acquire (two forks and an exec, ~5 ms of a loaded machine's
-// scheduling) was most of an acquire.
+// directory; acquire and resize touch this file (a new time: an attribute
+// change) to wake it. Starting a new process per acquire (two forks and an
+// exec, ~5 ms of a loaded machine's scheduling) was most of an acquire.
 constexpr const char* refill_wake_file = "refill.wake";
+
+// What wakes a refill: the wake file's new time, pool.json replaced (resize,
+// last_error), the directory's removal (pool rm). Not the closing of a file
+// opened for writing: every flock of the pool's `lock` does that, and a
+// refill woken at the release of an acquire's lock took the CPU from that
+// acquire's answer (~0.4 ms of a 2-CPU host).
+constexpr std::uint32_t refill_watch_events =
+    IN_ATTRIB | IN_MOVED_TO | IN_DELETE | IN_DELETE_SELF | IN_MOVE_SELF;
+
+bool touch_wake_file(const fs::path& dir) {
+    fs::path wake = dir / refill_wake_file;
+    if (::utimensat(AT_FDCWD, wake.c_str(), nullptr, AT_SYMLINK_NOFOLLOW) == 0) return true;
+    if (errno != ENOENT) return false;
+    Fd created(::open(wake.c_str(), O_RDONLY | O_CREAT | O_NOFOLLOW | O_CLOEXEC, 0600));
+    return created && ::futimens(created.get(), nullptr) == 0;
+}
 
 // Wakes the standing refill, or starts `sandweave __pool-refill` in the
 // background when none runs. Ready as soon as it was exec'd: acquire must not
 // wait for a process to start up; what the refill itself runs into is
-// recorded in pool.json (last_error) for the next acquire.
+// recorded in pool.json (last_error) for the next acquire. Done after the
+// answer where one is pending: a woken refill scans the pool at once and
+// took the CPU from the answer of the acquire that woke it.
 void start_refill(Context& ctx, const std::string& name) {
-    fs::path dir = pool_dir(ctx, name);
-    if (!FileLock::try_lock(dir / "refill.lock").locked()) {
-        // It watches the directory before it counts members, so a change
-        // saved before this write is seen either way.
-        Fd wake(::open((dir / refill_wake_file).c_str(),
-                       O_WRONLY | O_CREAT | O_TRUNC | O_NOFOLLOW | O_CLOEXEC, 0600));
-        if (wake) return;
-        log().debug("pool " + name + ": waking the refill: " + std::strerror(errno));
-    }
     HelperSpec spec;
     spec.argv = {self_exe().string(), pool_refill_verb, "--state-dir", ctx.store.root().string(),
                  name};
@@ -163,18 +173,27 @@ void start_refill(Context& ctx, const std::string& name) {
         spec.argv.push_back("--runsc");
         spec.argv.push_back(*ctx.runsc_flag);
     }
-    spec.log = pool_dir(ctx, name) / "refill.log";
+    fs::path dir = pool_dir(ctx, name);
+    spec.log = dir / "refill.log";
     spec.readiness = HelperSpec::Readiness::exec;
     spec.timeout = std::chrono::seconds(10);
-    try {
-        HelperReport report = launch_helper(spec);
-        if (!report.ok())
-            log().warn("pool " + name + ": the background refill did not start" +
-                       (report.detail.empty() ? "" : ": " + report.detail));
-    } catch (const Error& e) {
-        // The caller's sandbox is already handed out; the pool refills on the next call.
-        log().warn("pool " + name + ": starting the background refill: " + e.what());
-    }
+    after_answer([dir, name, spec] {
+        if (!FileLock::try_lock(dir / "refill.lock").locked()) {
+            // It watches the directory before it counts members, so a change
+            // saved before this touch is seen either way.
+            if (touch_wake_file(dir)) return;
+            log().debug("pool " + name + ": waking the refill: " + std::strerror(errno));
+        }
+        try {
+            HelperReport report = launch_helper(spec);
+            if (!report.ok())
+                log().warn("pool " + name + ": the background refill did not start" +
+                           (report.detail.empty() ? "" : ": " + report.detail));
+        } catch (const Error& e) {
+            // The caller's sandbox is already handed out; the pool refills on the next call.
+            log().warn("pool " + name + ": starting the background refill: " + e.what());
+        }
+    });
 }
 
 // Where the caller's episode starts in the member's audit log: nothing of the
@@ -185,10 +204,18 @@ void start_refill(Context& ctx, const std::string& name) {
 // then the cut (earlier, never later, than the episode's start).
 constexpr auto audit_position_timeout = std::chrono::seconds(1);
 
-std::optional<std::uint64_t> audit_position(Context& ctx, const SandboxRecord& r) {
+// Asked before the member's agent check and read after it, so the writer's
+// round trip overlaps the relay's.
+std::optional<audit::PositionQuery> ask_audit_position(Context& ctx, const SandboxRecord& r) {
     if (!r.spec.runtime.audit) return std::nullopt;
+    return audit::PositionQuery(audit_dir(ctx.store, r.id));
+}
+
+std::optional<std::uint64_t> audit_position(const SandboxRecord& r,
+                                            std::optional<audit::PositionQuery> asked) {
+    if (!asked) return std::nullopt;
     try {
-        return audit::live_position(audit_dir(ctx.store, r.id), audit_position_timeout);
+        return asked->get(audit_position_timeout);
     } catch (const Error& e) {
         log().warn("audit position of " + r.id + ": " + e.what());
         return std::nullopt;
@@ -199,10 +226,10 @@ std::optional<std::uint64_t> audit_position(Context& ctx, const SandboxRecord& r
 // position, and its lifetime clock starts. One save, not a claim and then
 // the position: each rename over the record costs a block free on the
 // host's filesystem (a synchronous discard where it is mounted so).
-void mark_acquired(Context& ctx, SandboxRecord& r) {
+void mark_acquired(Context& ctx, SandboxRecord& r, std::optional<audit::PositionQuery> asked) {
     r.pool_state = "acquired";
     r.acquired_at = now_rfc3339();
-    r.acquired_audit_seq = audit_position(ctx, r);
+    r.acquired_audit_seq = audit_position(r, std::move(asked));
     start_lifetime_clock(ctx.store, r);
     // A host crash ends the member too, so the claim need not outlive one.
     ctx.store.save(r, Durability::live);
@@ -357,6 +384,7 @@ std::optional<SandboxRecord> take_idle_member(Context& ctx, const std::string& n
                 auto sandbox_lock = ctx.store.lock(id);
                 auto fresh = ctx.store.try_load(id);
                 if (!fresh || fresh->pool != name || !idle(*fresh)) continue;
+                auto asked = ask_audit_position(ctx, *fresh);
                 if (pass == 0 && !agent_ready(ctx, *fresh)) continue;
                 // Never hand out a member whose runtime died while it waited
                 // (a host restart, a killed sandbox): mark it for the refill.
@@ -366,7 +394,7 @@ std::optional<SandboxRecord> take_idle_member(Context& ctx, const std::string& n
                     ctx.store.save(*fresh);
                     continue;
                 }
-                mark_acquired(ctx, *fresh);
+                mark_acquired(ctx, *fresh, std::move(asked));
                 picked = std::move(*fresh);
                 break;
             }
@@ -437,7 +465,7 @@ SandboxRecord acquire_from_pool(Context& ctx, const std::string& name) {
         set_last_error(ctx, name, std::string(e.what()));
         throw e.wrap("acquiring from pool " + name);
     }
-    r.acquired_audit_seq = audit_position(ctx, r);
+    r.acquired_audit_seq = audit_position(r, ask_audit_position(ctx, r));
     if (r.acquired_audit_seq) {
         // Informative, and moot after a host crash as the claim is.
         auto sandbox_lock = ctx.store.lock(r.id);
@@ -461,6 +489,7 @@ SandboxRecord claim_pool_member(Context& ctx, const std::string& name, const std
                         "member " + id + " of pool " + name + " is not idle and running (" +
                             (fresh->pool_state.empty() ? std::string("-") : fresh->pool_state) +
                             ")");
+        auto asked = ask_audit_position(ctx, *fresh);
         if (!agent_ready(ctx, *fresh) && !runtime_running(ctx, *fresh)) {
             fresh->state = SandboxState::failed;
             fresh->error = "its runtime died while it waited in the pool";
@@ -468,7 +497,7 @@ SandboxRecord claim_pool_member(Context& ctx, const std::string& name, const std
             throw Error(ErrorCode::general,
                         "member " + id + " of pool " + name + ": " + *fresh->error);
         }
-        mark_acquired(ctx, *fresh);
+        mark_acquired(ctx, *fresh, std::move(asked));
         r = std::move(*fresh);
     }
     hand_over(ctx, r);
@@ -621,9 +650,7 @@ int pool_refill_main(Context& ctx, const std::string& name) {
     // Watched before each count, so a change made after the count wakes us.
     Fd watch(::inotify_init1(IN_CLOEXEC | IN_NONBLOCK));
     if (!watch) throw_errno("inotify_init1");
-    if (::inotify_add_watch(
-            watch.get(), dir.c_str(),
-            IN_CLOSE_WRITE | IN_MOVED_TO | IN_DELETE | IN_DELETE_SELF | IN_MOVE_SELF) < 0)
+    if (::inotify_add_watch(watch.get(), dir.c_str(), refill_watch_events) < 0)
         throw_errno("inotify_add_watch " + dir.string());
     bool woken = false;
     for (int created = 0; created < 1000;) {

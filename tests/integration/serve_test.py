@@ -680,6 +680,27 @@ class F_Pools(ServeCase):
         out, _, _ = self.run_ok(["echo", "from-pool"], "a command in the acquired sandbox", sandbox=sb["id"])
         self.assertEqual(out, b"from-pool\n", "the acquired sandbox runs commands")
 
+        # What an acquire leaves for after its answer is done: the refill is
+        # started (first acquire) or woken (second: the refill then waits for
+        # a wake, else for a minute), and the claim leaves no temp file.
+        def warm():
+            return next(x for x in self.c.call("pool.ls")["pools"] if x.get("name") == name).get("warm")
+
+        def refilled(label):
+            deadline = time.time() + 30
+            while warm() != 1 and time.time() < deadline:
+                time.sleep(0.2)
+            self.assertEqual(warm(), 1, label)
+
+        refilled("the pool refills to warm 1 after an acquire over serve")
+        sb2 = self.c.call("pool.acquire", {"name": name}, timeout=180)
+        S.created.append(sb2["id"])
+        refilled("a second acquire wakes the waiting refill: warm 1 again within 30 s")
+        for got in (sb, sb2):
+            left = [n for n in os.listdir(os.path.join(STATE, "sandboxes", got["id"])) if ".tmp-" in n]
+            self.assertEqual(left, [], f"pool.acquire leaves no temp file in {got['id']}'s directory")
+        rm_quietly(self.c, sb2["id"])
+
         r = self.c.call("pool.resize", {"name": name, "size": 0}, timeout=180)
         self.checkPool(r, "pool.resize to 0", name, 0)
 
