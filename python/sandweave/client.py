@@ -6,8 +6,10 @@ A :class:`Connection` owns the child and speaks the JSON-RPC protocol of
 requests are in flight on it at once, from any number of threads and event
 loops.
 
-Threads (per child): a *writer* that owns the child's stdin (so no caller ever
-blocks on a full pipe, and the reader never writes), a *reader* that routes
+Threads (per child): a *writer* that drains what the child's stdin did not
+take at once (a caller writes its request itself when the pipe takes it whole
+and nothing waits before it, so no caller ever blocks on a full pipe and the
+common request costs no thread handoff; the reader never writes), a *reader* that routes
 each response to the request it answers and each notification to the request
 it names, a *stderr* drain (the server's own diagnostics, logged at debug
 level on the ``sandweave`` logger), and a *waiter* that notices the child's
@@ -35,6 +37,7 @@ import json
 import logging
 import os
 import queue
+import select
 import shutil
 import subprocess
 import threading
@@ -229,17 +232,39 @@ class _Child:
         self.hello_event = threading.Event()
         self.stderr_tail: Deque[str] = collections.deque(maxlen=20)
         self.outq: "queue.SimpleQueue[Optional[bytes]]" = queue.SimpleQueue()
+        self.queued = 0  # lines in outq or being written by the writer
+        self.stdin_closed = False
+        self.stdin_fd = proc.stdin.fileno() if proc.stdin is not None else -1
+        if self.stdin_fd >= 0:
+            os.set_blocking(self.stdin_fd, False)
         self.reader: Optional[threading.Thread] = None
         self.stderr_reader: Optional[threading.Thread] = None
 
     def send(self, p: _Pending) -> None:
-        """Hands p (and the control requests waiting on it) to the writer. Under the lock."""
+        """Sends p (and the control requests waiting on it). Under the lock."""
         p.sent = True
-        self.outq.put(p.line)
+        self.put(p.line)
         for f in p.followers:
             f.sent = True
-            self.outq.put(f.line)
+            self.put(f.line)
         p.followers = []
+
+    def put(self, line: Optional[bytes]) -> None:
+        """Writes ``line`` to the child's stdin at once when nothing is queued
+        before it and the pipe takes it whole; else (a full pipe, a partial
+        write, an error) the writer thread gets the rest. ``None`` ends the
+        stream after what is queued. Under the lock, which keeps the lines in
+        order: the writer takes it to say it has written one."""
+        if line is not None and self.queued == 0 and not self.stdin_closed:
+            try:
+                n = os.write(self.stdin_fd, line)
+            except OSError:  # full (EAGAIN), or gone: the writer sees it again and says so
+                n = 0
+            if n == len(line):
+                return
+            line = line[n:]
+        self.queued += 1
+        self.outq.put(line)
 
 
 class Connection:
@@ -331,7 +356,7 @@ class Connection:
             if child is None or self._pid != os.getpid():
                 return
             child.closing = True
-            child.outq.put(None)
+            child.put(None)
         try:
             child.proc.wait(timeout)
         except subprocess.TimeoutExpired:
@@ -429,7 +454,7 @@ class Connection:
                 {"jsonrpc": "2.0", "method": p.cancel_method or "run.cancel", "params": {"request": p.id}},
                 separators=(",", ":"),
             ).encode("ascii")
-            child.outq.put(line + b"\n")
+            child.put(line + b"\n")
 
     # ---- the child -----------------------------------------------------------
 
@@ -517,21 +542,19 @@ class Connection:
                 item = child.outq.get()
                 if item is None:
                     break
-                stdin.write(item)
-                # Whatever else is queued goes in the same flush.
-                while True:
+                view = memoryview(item)
+                while view:
                     try:
-                        more = child.outq.get_nowait()
-                    except queue.Empty:
-                        break
-                    if more is None:
-                        stdin.flush()
-                        return
-                    stdin.write(more)
-                stdin.flush()
+                        view = view[os.write(child.stdin_fd, view) :]
+                    except BlockingIOError:
+                        select.select([], [child.stdin_fd], [])
+                with self._lock:
+                    child.queued -= 1
         except (OSError, ValueError) as e:
             log.debug("sandweave serve (pid %d): stdin closed: %s", child.proc.pid, e)
         finally:
+            with self._lock:
+                child.stdin_closed = True
             try:
                 stdin.close()
             except (OSError, ValueError):

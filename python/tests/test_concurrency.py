@@ -71,3 +71,38 @@ def test_sync_calls_from_several_threads(state_dir: str) -> None:
             t.join(120)
         assert not errors, errors
         assert a.connection.pid == b.connection.pid
+
+
+def test_requests_larger_than_the_pipe_from_several_threads(state_dir: str) -> None:
+    # Each request is ~400 KB of JSON, several times the pipe's 64 KiB: a
+    # caller's write is partial and the writer thread sends the rest, while
+    # other threads' requests wait behind it. Lines never interleave: every
+    # request gets its own answer (the server refuses the name), none hangs.
+    from sandweave.errors import SandweaveError
+
+    conn = connect()
+    errors: list = []
+    answered: list = []
+
+    def worker(n: int) -> None:
+        try:
+            for k in range(4):
+                name = f"{n}{k}" + "x" * 400_000
+                try:
+                    conn.call("sandbox.inspect", {"id": name})
+                    errors.append(f"{n}/{k}: inspect of a 400 KB name succeeded")
+                except SandweaveError as e:
+                    answered.append((n, k, type(e).__name__))
+            conn.call("version")
+        except Exception as e:  # noqa: BLE001 - reported below
+            errors.append(f"{n}: {e!r}")
+
+    threads = [threading.Thread(target=worker, args=(n,)) for n in range(6)]
+    for t in threads:
+        t.start()
+    for t in threads:
+        t.join(120)
+    assert not any(t.is_alive() for t in threads), "a request larger than the pipe hung"
+    assert errors == []
+    assert len(answered) == 24
+    assert conn.call("version")["protocol"] == 1  # the connection is still usable
