@@ -200,9 +200,12 @@ class ControllerApi final : public api::Api {
     }
 
     ClusterConfig c_;
-    std::mutex mu_;  // placed_, in_flight_
+    std::mutex mu_;  // placed_, in_flight_, ending_
     std::map<std::string, Placed> placed_;
     std::set<long> in_flight_;  // jobs granted to a create not yet named
+    // Jobs of sandboxes the controller removes itself (rm, a pool member
+    // dropped), until Slurm no longer lists them: not adopted back meanwhile.
+    std::set<long> ending_;
 
     std::mutex pools_mu_;
     std::condition_variable refills_done_;

@@ -139,6 +139,7 @@ void ControllerApi::drop_member(const std::string& id) {
         if (it == placed_.end()) return;
         pl = it->second;
         placed_.erase(it);
+        ending_.insert(pl.job);
     }
     try {
         try {

@@ -239,6 +239,7 @@ api::Removed ControllerApi::rm(const api::IdParams& p) {
     {
         std::lock_guard<std::mutex> g(mu_);
         placed_.erase(pl.id);
+        ending_.insert(pl.job);
     }
     pl.link.reset();
     slurm::cancel(pl.job);

@@ -116,7 +116,15 @@ void ControllerApi::watch_once(bool first) {
     std::vector<std::pair<long, long>> slots_to_end;  // (array, task)
     {
         std::lock_guard<std::mutex> g(mu_);
-        std::set<long> held;
+        // A job the controller is ending (its sandbox removed a moment ago,
+        // maybe after this listing) is neither adopted nor cancelled again;
+        // it is forgotten once Slurm no longer lists it.
+        std::set<long> listed;
+        for (const json& j : jobs) listed.insert(job_id(j));
+        if (!jobs.empty())
+            for (auto it = ending_.begin(); it != ending_.end();)
+                it = listed.count(*it) ? std::next(it) : ending_.erase(it);
+        std::set<long> held = ending_;
         for (const auto& [id, pl] : placed_) held.insert(pl.job);
         std::set<long> arrays_in_use;  // a slot of theirs holds a sandbox or is being placed
         for (const json& j : jobs)

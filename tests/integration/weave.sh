@@ -137,6 +137,11 @@ assert_eq "a certificate that is not the pinned one is refused" 255 "$LAST_RC"
 assert_match "... loudly" "THE CONTROLLER'S CERTIFICATE IS NOT THE PINNED ONE" "$LAST_ERR"
 assert_exit "the new pinned fingerprint and token work" 0 "$SW" ls
 
+# Every rm above raced the controller's Slurm poll: a job it was ending
+# itself is neither adopted back nor cancelled again as a stranger's.
+assert_no_match "the controller never took a job it was ending for one whose sandbox is unknown" \
+    'does not know its sandbox' "$(cat "$DIR/log/controller.log")"
+
 # --- stop ----------------------------------------------------------------------------------
 note "stop"
 capture env -u SANDWEAVE_HOST "$CTL" --dir "$DIR" --port "$PORT" --sandweave "$SW" stop
