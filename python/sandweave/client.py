@@ -537,6 +537,8 @@ class Connection:
     def _writer(self, child: _Child) -> None:
         stdin = child.proc.stdin
         assert stdin is not None
+        writable = select.poll()  # not select(): a busy process has descriptors past 1024
+        writable.register(child.stdin_fd, select.POLLOUT)
         try:
             while True:
                 item = child.outq.get()
@@ -547,7 +549,7 @@ class Connection:
                     try:
                         view = view[os.write(child.stdin_fd, view) :]
                     except BlockingIOError:
-                        select.select([], [child.stdin_fd], [])
+                        writable.poll()
                 with self._lock:
                     child.queued -= 1
         except (OSError, ValueError) as e:
