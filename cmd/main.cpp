@@ -472,7 +472,7 @@ std::optional<int> run_internal_entry(int argc, char** argv) {
         return lifetime_entry(std::vector<std::string>(argv + 2, argv + argc));
     if (std::strcmp(argv[1], slurm_epilog_verb) == 0)
         return slurm_epilog_entry(std::vector<std::string>(argv + 2, argv + argc));
-    if (std::strcmp(argv[1], "__audit-writer") == 0) return audit_writer_entry(argc, argv);
+    if (std::strcmp(argv[1], audit::writer_verb) == 0) return audit_writer_entry(argc, argv);
     return std::nullopt;
 }
 

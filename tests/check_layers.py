@@ -10,6 +10,8 @@ The folders, and what a file in each may include of the project:
             LIB_ALLOWED names, and wire/. Never cmd/ or guest/.
   cmd/      the verbs: cmd/, the API (CMD_ALLOWED) and the few lower headers
             CMD_ALLOWED and CMD_EXCEPTIONS name, each with its reason.
+  helper/   the per-sandbox helper binary (the audit writer, the shim): worker
+            code below the API, lib/sandbox and lower, never cmd/.
 
 Within lib/, the client's side of the API (CLIENT_SIDE: the wire types, the
 interface, what runs over any Api, the JSON-RPC client) includes nothing of
@@ -106,7 +108,8 @@ CLIENT_MAY_INCLUDE = {"lib/sandbox/records.hpp"}
 CLIENT_LAYERS = {"batch"}
 
 SOURCES = (".c", ".h", ".cpp", ".hpp", ".cc")
-FOLDERS = ("wire", "guest", "lib", "cmd")
+FOLDERS = ("wire", "guest", "lib", "cmd", "helper")
+HELPER_LAYERS = {"core", "spec", "audit", "runtime", "store", "sandbox"}
 INCLUDE = re.compile(r'^\s*#\s*include\s*([<"])([^>"]+)[>"]')
 
 
@@ -157,6 +160,12 @@ def problem_of(src: pathlib.PurePosixPath, inc: pathlib.PurePosixPath):
         if str(inc) in CMD_EXCEPTIONS.get(str(src), {}):
             return None
         return f"cmd/ goes around the API to {inc}"
+    if top == "helper":
+        if inc_top in ("helper", "wire"):
+            return None
+        if inc_top == "lib" and len(inc.parts) > 2 and inc.parts[1] in HELPER_LAYERS:
+            return None
+        return f"helper/ includes {inc} (only lib/sandbox and lower)"
     return None
 
 

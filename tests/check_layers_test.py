@@ -1,7 +1,7 @@
 #!/usr/bin/env python3
 """tests/check_layers.py against planted back-edges.
 
-Copies the source files of wire/, guest/, lib/ and cmd/ into a scratch tree,
+Copies the source files of wire/, guest/, lib/, cmd/ and helper/ into a scratch tree,
 checks that the copy passes, then plants one forbidden #include at a time (in
 each spelling the check reads) and checks that the script fails, naming the
 file and line. Usage: check_layers_test.py SOURCE_DIR
@@ -14,7 +14,7 @@ import tempfile
 
 HERE = pathlib.Path(__file__).resolve().parent
 CHECK = HERE / "check_layers.py"
-FOLDERS = ("wire", "guest", "lib", "cmd")
+FOLDERS = ("wire", "guest", "lib", "cmd", "helper")
 
 # (file to plant in, the include line, why it is a back-edge)
 PLANTS = [
@@ -32,6 +32,8 @@ PLANTS = [
     ("guest/agent.c", '#include "lib/core/fd.hpp"', "guest includes lib"),
     ("wire/copy.c", '#include "../guest/agent.h"', "wire includes guest, relative"),
     ("wire/byte_order.h", '#include "lib/core/error.hpp"', "wire includes lib"),
+    ("helper/main.cpp", '#include "lib/api/local.hpp"', "the helper includes the API's worker side"),
+    ("helper/main.cpp", '#include "cmd/common.hpp"', "the helper includes cmd"),
 ]
 
 

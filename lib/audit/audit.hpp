@@ -79,11 +79,15 @@ struct WriterOptions {
     int ready_fd = -1;
 };
 
+// The first argument of a writer's command line, after the executable.
+inline constexpr const char* writer_verb = "__audit-writer";
+
 // Starts the writer as a detached daemon (own session, reparented away from
 // the caller, stdio on /dev/null and dir/writer.log) by exec of
-// `self_exe __audit-writer ...`. Creates dir 0700 and dir/points.json; returns
-// the writer pid once the sink socket listens, or throws with the writer's error.
-pid_t start_writer(const std::filesystem::path& self_exe, const WriterOptions&);
+// `exe __audit-writer ...` (exe: sandweave or its helper binary). Creates dir
+// 0700 and dir/points.json; returns the writer pid once the sink socket
+// listens, or throws with the writer's error.
+pid_t start_writer(const std::filesystem::path& exe, const WriterOptions&);
 
 // {"__audit-writer", "--dir", D, "--sandbox-id", ID, "--max-bytes", N,
 //  "--runtime-version", V, "--container-start", yes|no[, "--ready-fd", FD]}

@@ -536,7 +536,7 @@ bool selects_container_start(const WriterOptions& o) {
 }
 
 std::vector<std::string> writer_argv(const WriterOptions& o) {
-    std::vector<std::string> a = {"__audit-writer",
+    std::vector<std::string> a = {writer_verb,
                                   "--dir",
                                   o.dir.string(),
                                   "--sandbox-id",
@@ -557,7 +557,7 @@ std::vector<std::string> writer_argv(const WriterOptions& o) {
 WriterOptions parse_writer_argv(const std::vector<std::string>& args) {
     WriterOptions o;
     std::size_t i = 0;
-    if (!args.empty() && args[0] == "__audit-writer") i = 1;
+    if (!args.empty() && args[0] == writer_verb) i = 1;
     auto bad = [](const std::string& m) { return Error(ErrorCode::usage, "audit writer: " + m); };
     bool have_dir = false;
     for (; i < args.size(); ++i) {

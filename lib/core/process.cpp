@@ -580,6 +580,33 @@ std::filesystem::path self_exe() {
     return p;
 }
 
+std::filesystem::path helper_exe() {
+    static const std::filesystem::path exe = [] {
+        namespace fs = std::filesystem;
+        fs::path self = self_exe();
+        for (const fs::path& p :
+             {self.parent_path() / "sandweave-helper",
+              self.parent_path().parent_path() / "libexec" / "sandweave" / "sandweave-helper"})
+            if (::access(p.c_str(), X_OK) == 0) return p;
+        return self;
+    }();
+    return exe;
+}
+
+std::filesystem::path main_exe() {
+    static const std::filesystem::path exe = [] {
+        namespace fs = std::filesystem;
+        fs::path self = self_exe();
+        if (self.filename() != "sandweave-helper") return self;
+        fs::path dir = self.parent_path();
+        for (const fs::path& p :
+             {dir / "sandweave", dir.parent_path().parent_path() / "bin" / "sandweave"})
+            if (::access(p.c_str(), X_OK) == 0) return p;
+        return self;  // which then says it does not run that entry point
+    }();
+    return exe;
+}
+
 PinnedProcess::PinnedProcess(int fd)
     : fd_(new int(fd), [](int* p) {
           ::close(*p);

@@ -206,4 +206,15 @@ OutputSink relaying_sink(int fd);
 // Absolute path of the running executable (/proc/self/exe).
 std::filesystem::path self_exe();
 
+// The executable for the helpers sandweave starts per sandbox (the audit
+// writer, the shim): `sandweave-helper` beside this binary (a build tree) or
+// in ../libexec/sandweave (an install), which links only what they need and
+// so keeps less private memory per process; else this binary itself, which
+// runs the same entry points. Looked up once per process.
+std::filesystem::path helper_exe();
+// The sandweave binary, for the entry points only it runs (`__lifetime`):
+// self_exe() itself, or, in sandweave-helper, the sandweave helper_exe()
+// found it from (beside it, or ../../bin/sandweave from libexec/sandweave).
+std::filesystem::path main_exe();
+
 }  // namespace sandweave

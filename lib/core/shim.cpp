@@ -119,7 +119,7 @@ HeldShim HeldShim::start(const std::vector<std::string>& runsc_argv,
                          const std::filesystem::path& agent_socket,
                          const std::vector<std::string>& lifetime) {
     HelperSpec spec;
-    spec.argv = {self_exe().string(), shim_verb};
+    spec.argv = {helper_exe().string(), shim_verb};
     if (!agent_socket.empty()) {
         spec.argv.push_back("--agent");
         spec.argv.push_back(agent_socket.string());

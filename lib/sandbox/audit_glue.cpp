@@ -43,7 +43,7 @@ fs::path start_audit(Context& ctx, const SandboxRecord& r) {
     w.max_bytes = r.spec.runtime.audit_max_bytes;
     w.runtime_version = r.runtime_version;
     w.points = audit::default_selection(trace_metadata(ctx, r.runsc));
-    with_context("starting audit writer", [&] { audit::start_writer(self_exe(), w); });
+    with_context("starting audit writer", [&] { audit::start_writer(helper_exe(), w); });
     fs::path config = ctx.store.sandbox_dir(r.id) / "pod-init-config.json";
     write_file_atomic(config, audit::pod_init_config(w.points, socket), 0600);
     return config;

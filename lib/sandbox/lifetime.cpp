@@ -55,7 +55,8 @@ void end_sandbox(Context& ctx, const std::string& id, const std::string& why) {
 // Starts a detached `__lifetime` for `id`. Throws when it cannot start.
 void launch_watcher(const StateStore& store, const std::string& id) {
     HelperSpec spec;
-    spec.argv = {self_exe().string(), lifetime_verb, "--state-dir", store.root().string(), id};
+    // main_exe: the shim, which calls this when a ttl passes, runs from sandweave-helper.
+    spec.argv = {main_exe().string(), lifetime_verb, "--state-dir", store.root().string(), id};
     spec.log = store.sandbox_dir(id) / "logs/lifetime.log";
     spec.timeout = std::chrono::seconds(10);
     HelperReport report = launch_helper(spec);

@@ -87,6 +87,13 @@ assert_eq "inspect: pool name p, state acquired" 'p acquired' "$(jq -r '"\(.pool
 SEQ="$(jq -r '.pool.acquired_audit_seq // "missing"' <<<"$INS")"
 assert_match "inspect: acquired_audit_seq is a positive integer" '^[1-9][0-9]*$' "$SEQ"
 assert_eq "the acquired sandbox still has its writer" 1 "$(writer_count "$ACQ")"
+# The per-sandbox helpers run from the small helper binary beside sandweave.
+helper_exes() {
+    for pid in $(pgrep -f -- "(__audit-writer|__shim) .*$1( |/|\$)"); do
+        basename "$(readlink "/proc/$pid/exe")"
+    done | sort | uniq -c | awk '{ print $1, $2 }' | tr '\n' ' '
+}
+assert_eq "its writer and its shim run from sandweave-helper" "2 sandweave-helper " "$(helper_exes "$ACQ")"
 
 # acquired_audit_seq separates warm-up from the caller's episode.
 MARK="episode-$RANDOM$RANDOM"
