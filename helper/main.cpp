@@ -45,10 +45,12 @@ int main(int argc, char** argv) {
         std::fprintf(stderr, "sandweave-helper: started by sandweave only\n");
         return 2;
     }
-    set_logger(std::make_shared<StderrLogger>());
+    // As from sandweave: the shim keeps the silent default logger, the
+    // writer logs to its stderr (its writer.log).
     if (std::strcmp(argv[1], shim_verb) == 0)
         return shim_main(std::vector<std::string>(argv + 2, argv + argc), shim_lifetime_watcher);
     if (std::strcmp(argv[1], audit::writer_verb) == 0) {
+        set_logger(std::make_shared<StderrLogger>());
         try {
             return audit::writer_main(
                 audit::parse_writer_argv(std::vector<std::string>(argv + 1, argv + argc)));
