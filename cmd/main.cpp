@@ -451,13 +451,7 @@ int slurm_epilog_entry(const std::vector<std::string>& a) {
 int audit_writer_entry(int argc, char** argv) {
     GlobalOptions quiet_defaults;
     init_logging_early(quiet_defaults);
-    try {
-        return audit::writer_main(
-            audit::parse_writer_argv(std::vector<std::string>(argv + 1, argv + argc)));
-    } catch (const std::exception& e) {
-        std::fprintf(stderr, "sandweave audit writer: %s\n", e.what());
-        return 1;
-    }
+    return audit::writer_entry(std::vector<std::string>(argv + 1, argv + argc));
 }
 
 // Internal entry points started by sandweave itself, not part of the CLI:

@@ -8,7 +8,6 @@
 
 #include <cstdio>
 #include <cstring>
-#include <exception>
 #include <memory>
 #include <mutex>
 #include <string>
@@ -51,13 +50,7 @@ int main(int argc, char** argv) {
         return shim_main(std::vector<std::string>(argv + 2, argv + argc), shim_lifetime_watcher);
     if (std::strcmp(argv[1], audit::writer_verb) == 0) {
         set_logger(std::make_shared<StderrLogger>());
-        try {
-            return audit::writer_main(
-                audit::parse_writer_argv(std::vector<std::string>(argv + 1, argv + argc)));
-        } catch (const std::exception& e) {
-            std::fprintf(stderr, "sandweave audit writer: %s\n", e.what());
-            return 1;
-        }
+        return audit::writer_entry(std::vector<std::string>(argv + 1, argv + argc));
     }
     std::fprintf(stderr, "sandweave-helper: unknown entry %s\n", argv[1]);
     return 2;

@@ -102,6 +102,9 @@ WriterOptions parse_writer_argv(const std::vector<std::string>& args);
 // Takes the options by value: pass them moved, and the writer drops what it
 // needs only at start-up (the points) instead of a copy living on in the caller.
 int writer_main(WriterOptions);
+// `args` (writer_argv's, the verb optional) parsed and run by writer_main; a
+// bad argument or a start-up failure is one line on stderr and exit 1.
+int writer_entry(const std::vector<std::string>& args);
 
 struct Status {
     bool complete = false;

@@ -20,6 +20,7 @@
 #include <algorithm>
 #include <cerrno>
 #include <charconv>
+#include <cstdio>
 #include <cstring>
 #include <mutex>
 #include <optional>
@@ -590,6 +591,15 @@ WriterOptions parse_writer_argv(const std::vector<std::string>& args) {
     }
     if (!have_dir) throw bad("--dir is required");
     return o;
+}
+
+int writer_entry(const std::vector<std::string>& args) {
+    try {
+        return writer_main(parse_writer_argv(args));
+    } catch (const std::exception& e) {
+        std::fprintf(stderr, "sandweave audit writer: %s\n", e.what());
+        return 1;
+    }
 }
 
 // ------------------------------------------------------------ start -------
