@@ -2,6 +2,9 @@
 
 #include <sys/stat.h>
 
+#include <chrono>
+#include <thread>
+
 #include "lib/core/error.hpp"
 #include "lib/core/fault.hpp"
 #include "lib/core/fsutil.hpp"
@@ -45,6 +48,9 @@ SnapshotRecord read_and_verify(const fs::path& dir) {
     return s;
 }
 
+// How long a sandbox whose checkpoint image is written gets to stop.
+constexpr std::chrono::seconds checkpoint_exit_wait{10};
+
 // A memory snapshot's builder died between the checkpoint (which stops the
 // source) and the in-place restore: restore the source from the checkpoint it
 // left, so the sandbox keeps running as if the snapshot had failed cleanly.
@@ -57,14 +63,24 @@ bool recover_checkpointed_source(Context& ctx, const fs::path& tmp, const std::s
     auto r = ctx.store.try_load(id);
     if (!r || r->state != SandboxState::running) return true;
     Runsc runsc(ctx.runner, r->runsc, r->runsc_flags);
+    std::error_code ec;
+    const bool image_written = fs::file_size(tmp / "checkpoint/checkpoint.img", ec) > 0 && !ec;
     auto st = runsc.state(id);
-    if (st && st->status == "running") return true;  // killed before the checkpoint stopped it
+    // A sandbox whose checkpoint was written stops by itself, but `runsc
+    // checkpoint` returns before its sentry has exited: right after the
+    // builder's death it may still say running. Wait for that exit rather
+    // than take it for a sandbox the checkpoint never reached (whose image
+    // would then be dropped and the sandbox lost a moment later).
+    for (auto deadline = std::chrono::steady_clock::now() + checkpoint_exit_wait;
+         image_written && st && st->status == "running" &&
+         std::chrono::steady_clock::now() < deadline;
+         st = runsc.state(id))
+        std::this_thread::sleep_for(std::chrono::milliseconds(20));
+    if (st && st->status == "running") return true;  // the checkpoint did not stop it: it runs on
     fs::path sdir = ctx.store.sandbox_dir(id);
     try {
         if (st) runsc.remove(id, true);
-        std::error_code ec;
-        if (fs::file_size(tmp / "checkpoint/checkpoint.img", ec) == 0 || ec)
-            throw Error(ErrorCode::general, "the checkpoint image is incomplete");
+        if (!image_written) throw Error(ErrorCode::general, "the checkpoint image is incomplete");
         runsc.restore_detached(id, sdir / "bundle", tmp / "checkpoint", sdir / "logs/console.log",
                                r->agent ? sdir / "agent.sock" : fs::path());
         log().warn("restored sandbox " + id +
