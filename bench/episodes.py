@@ -12,6 +12,10 @@ and where an episode's wall time and CPU go.
   cycle         1001 (a tmpfs on /tmp, the root read-only): the bare runtime
                 doing the guest work an episode does, without hidepid, audit
                 or anything of sandweave's.
+  plain cycle   the raw cycle with plain gVisor (--plain-runsc, Debian's
+                /usr/bin/runsc by default): what a user without sandweave
+                runs. sandweave's runtime is patched (hidepid, audit, a
+                cheaper start), so the raw cycle above is the cheaper one.
   episode       from the Python SDK, as examples/episodes.py: pool acquire ->
                 the agent script as uid 1001 (hidepid 2, audit on) -> audit
                 export (complete must be true) -> terminate -> close (rm).
@@ -282,7 +286,7 @@ def make_raw_bundle(runsc: str, state: str, rootfs: str, agent: Optional[str] = 
     return bundle
 
 
-def remove_state(binary: str, state: str, runsc: str) -> None:
+def remove_state(binary: str, state: str, runsc: str, plain: str = "") -> None:
     """Removes every sandbox of the state directory, the raw cycles' leftovers, and the directory."""
     subprocess.run([binary, "--state-dir", state, "prune"], capture_output=True)
     ids = subprocess.run([binary, "--state-dir", state, "ls", "--ids"], capture_output=True, text=True).stdout
@@ -290,12 +294,15 @@ def remove_state(binary: str, state: str, runsc: str) -> None:
         subprocess.run([binary, "--state-dir", state, "rm", sid], capture_output=True)
     subprocess.run(f"{runsc} --root={state}/raw-runsc list -q 2>/dev/null | xargs -r -n1 "
                    f"{runsc} --root={state}/raw-runsc delete --force", shell=True, capture_output=True)
+    if plain and os.access(plain, os.X_OK):
+        subprocess.run(f"{plain} --root={state}/plain-runsc list -q 2>/dev/null | xargs -r -n1 "
+                       f"{plain} --root={state}/plain-runsc delete --force", shell=True, capture_output=True)
     shutil.rmtree(state, ignore_errors=True)
 
 
 class Raw:
-    def __init__(self, runsc: str, state: str, bundle: str) -> None:
-        self.argv = [runsc, f"--root={state}/raw-runsc", "--platform=ptrace", "--network=none", "run", "--bundle", bundle]
+    def __init__(self, runsc: str, state: str, bundle: str, root: str = "raw-runsc") -> None:
+        self.argv = [runsc, f"--root={state}/{root}", "--platform=ptrace", "--network=none", "run", "--bundle", bundle]
         self.serial = 0
         self.lock = threading.Lock()
 
@@ -492,6 +499,9 @@ def main() -> int:
     ap.add_argument("--acquires", type=int, default=30, help="timed warm acquires (default 30)")
     ap.add_argument("--breakdown", type=int, default=24, help="episodes per breakdown batch (default 24)")
     ap.add_argument("--template", default="base")
+    ap.add_argument("--plain-runsc", default="/usr/bin/runsc",
+                    help="plain gVisor, what a user without sandweave runs: its /bin/true cycles are a second "
+                         "baseline (default /usr/bin/runsc, Debian's; '' for none)")
     args = ap.parse_args()
     binary = os.environ.get("SANDWEAVE_BIN") or os.environ.get("SANDWEAVE") or os.path.join(top, "build", "sandweave")
     if not os.access(binary, os.X_OK):
@@ -511,20 +521,32 @@ def main() -> int:
         rootfs = os.path.join(state, "images", args.template, "rootfs")
         raw = Raw(runsc, state, make_raw_bundle(runsc, state, rootfs))
         raw_agent = Raw(runsc, state, make_raw_bundle(runsc, state, rootfs, ex.AGENT))
-        print(f"sandweave {binary}; runsc {runsc}; template {args.template}", file=sys.stderr)
+        plain = None
+        if args.plain_runsc and os.access(args.plain_runsc, os.X_OK) and \
+                not os.path.samefile(args.plain_runsc, runsc):
+            plain = Raw(args.plain_runsc, state, os.path.join(state, "raw-bundle"), root="plain-runsc")
+            plain.rate(2, 1)
+        print(f"sandweave {binary}; runsc {runsc}; plain runsc {plain.argv[0] if plain else 'none'}; "
+              f"template {args.template}", file=sys.stderr)
         print(f"load average at start: {load0} on {os.cpu_count()} cpus", file=sys.stderr)
         raw.rate(4, 1)  # warm: the runtime's binary and the image in the page cache
         raw_agent.rate(2, 1)
         asyncio.run(episodes(ex, 4, 1, args.template, out_dir))
 
         rates: Dict[int, Dict[str, list]] = {
-            c: {"raw": [], "ep": [], "rawcpu": [], "agent": [], "agentcpu": []} for c in CONCURRENCY}
+            c: {"raw": [], "ep": [], "rawcpu": [], "agent": [], "agentcpu": [], "plain": [], "plaincpu": []}
+            for c in CONCURRENCY}
         fails = {"raw": 0, "ep": 0, "incomplete": 0, "dropped": 0}
         acq_in_episode: List[float] = []
         for rep in range(args.reps):
             for c in CONCURRENCY:
                 r, rf, rc = raw.rate(args.cycles, c)
                 a, af, ac = raw_agent.rate(args.cycles, c)
+                if plain:
+                    p, pf, pc = plain.rate(args.cycles, c)
+                    rates[c]["plain"].append(p)
+                    rates[c]["plaincpu"].append(pc)
+                    fails["raw"] += pf
                 e = asyncio.run(episodes(ex, args.episodes, c, args.template, out_dir))
                 rates[c]["raw"].append(r)
                 rates[c]["rawcpu"].append(rc)
@@ -548,7 +570,7 @@ def main() -> int:
                for c in CONCURRENCY}
         load1 = loadavg()
     finally:
-        remove_state(binary, state, runsc)
+        remove_state(binary, state, runsc, args.plain_runsc)
         shutil.rmtree(out_dir, ignore_errors=True)
         leave_cgroup(cgroup)
 
@@ -563,6 +585,12 @@ def main() -> int:
         r, e, a = med(rates[c]["raw"]), med(rates[c]["ep"]), med(rates[c]["agent"])
         per = " ".join(f"{x / y:.2f}" for x, y in zip(rates[c]["ep"], rates[c]["raw"]))
         print(f"{c:<12} {r:>13.2f} {e:>11.2f} {e / r:>6.2f} {'>= 0.90':>7}  {per:<14} {a:>12.2f} {e / a:>6.2f}")
+    if rates[CONCURRENCY[0]]["plain"]:
+        print(f"against plain gVisor ({args.plain_runsc}, /bin/true cycles):")
+        for c in CONCURRENCY:
+            p, e = med(rates[c]["plain"]), med(rates[c]["ep"])
+            per = " ".join(f"{x / y:.2f}" for x, y in zip(rates[c]["ep"], rates[c]["plain"]))
+            print(f"{c:<12} {p:>13.2f} {e:>11.2f} {e / p:>6.2f} {'>= 0.90':>7}  {per:<14}")
     print(f"raw cycle failures: {fails['raw']}; episode failures: {fails['ep']} "
           f"(audit export incomplete: {fails['incomplete']}, dropped events: {fails['dropped']})")
     print(f"pool acquire, warm (settled pool of 4, {len(acq)}): p50 {ms(med(acq))} ms, p99 {ms(pct(acq, 99))} ms "
@@ -609,6 +637,9 @@ def main() -> int:
     ac = {c: med(rates[c]["agentcpu"]) for c in CONCURRENCY}
     print(f"{'raw runsc run cycle, for comparison':<46}" + "".join(f"{rc[c]:>10.1f}{'':>7}" for c in CONCURRENCY))
     print(f"{'raw agent cycle (the same script, bare runsc)':<46}" + "".join(f"{ac[c]:>10.1f}{'':>7}" for c in CONCURRENCY))
+    if rates[CONCURRENCY[0]]["plaincpu"]:
+        pc = {c: med(rates[c]["plaincpu"]) for c in CONCURRENCY}
+        print(f"{'plain gVisor /bin/true cycle':<46}" + "".join(f"{pc[c]:>10.1f}{'':>7}" for c in CONCURRENCY))
     return 0 if fails["ep"] == 0 and fails["raw"] == 0 else 3
 
 
