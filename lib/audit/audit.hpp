@@ -65,6 +65,8 @@ std::string pod_init_config(const std::vector<TracePoint>& points,
 std::filesystem::path sink_socket_path(const std::filesystem::path& dir);
 // The log file inside the writer directory.
 std::filesystem::path log_path(const std::filesystem::path& dir);
+// The selected points (start_writer writes it; status and export read it).
+std::filesystem::path points_path(const std::filesystem::path& dir);
 
 struct WriterOptions {
     std::filesystem::path dir;

@@ -48,6 +48,10 @@ fs::path log_path(const fs::path& dir) {
     return dir / "audit.jsonl";
 }
 
+fs::path points_path(const fs::path& dir) {
+    return dir / "points.json";
+}
+
 namespace {
 
 using namespace std::chrono_literals;
@@ -55,10 +59,6 @@ using namespace std::chrono_literals;
 fs::path state_path(const fs::path& dir) {
     return dir / "writer-state.json";
 }
-fs::path points_path(const fs::path& dir) {
-    return dir / "points.json";
-}
-
 nlohmann::json points_to_json(const std::vector<TracePoint>& points) {
     nlohmann::json a = nlohmann::json::array();
     for (const auto& p : points)
@@ -618,7 +618,9 @@ pid_t start_writer(const fs::path& self_exe, const WriterOptions& opts) {
         if (sink_socket_path(opts.dir).native().size() >= sizeof(sockaddr_un::sun_path))
             throw Error(ErrorCode::general,
                         "audit directory path too long for a unix socket: " + opts.dir.string());
-        write_file_atomic(points_path(opts.dir), points_to_json(opts.points).dump() + "\n", 0600);
+        // Flushed to disk by the writer once it is ready, off the create's path.
+        write_file_atomic(points_path(opts.dir), points_to_json(opts.points).dump() + "\n", 0600,
+                          Durability::live);
         SANDWEAVE_FAULT_POINT("audit.points-written");  // no writer state yet
 
         WriterOptions child_opts = opts;

@@ -189,7 +189,7 @@ class Writer {
 
   private:
     void setup();
-    void make_reserve();
+    void settle_after_ready();
 
     // reader thread
     void reader_loop();
@@ -307,14 +307,21 @@ class Writer {
     WriterState live_;
 };
 
-// Ballast released on ENOSPC so the final state can still be written. Made
-// once the writer has said it is ready: its fsync is not the create's wait.
-void Writer::make_reserve() {
+// What needs a disk flush but not the create's wait, once the writer has
+// said it is ready: the ballast released on ENOSPC so the final state can
+// still be written, and the point list start_writer wrote without a flush
+// (with the directory holding both).
+void Writer::settle_after_ready() {
     Fd fd(::open(reserve_path_.c_str(), O_WRONLY | O_CREAT | O_TRUNC | O_CLOEXEC, 0600));
-    if (!fd) return;
-    std::string zeros(kReserveBytes, '\0');
-    (void)!::write(fd.get(), zeros.data(), zeros.size());
-    ::fsync(fd.get());
+    if (fd) {
+        std::string zeros(kReserveBytes, '\0');
+        (void)!::write(fd.get(), zeros.data(), zeros.size());
+        ::fsync(fd.get());
+    }
+    Fd points(::open(points_path(opts_.dir).c_str(), O_RDONLY | O_CLOEXEC));
+    if (points) ::fsync(points.get());
+    Fd dir(::open(opts_.dir.c_str(), O_RDONLY | O_DIRECTORY | O_CLOEXEC));
+    if (dir) ::fsync(dir.get());
 }
 
 void Writer::setup() {
@@ -1213,7 +1220,7 @@ int Writer::run() {
     std::thread reader([this] { reader_loop(); });
     ::malloc_trim(0);  // what setup needed only once (the points file)
     ready_.ready(std::to_string(::getpid()));
-    make_reserve();
+    settle_after_ready();
     log().info("audit writer: listening on " + sink_socket_path(opts_.dir).string());
     control_loop();
     reader.join();

@@ -45,7 +45,8 @@ fs::path start_audit(Context& ctx, const SandboxRecord& r) {
     w.points = audit::default_selection(trace_metadata(ctx, r.runsc));
     with_context("starting audit writer", [&] { audit::start_writer(helper_exe(), w); });
     fs::path config = ctx.store.sandbox_dir(r.id) / "pod-init-config.json";
-    write_file_atomic(config, audit::pod_init_config(w.points, socket), 0600);
+    // Read once, by the runsc started next; a host crash ends what it configures.
+    write_file_atomic(config, audit::pod_init_config(w.points, socket), 0600, Durability::live);
     return config;
 }
 

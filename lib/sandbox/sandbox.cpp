@@ -338,7 +338,9 @@ void start_audit_writer(Context& ctx, SandboxRecord& r) {
     fs::path pod_init = start_audit(ctx, r);
     r.runsc_flags = Runsc::flags_for(ctx.store.runsc_root(), r.spec.runtime.platform,
                                      r.spec.runtime.network, pod_init);
-    ctx.store.save(r);
+    // Not fsynced either (see save_creating_record): the writer it names is
+    // a process, gone with the host.
+    ctx.store.save(r, Durability::live);
     SANDWEAVE_FAULT_POINT("create.writer-started");
 }
 
