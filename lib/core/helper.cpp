@@ -2,6 +2,7 @@
 
 #include <fcntl.h>
 #include <poll.h>
+#include <sched.h>
 #include <signal.h>
 #include <sys/socket.h>
 #include <sys/stat.h>
@@ -9,6 +10,7 @@
 #include <unistd.h>
 
 #include <cerrno>
+#include <memory>
 
 #include "lib/core/error.hpp"
 
@@ -26,8 +28,13 @@ Fd open_or_throw(const std::filesystem::path& p, int flags) {
     return fd;
 }
 
-// Everything the child needs, prepared before fork: after fork in a possibly
-// multi-threaded caller only async-signal-safe calls are allowed.
+// Each process between the launcher and the helper's exec runs on a stack of
+// its own in the launcher's memory (see spawn).
+constexpr std::size_t child_stack_size = 64 * 1024;
+
+// Everything the children need, prepared before the first clone: they share
+// the launcher's memory, so they only read this, make system calls and write
+// to their own stacks (no allocation, no locks another thread may hold).
 struct ChildPlan {
     std::vector<char*> argv;
     int null_fd, log_fd, report_fd;
@@ -35,6 +42,7 @@ struct ChildPlan {
     bool report_on_fd3;
     std::string exec_error;
     std::string fork_error;
+    char* helper_stack_top = nullptr;
 };
 
 void write_text(int fd, const std::string& s) {
@@ -53,21 +61,19 @@ int lift(int fd) {
     return ::fcntl(fd, F_DUPFD_CLOEXEC, 10);
 }
 
-[[noreturn]] void run_child(const ChildPlan& p) {
-    // Intermediate: a session of its own, then the helper, then exit so the
-    // helper is reparented away from the caller.
-    ::setsid();
-    pid_t helper = ::fork();
-    if (helper < 0) write_text(p.report_fd, p.fork_error);
-    if (helper != 0) ::_exit(helper < 0 ? 1 : 0);
-
-    sigset_t empty;
-    sigemptyset(&empty);
-    ::sigprocmask(SIG_SETMASK, &empty, nullptr);
+// The helper, until its exec. It starts with every signal blocked (the
+// launcher's mask while it clones): a handler of the launcher's must never run
+// here, on memory the launcher owns, so the dispositions go back to their
+// defaults before the mask is emptied.
+int run_helper(void* arg) {
+    const ChildPlan& p = *static_cast<const ChildPlan*>(arg);
     struct sigaction dfl {};
     dfl.sa_handler = SIG_DFL;
     for (int s = 1; s < NSIG; ++s)
         if (s != SIGKILL && s != SIGSTOP) ::sigaction(s, &dfl, nullptr);
+    sigset_t empty;
+    sigemptyset(&empty);
+    ::sigprocmask(SIG_SETMASK, &empty, nullptr);
 
     int null_fd = lift(p.null_fd), log_fd = lift(p.log_fd), report_fd = lift(p.report_fd);
     int go_fd = p.go_fd >= 0 ? lift(p.go_fd) : -1;
@@ -88,6 +94,17 @@ int lift(int fd) {
     ::execv(p.argv[0], p.argv.data());
     write_text(report_fd, p.exec_error);
     ::_exit(127);
+}
+
+// The intermediate: a session of its own, the helper, then exit, so that the
+// helper is reparented away from the launcher. CLONE_VFORK holds it until the
+// helper has exec'd (or exited), as it holds the launcher until this exits.
+int run_intermediate(void* arg) {
+    const ChildPlan& p = *static_cast<const ChildPlan*>(arg);
+    ::setsid();
+    pid_t helper = ::clone(run_helper, p.helper_stack_top, CLONE_VM | CLONE_VFORK | SIGCHLD, arg);
+    if (helper < 0) write_text(p.report_fd, p.fork_error);
+    ::_exit(helper < 0 ? 1 : 0);
 }
 
 HelperReport parse_report(std::string text, HelperSpec::Readiness readiness) {
@@ -138,10 +155,26 @@ std::pair<Fd, pid_t> spawn(const HelperSpec& spec, int go) {
     plan.exec_error = "error cannot execute " + spec.argv[0] + "\n";
     plan.fork_error = "error cannot fork " + spec.argv[0] + "\n";
 
-    pid_t child = ::fork();
-    if (child < 0) throw_errno("fork");
-    if (child == 0) run_child(plan);
-    // The intermediate exits at once; ECHILD (a caller ignoring SIGCHLD) is fine.
+    // Two clones sharing our memory, as posix_spawn makes one, instead of two
+    // forks: a fork copies the launcher's page tables and makes its pages
+    // copy-on-write, which `serve` and a pool's refill paid twice per helper
+    // and two helpers per sandbox. Stacks grow down: each child gets the top
+    // of its own.
+    std::unique_ptr<char[]> stacks(new char[2 * child_stack_size]);
+    char* intermediate_stack_top = stacks.get() + child_stack_size;
+    plan.helper_stack_top = stacks.get() + 2 * child_stack_size;
+    sigset_t all, old;
+    sigfillset(&all);
+    ::pthread_sigmask(SIG_SETMASK, &all, &old);
+    pid_t child =
+        ::clone(run_intermediate, intermediate_stack_top, CLONE_VM | CLONE_VFORK | SIGCHLD, &plan);
+    int clone_errno = errno;
+    ::pthread_sigmask(SIG_SETMASK, &old, nullptr);
+    if (child < 0) {
+        errno = clone_errno;
+        throw_errno("clone");
+    }
+    // The intermediate has exited; ECHILD (a caller ignoring SIGCHLD) is fine.
     while (::waitpid(child, nullptr, 0) < 0 && errno == EINTR) {
     }
     return {std::move(report.read), child};

@@ -3,9 +3,12 @@
 // binary (the sandbox supervisor `__shim`, the audit writer `__audit-writer`,
 // a pool's `__pool-refill`). One launcher starts all of them the same way:
 //
-//   - double fork: the helper runs in a session of its own and is reparented
-//     away from the caller (to init or the nearest subreaper), so it outlives a
-//     CLI invocation and never lingers as a zombie of a long-running caller;
+//   - through an intermediate: the helper runs in a session of its own and is
+//     reparented away from the caller (to init or the nearest subreaper), so it
+//     outlives a CLI invocation and never lingers as a zombie of a long-running
+//     caller. Both are clones that share the caller's memory until the
+//     helper's exec (CLONE_VM | CLONE_VFORK, as posix_spawn does), not forks:
+//     a fork copies the caller's page tables and makes its pages copy-on-write;
 //   - stdin on /dev/null, stdout and stderr appended to a log file (or
 //     /dev/null); default signal dispositions and an empty signal mask; none of
 //     the caller's descriptors but the report pipe;

@@ -13,6 +13,7 @@
 #include <filesystem>
 #include <string>
 #include <thread>
+#include <vector>
 
 #include "lib/core/error.hpp"
 #include "lib/core/fsutil.hpp"
@@ -168,6 +169,42 @@ TEST_SUITE("helper") {
         ::pthread_sigmask(SIG_SETMASK, &old, nullptr);
         REQUIRE(r.ok());
         CHECK(r.detail == "0000000000000000");
+    }
+
+    TEST_CASE("the helper starts with default dispositions: nothing we ignore") {
+        // An ignored signal stays ignored across exec: the launcher resets
+        // every disposition in the helper (a handler of ours must not run there
+        // either, where the helper still shares our memory before its exec).
+        struct sigaction ign {
+        }, old{};
+        ign.sa_handler = SIG_IGN;
+        REQUIRE(::sigaction(SIGUSR1, &ign, &old) == 0);
+        HelperReport r =
+            launch_helper(shell("echo \"ok $(grep '^SigIgn' /proc/$$/status | cut -f2)\" >&3"));
+        ::sigaction(SIGUSR1, &old, nullptr);
+        REQUIRE(r.ok());
+        CHECK((std::stoull(r.detail, nullptr, 16) & (1ull << (SIGUSR1 - 1))) == 0);
+    }
+
+    TEST_CASE("many helpers from many threads at once: each its report, no launcher disturbed") {
+        // The launcher shares its memory with the helper until the exec, so
+        // other threads go on meanwhile; every report must still be its own.
+        std::vector<std::thread> threads;
+        std::vector<std::string> details(8);
+        for (std::size_t t = 0; t < details.size(); ++t)
+            threads.emplace_back([&details, t] {
+                for (int i = 0; i < 5; ++i) {
+                    HelperReport r = launch_helper(shell("echo \"ok " + std::to_string(t) + "-" +
+                                                         std::to_string(i) + "\" >&3"));
+                    if (!r.ok() || r.detail != std::to_string(t) + "-" + std::to_string(i)) {
+                        details[t] = "bad: " + r.detail;
+                        return;
+                    }
+                }
+                details[t] = "ok";
+            });
+        for (auto& th : threads) th.join();
+        for (const auto& d : details) CHECK(d == "ok");
     }
 
     TEST_CASE("ReadinessReporter reports once, and a reporter without a pipe reports nowhere") {
