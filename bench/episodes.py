@@ -568,6 +568,15 @@ def main() -> int:
         print("breakdown batches...", file=sys.stderr)
         brk = {c: asyncio.run(episodes(ex, args.breakdown, c, args.template, out_dir, (state, cgroup)))
                for c in CONCURRENCY}
+        raw_brk: Dict[int, Dict[str, int]] = {}
+        for c in CONCURRENCY:  # the same script on the bare runtime, process by process
+            sampler = Sampler(state, cgroup)
+            _, _, cycle_cpu = raw_agent.rate(args.breakdown, c)
+            time.sleep(0.1)
+            raw_brk[c] = sampler.stop()
+            # runsc waits for its gofer and sentry, and the sentry for its stubs: getrusage holds them
+            # all, the cgroups do not (a bare bundle names none, and runsc makes its own).
+            raw_brk[c]["total_ns"] = int(cycle_cpu * 1e6 * args.breakdown) + raw_brk[c].get("sdk", 0)
         load1 = loadavg()
     finally:
         remove_state(binary, state, runsc, args.plain_runsc)
@@ -611,27 +620,33 @@ def main() -> int:
         print(row)
     print(f"{'create (background)':<22}{ms(med(cr)):>14}  (measured alone; the pool refill makes one per episode)")
     print()
-    print("CPU per episode by process, breakdown batches (ms; window = batch + pool refilled)")
-    print(f"{'process':<46}" + "".join(f"{'c=' + str(c):>10}{'share':>7}" for c in CONCURRENCY))
-    per: Dict[int, Dict[str, float]] = {}
-    for c in CONCURRENCY:
-        cpu = brk[c]["cpu"] or {}
-        n = args.breakdown
+    print("CPU per episode by process, breakdown batches (ms; window = batch + pool refilled), "
+          "and per raw agent cycle (the same script on the bare runtime)")
+    print(f"{'process':<46}" + "".join(f"{'c=' + str(c):>10}{'share':>7}{'raw agent':>11}" for c in CONCURRENCY))
+
+    def per_process(cpu: Optional[Dict[str, int]], n: int) -> Dict[str, float]:
+        cpu = cpu or {}
         rows = {k: cpu.get(k, 0) / 1e6 / n for k, _ in PROCESS_ROWS}
         sandbox_cg = cpu.get("sandbox_cgroups", 0) / 1e6 / n
         bench_cg = cpu.get("bench_cgroup", 0) / 1e6 / n
-        sampled_in_sb = rows["sentry"] + rows["gofer"]
-        sampled_out = sum(v for k, v in rows.items() if k not in ("sentry", "gofer"))
-        total = sandbox_cg + bench_cg if cgroup else sampled_in_sb + sampled_out
-        rows["unattributed"] = max(0.0, total - sampled_in_sb - sampled_out)
+        sampled = sum(rows.values())
+        if "total_ns" in cpu:
+            total = cpu["total_ns"] / 1e6 / n
+        else:
+            total = sandbox_cg + bench_cg if cgroup else sampled
+        rows["unattributed"] = max(0.0, total - sampled)
         rows["total"] = total
-        per[c] = rows
-    labels = PROCESS_ROWS + [("unattributed", "short-lived / exited between samples"), ("total", "total (cgroups)")]
+        return rows
+
+    per = {c: per_process(brk[c]["cpu"], args.breakdown) for c in CONCURRENCY}
+    per_raw = {c: per_process(raw_brk[c], args.breakdown) for c in CONCURRENCY}
+    labels = PROCESS_ROWS + [("unattributed", "short-lived / exited between samples"),
+                             ("total", "total (cgroups; raw: getrusage)")]
     for k, label in labels:
         row = f"{label:<46}"
         for c in CONCURRENCY:
             v = per[c][k]
-            row += f"{v:>10.1f}{v / per[c]['total'] * 100 if per[c]['total'] else 0:>6.0f}%"
+            row += f"{v:>10.1f}{v / per[c]['total'] * 100 if per[c]['total'] else 0:>6.0f}%{per_raw[c][k]:>11.1f}"
         print(row)
     rc = {c: med(rates[c]["rawcpu"]) for c in CONCURRENCY}
     ac = {c: med(rates[c]["agentcpu"]) for c in CONCURRENCY}
