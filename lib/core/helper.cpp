@@ -173,12 +173,8 @@ std::pair<Fd, pid_t> spawn(const HelperSpec& spec, int go) {
     ::pthread_sigmask(SIG_SETMASK, &all, &old);
     pid_t child =
         ::clone(run_intermediate, intermediate_stack_top, CLONE_VM | CLONE_VFORK | SIGCHLD, &plan);
-    int clone_errno = errno;
-    ::pthread_sigmask(SIG_SETMASK, &old, nullptr);
-    if (child < 0) {
-        errno = clone_errno;
-        throw_errno("clone");
-    }
+    ::pthread_sigmask(SIG_SETMASK, &old, nullptr);  // leaves errno as clone set it
+    if (child < 0) throw_errno("clone");
     // The intermediate has exited; ECHILD (a caller ignoring SIGCHLD) is fine.
     while (::waitpid(child, nullptr, 0) < 0 && errno == EINTR) {
     }
