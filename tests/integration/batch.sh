@@ -115,18 +115,18 @@ KOUT="$SCRATCH/kill-out"
 # it leaves behind with its refills; the rerun creates each and removes the pool.
 "$SW" batch run "$SCRATCH/kill.jsonl" --out "$KOUT" --concurrency 3 --warm-pool >/dev/null 2>"$SCRATCH/kill.err" &
 pid=$!
-finished() { (($(find "$KOUT" -name result.json 2>/dev/null | wc -l) >= 3)); }
+finished() { (($(finished_episodes "$KOUT") >= 3)); }
 assert_true "SIGKILL run: 3 episodes finished first" wait_for 90 finished
 kill -9 "$pid"
 wait "$pid" 2>/dev/null
 declare -A started
 for f in "$KOUT"/*/result.json; do started["$(jq -r .id "$f")"]="$(jq -r .started_at "$f")"; done
 assert_match "SIGKILL run: episodes came from the warm pool" '^batch-[0-9a-f]{16}$' \
-    "$(jq -r .pool "$(find "$KOUT" -name result.json | head -n1)")"
+    "$(jq -r .pool "$(compgen -G "$KOUT/k*/result.json" | head -n1)")"
 assert_eq "SIGKILL run: its pool is left behind" 1 "$(sw pool ls --json | jq length)"
 capture sw batch run "$SCRATCH/kill.jsonl" --out "$KOUT" --concurrency 3
 assert_eq "after SIGKILL, rerun: exit 0 (all exit 0, audits complete)" 0 "$LAST_RC"
-assert_eq "after SIGKILL, rerun: 12 result.json" 12 "$(find "$KOUT" -name result.json | wc -l | tr -d ' ')"
+assert_eq "after SIGKILL, rerun: 12 result.json" 12 "$(finished_episodes "$KOUT")"
 same=0
 for id in "${!started[@]}"; do
     [[ "$(jq -r .started_at "$KOUT/$id/result.json")" == "${started[$id]}" ]] && same=$((same + 1))

@@ -366,6 +366,15 @@ no_mounts_under() { [[ -z "$(mounts_under "$@")" ]]; }
 no_procs_matching() { [[ -z "$(procs_matching "$@")" ]]; }
 state_is() { [[ "$(sw_state "$1")" == "$2" ]]; }  # ID STATE
 
+# How many episodes of a batch's output folder are finished: OUT/<id>/result.json.
+# A killed run's temp folder (.tmp-*) may hold a result.json not yet renamed
+# into place; that episode is not finished, and a rerun runs it again.
+finished_episodes() {  # OUT
+    local f n=0
+    for f in "$1"/[!.]*/result.json; do [[ -f "$f" ]] && n=$((n + 1)); done
+    echo "$n"
+}
+
 # The guest's process list (busybox ps: pid, stat, comm, args).
 guest_ps() { "$SW" run "$1" -- ps -o pid,stat,comm,args 2>/dev/null; }
 

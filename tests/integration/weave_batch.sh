@@ -84,11 +84,11 @@ KOUT="$SCRATCH/kill-out"
 for i in $(seq -w 1 12); do printf '{"id": "k%s", "script": "sleep 2; echo kill-%s"}\n' "$i" "$i"; done >"$KSPEC"
 "$SW" batch run "$KSPEC" --out "$KOUT" --concurrency 4 --json >/dev/null 2>&1 &
 BATCH=$!
-finished_some() { [[ "$(find "$KOUT" -name result.json 2>/dev/null | wc -l)" -ge 4 ]]; }
+finished_some() { (($(finished_episodes "$KOUT") >= 4)); }
 wait_for 90 finished_some || true
 kill -KILL "$BATCH"
 wait "$BATCH" 2>/dev/null
-before="$(find "$KOUT" -name result.json | wc -l | tr -d ' ')"
+before="$(finished_episodes "$KOUT")"
 assert_ne "the killed run left its array behind" 0 "$(squeue -h -o %i | wc -l | tr -d ' ')"
 "$SW" batch run "$KSPEC" --out "$KOUT" --concurrency 4 --json >"$SCRATCH/kill.out" 2>"$SCRATCH/kill.err"
 assert_eq "the rerun exits 0" 0 "$?"
