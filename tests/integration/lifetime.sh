@@ -53,8 +53,8 @@ assert_match "idle: time_left.idle_ms" '^[1-3][0-9]{3}$' "$(left_of "$I" | jq -r
 assert_exit "idle: a 5 s command in a 3 s idle sandbox completes" 0 sw run "$I" -- sleep 5
 assert_eq "idle: still running right after the command" "running" "$(sw_state "$I")"
 (sw run "$I" -- sleep 2 >/dev/null 2>&1 &)
-sleep 0.7
-assert_eq "idle: ls says busy while a command runs" "true" "$(left_of "$I" | jq -r .busy)"
+busy_is() { [[ "$(left_of "$I" | jq -r .busy)" == "$1" ]]; }
+assert_true "idle: ls says busy while a command runs" wait_for 2 busy_is true
 sleep 2
 assert_true "idle: stopped about 3 s after the last command" \
     wait_for 8 recorded_state_is "$I" stopped
@@ -81,12 +81,12 @@ assert_true "no lifetime: no watcher" no_watcher "$N"
 # watcher process instead, and one killed in turn is replaced by the next ls.
 assert_true "before the kill: Y is watched by its shim" has_watcher "$Y"
 pkill -KILL -f -- "[_]_shim .*--lifetime $STATE $Y "
-sleep 0.3
-assert_true "a killed shim's watcher is gone with it" no_watcher "$Y"
+assert_true "a killed shim's watcher is gone with it" wait_for 5 no_watcher "$Y"
 sw ls >/dev/null
 assert_true "ls starts a watcher process in the killed shim's place" wait_for 5 has_watcher_process "$Y"
 pkill -KILL -f -- "__lifetime --state-dir $STATE $Y"
-sleep 0.3
+# Its lock goes with the process: until then an ls sees it watched.
+wait_for 5 no_watcher "$Y" || true
 sw ls >/dev/null
 assert_true "a killed watcher is started again by ls" wait_for 5 has_watcher_process "$Y"
 assert_true "the new watcher holds the lock" has_watcher "$Y"

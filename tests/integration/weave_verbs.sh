@@ -78,7 +78,7 @@ assert_eq "inspect then shows it stopped" stopped "$(jq -r .state <<<"$LAST_OUT"
 capture "$SW" prune
 assert_eq "prune exits 0" 0 "$LAST_RC"
 assert_eq "... and removes the stopped one (only)" "$OTHER" "$("$SW" ls -q)"
-assert_eq "... and its Slurm job has ended" "" "$(squeue -h -o %j | grep -F "$ID" || true)"
+assert_eq "... and its Slurm job has ended" "" "$(squeue -h -t RUNNING,PENDING -o %j | grep -F "$ID" || true)"
 capture "$SW" run sw-000000000000 -- true
 assert_eq "an unknown id exits 4, as locally" 4 "$LAST_RC"
 assert_eq "... with one line" 1 "$(line_count "$LAST_ERR")"
