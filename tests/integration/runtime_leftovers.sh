@@ -76,10 +76,12 @@ WATCHER=$!
 on_cleanup stop_watch
 assert_exit "pool create p --size 1" 0 sw pool create p --size 1
 [[ "$LAST_RC" == 0 ]] || finish
-# Kills the standing refill of pool p; true when there was one.
+refill_pid() { pgrep -f -- "__pool-refill --state-dir $STATE p" | head -1; }
+# Kills the standing refill of pool p (PID, when looked up beforehand: a
+# pgrep takes long enough here for a member's create to end meanwhile);
+# true when there was one.
 kill_refill() {
-    local pid
-    pid="$(pgrep -f -- "__pool-refill --state-dir $STATE p" | head -1)"
+    local pid="${1:-$(refill_pid)}"
     [[ -n "$pid" ]] && kill -9 "$pid" 2>/dev/null
 }
 runsc_creating() { [[ -n "$(locks_without_state)" ]]; }
@@ -95,8 +97,8 @@ wait_runsc_creating() {
 }
 kills=0
 inside=0  # kills while a member's runsc was in its create
-kill_counted() {
-    if kill_refill; then
+kill_counted() {  # [PID]
+    if kill_refill "$@"; then
         kills=$((kills + 1))
         record_ids
         runsc_creating && inside=$((inside + 1))
@@ -114,18 +116,22 @@ for ((i = 0; i < 30 && SECONDS < deadline; i++)); do
     else
         sw pool resize p 3 >/dev/null 2>&1
         # Within a moment of a member's runsc starting its create: a refill
-        # killed every time before it got there would never get there.
+        # killed every time before it got there would never get there. The
+        # resize has started or woken the refill by the time it returns.
+        pid="$(refill_pid)"
         wait_runsc_creating
-        sleep "0.0$((RANDOM % 10))"
+        sleep "0.0$((RANDOM % 5))"
     fi
-    kill_counted
+    kill_counted ${pid:+"$pid"}
+    pid=
     ((kills >= 6 && inside >= 2)) && break
 done
 # Last, the sequence that leaked: a refill killed while a member's runsc is in its
 # create, and the pool removed at once.
 sw pool resize p 4 >/dev/null 2>&1
+pid="$(refill_pid)"
 wait_runsc_creating
-kill_counted
+kill_counted ${pid:+"$pid"}
 assert_true "kill loop: refills were killed ($kills)" test "$kills" -ge 3
 assert_true "kill loop: some kills came while a member's runsc was in its create ($inside)" \
     test "$inside" -ge 1
