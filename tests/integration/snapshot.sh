@@ -153,7 +153,9 @@ M=""
 new_sandbox M || finish
 capture sw run "$M" -c 'printf mem > /root/m; sleep 1000 </dev/null >/dev/null 2>&1 & echo ok'
 assert_eq "memory source starts a background sleep" ok "$LAST_OUT"
-SLEEP_PID="$(guest_sleep "$M")"
+# The background child may not have exec'd sleep yet when the run returns.
+sleep_seen() { SLEEP_PID="$(guest_sleep "$M")" && [[ -n "$SLEEP_PID" ]]; }
+wait_for 10 sleep_seen || true
 assert_ne "the sleep runs in the source" "" "$SLEEP_PID"
 
 MS=""
@@ -198,6 +200,8 @@ assert_exit "--kind bogus is a usage error" 2 sw snapshot create "$M" --kind bog
 H=""
 new_sandbox H --hidepid 2 || finish
 capture sw run "$H" -c 'sleep 1000 </dev/null >/dev/null 2>&1 & echo ok'
+has_sleep() { [[ -n "$(guest_sleep "$1")" ]]; }
+wait_for 10 has_sleep "$H" || true
 HS=""
 new_snapshot HS "$H" --kind memory
 HR=""
