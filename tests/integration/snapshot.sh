@@ -54,6 +54,8 @@ proc_line() { guest "$1" 'grep " /proc proc " /proc/mounts'; }
 writer_count() { pgrep -fc -- "__audit-writer .*--sandbox-id $1( |\$)" || true; }
 # The pid of a `sleep 1000` in the guest's process list ("" if none).
 guest_sleep() { guest_ps "$1" | awk '$4 == "sleep" && $5 == "1000" { print $1 }'; }
+# A run that starts `sleep 1000 &` may return before the child has exec'd it.
+has_sleep() { [[ -n "$(guest_sleep "$1")" ]]; }
 jqe() { jq -e "$@" >/dev/null; }  # quiet jq -e for assert_true
 inspect_field() { "$SW" inspect "$1" 2>/dev/null | jq -r "$2"; }
 
@@ -153,9 +155,8 @@ M=""
 new_sandbox M || finish
 capture sw run "$M" -c 'printf mem > /root/m; sleep 1000 </dev/null >/dev/null 2>&1 & echo ok'
 assert_eq "memory source starts a background sleep" ok "$LAST_OUT"
-# The background child may not have exec'd sleep yet when the run returns.
-sleep_seen() { SLEEP_PID="$(guest_sleep "$M")" && [[ -n "$SLEEP_PID" ]]; }
-wait_for 10 sleep_seen || true
+wait_for 10 has_sleep "$M" || true
+SLEEP_PID="$(guest_sleep "$M")"
 assert_ne "the sleep runs in the source" "" "$SLEEP_PID"
 
 MS=""
@@ -200,7 +201,6 @@ assert_exit "--kind bogus is a usage error" 2 sw snapshot create "$M" --kind bog
 H=""
 new_sandbox H --hidepid 2 || finish
 capture sw run "$H" -c 'sleep 1000 </dev/null >/dev/null 2>&1 & echo ok'
-has_sleep() { [[ -n "$(guest_sleep "$1")" ]]; }
 wait_for 10 has_sleep "$H" || true
 HS=""
 new_snapshot HS "$H" --kind memory
