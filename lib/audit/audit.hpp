@@ -184,15 +184,19 @@ Status live_status(const std::filesystem::path& dir);
 // log, durable or only written (the cut between two phases of a sandbox's
 // life, such as a pool member's warm-up and its episode). As live_status's
 // max(last_sequence, counters.written_sequence), without building a status
-// (no trace points read): one round trip to the writer, or its persisted
-// state when it does not answer within `timeout`.
+// (no trace points read): the position the writer publishes, else one round
+// trip to the writer, or its persisted state when it does not answer within
+// `timeout`.
 std::uint64_t live_position(const std::filesystem::path& dir,
                             std::chrono::milliseconds timeout = std::chrono::seconds(10));
 
 // live_position in two halves, for a caller with other work to do while the
-// writer answers: the constructor connects and asks (it never throws for a
-// writer that is gone: get() then reads the persisted state), get() waits up
-// to `timeout` for the answer. Dropped unasked, the connection just closes.
+// writer answers. The constructor reads the position the writer publishes
+// (lib/audit/position.hpp), which wakes no one; only a writer that publishes
+// none (an older sandweave's) is asked: then the constructor connects and
+// asks (it never throws for a writer that is gone: get() then reads the
+// persisted state), get() waits up to `timeout` for the answer. Dropped
+// unasked, the connection just closes.
 class PositionQuery {
   public:
     explicit PositionQuery(const std::filesystem::path& dir);
@@ -204,6 +208,7 @@ class PositionQuery {
   private:
     struct Sent;
     std::filesystem::path dir_;
+    std::optional<std::uint64_t> published_;
     std::unique_ptr<Sent> sent_;
 };
 

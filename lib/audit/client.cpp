@@ -28,6 +28,7 @@
 
 #include "lib/audit/audit.hpp"
 #include "lib/audit/chain.hpp"
+#include "lib/audit/position.hpp"
 #include "lib/audit/state.hpp"
 #include "lib/core/error.hpp"
 #include "lib/core/fault.hpp"
@@ -680,14 +681,16 @@ struct PositionQuery::Sent {
     SentRequest request;
 };
 
-PositionQuery::PositionQuery(const fs::path& dir)
-    : dir_(dir), sent_(std::make_unique<Sent>(Sent{send_control(dir, {{"op", "status"}})})) {}
+PositionQuery::PositionQuery(const fs::path& dir) : dir_(dir), published_(published_position(dir)) {
+    if (!published_) sent_ = std::make_unique<Sent>(Sent{send_control(dir, {{"op", "status"}})});
+}
 
 PositionQuery::PositionQuery(PositionQuery&&) noexcept = default;
 PositionQuery& PositionQuery::operator=(PositionQuery&&) noexcept = default;
 PositionQuery::~PositionQuery() = default;
 
 std::uint64_t PositionQuery::get(std::chrono::milliseconds timeout) {
+    if (published_) return *published_;
     Reply r = await_control(sent_->request, timeout);
     WriterState s;
     if (r.kind == Reply::ok)

@@ -24,6 +24,7 @@
 #include <sys/un.h>
 #include <unistd.h>
 
+#include <algorithm>
 #include <cerrno>
 #include <chrono>
 #include <condition_variable>
@@ -31,11 +32,13 @@
 #include <deque>
 #include <map>
 #include <mutex>
+#include <optional>
 #include <thread>
 
 #include "lib/audit/audit.hpp"
 #include "lib/audit/chain.hpp"
 #include "lib/audit/decoder.hpp"
+#include "lib/audit/position.hpp"
 #include "lib/audit/queue.hpp"
 #include "lib/audit/state.hpp"
 #include "lib/core/error.hpp"
@@ -305,6 +308,7 @@ class Writer {
     std::deque<std::uint64_t> pending_ids_;
     std::uint64_t next_id_ = 0;
     WriterState live_;
+    std::optional<PositionPublisher> position_;  // live_'s, for readers that must not wake us
 };
 
 // What needs a disk flush but not the create's wait, once the writer has
@@ -354,6 +358,12 @@ void Writer::setup() {
 
     sink_fd_ = listen_seqpacket(sink_socket_path(opts_.dir));
     control_fd_ = listen_seqpacket(opts_.dir / "control.sock");
+    try {
+        position_.emplace(opts_.dir);
+    } catch (const Error& e) {
+        // Readers then ask over control.sock, as they ask older writers.
+        log().warn(std::string("audit writer: publishing the position: ") + e.what());
+    }
     persist(snapshot());
 }
 
@@ -1053,6 +1063,7 @@ void Writer::publish_live() {
     bool selected = live_.container_start_selected;
     live_ = std::move(s);
     live_.container_start_selected = selected;
+    if (position_) position_->publish(std::max(live_.last_sequence, live_.written_sequence));
 }
 
 // Once the stream goes quiet: the output buffer grown by a burst (up to

@@ -1,5 +1,6 @@
 #include "lib/core/relay.hpp"
 
+#include <fcntl.h>
 #include <poll.h>
 #include <signal.h>
 #include <sys/file.h>
@@ -114,10 +115,11 @@ struct Session {
 
 class Relay {
   public:
-    Relay(Fd agent, Fd listener, fs::path activity)
+    Relay(Fd agent, Fd listener, fs::path activity, fs::path ready)
         : agent_(std::move(agent)),
           listener_(std::move(listener)),
-          activity_(std::move(activity)) {}
+          activity_(std::move(activity)),
+          ready_(std::move(ready)) {}
     void run();
 
   private:
@@ -142,6 +144,7 @@ class Relay {
     void end_session(Session& s, const std::string& exit_payload);
     void prune_exited();
     void update_activity();
+    void set_ready_flag(bool ready);
 
     Fd agent_;
     Fd listener_;
@@ -167,7 +170,18 @@ class Relay {
     // file says "busy" to its idle timeout (lib/sandbox/activity.hpp).
     fs::path activity_;
     Fd activity_lock_;
+    // Exclusively flocked while the agent is ready (agent_ready_flag); open
+    // from the start, so a reader that finds it unlocked knows it is not.
+    fs::path ready_;
+    Fd ready_fd_;
 };
+
+void Relay::set_ready_flag(bool ready) {
+    if (!ready_fd_) return;
+    // A reader holds its shared lock for two system calls: waiting is brief.
+    while (::flock(ready_fd_.get(), ready ? LOCK_EX : LOCK_UN) != 0 && errno == EINTR) {
+    }
+}
 
 void Relay::update_activity() {
     bool busy = std::any_of(sessions_.begin(), sessions_.end(),
@@ -186,6 +200,7 @@ void Relay::update_activity() {
 void Relay::agent_down(const std::string& why) {
     if (agent_state_ == AgentState::down) return;
     agent_state_ = AgentState::down;
+    set_ready_flag(false);
     down_reason_ = why;
     agent_.reset();
     agent_out_.clear();
@@ -229,6 +244,7 @@ void Relay::on_agent_frame(agent::Frame f) {
         if (h.protocol != SW_AGENT_PROTOCOL || h.nonce != nonce_)
             throw agent::ProtocolError("HELLO for another protocol or connection");
         agent_state_ = AgentState::ready;
+        set_ready_flag(true);
         start_pending();
         return;
     }
@@ -565,6 +581,8 @@ void Relay::run() {
     sigaddset(&set, SIGCHLD);
     ::sigprocmask(SIG_BLOCK, &set, nullptr);
     Fd sfd(::signalfd(-1, &set, SFD_CLOEXEC | SFD_NONBLOCK));
+    if (!ready_.empty())
+        ready_fd_.reset(::open(ready_.c_str(), O_RDONLY | O_CREAT | O_CLOEXEC | O_NOFOLLOW, 0600));
 
     nonce_ = random_hex(16);
     agent_send(agent::encode(SW_HELLO, 0, agent::encode_hello(nonce_)));
@@ -688,9 +706,26 @@ Fd connect_unix(const fs::path& path) {
     return fd;
 }
 
-void run_relay(Fd agent, Fd listener, const fs::path& activity_file) {
-    Relay r(std::move(agent), std::move(listener), activity_file);
+void run_relay(Fd agent, Fd listener, const fs::path& activity_file, const fs::path& ready_file) {
+    Relay r(std::move(agent), std::move(listener), activity_file, ready_file);
     r.run();
+}
+
+fs::path agent_ready_file(const fs::path& agent_socket) {
+    return agent_socket.parent_path() / "agent.ready";
+}
+
+std::optional<bool> agent_ready_flag(const fs::path& agent_socket) {
+    Fd f(::open(agent_ready_file(agent_socket).c_str(), O_RDONLY | O_CLOEXEC | O_NOFOLLOW));
+    if (!f) return std::nullopt;
+    // Held exclusively by a live relay whose agent is ready; anything else
+    // (connecting, down, the relay gone) leaves it free.
+    int rc;
+    while ((rc = ::flock(f.get(), LOCK_SH | LOCK_NB)) != 0 && errno == EINTR) {
+    }
+    if (rc == 0) return false;
+    if (errno == EWOULDBLOCK) return true;
+    return std::nullopt;
 }
 
 }  // namespace sandweave

@@ -250,7 +250,7 @@ int shim_main(const std::vector<std::string>& all_args, const ShimCompanion& com
         watcher.start(std::move(watch_body));
         // Relays the agent and reaps the sandbox's processes until none are left.
         run_relay(std::move(agent_end), std::move(listener),
-                  agent_socket.parent_path() / "activity");
+                  agent_socket.parent_path() / "activity", agent_ready_file(agent_socket));
         std::error_code ec;
         std::filesystem::remove(agent_socket, ec);
         return 0;

@@ -204,8 +204,9 @@ void start_refill(Context& ctx, const std::string& name) {
 // then the cut (earlier, never later, than the episode's start).
 constexpr auto audit_position_timeout = std::chrono::seconds(1);
 
-// Asked before the member's agent check and read after it, so the writer's
-// round trip overlaps the relay's.
+// Asked before the member's agent check and read after it: a writer that
+// publishes no position (an older sandweave's) is asked over its socket, and
+// that round trip then overlaps the relay's.
 std::optional<audit::PositionQuery> ask_audit_position(Context& ctx, const SandboxRecord& r) {
     if (!r.spec.runtime.audit) return std::nullopt;
     return audit::PositionQuery(audit_dir(ctx.store, r.id));
@@ -368,8 +369,8 @@ std::optional<SandboxRecord> take_idle_member(Context& ctx, const std::string& n
     std::optional<SandboxRecord> picked;
     {
         FileLock lock(pool_dir(ctx, name) / "lock");
-        // First pass: a member whose agent is ready (the common case, a
-        // round trip each); then any other idle one, checked with runsc
+        // First pass: a member whose agent is ready (the common case, its
+        // relay's flag); then any other idle one, checked with runsc
         // (one that is still connecting, or lost its supervisor). Records
         // are read one at a time up to the first member taken, not every
         // sandbox on the host before the first look.

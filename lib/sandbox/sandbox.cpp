@@ -11,6 +11,7 @@
 #include "lib/core/fault.hpp"
 #include "lib/core/fsutil.hpp"
 #include "lib/core/log.hpp"
+#include "lib/core/relay.hpp"
 #include "lib/runtime/bundle.hpp"
 #include "lib/runtime/runsc.hpp"
 #include "lib/sandbox/activity.hpp"
@@ -621,8 +622,10 @@ std::vector<SandboxView> list_sandboxes(Context& ctx) {
 
 bool agent_ready(Context& ctx, const SandboxRecord& r) {
     if (!r.agent) return false;
+    fs::path socket = agent_socket_path(ctx, r.id);
+    if (auto flag = agent_ready_flag(socket)) return *flag;
     try {
-        if (auto agent = AgentClient::try_connect(agent_socket_path(ctx, r.id), r.id))
+        if (auto agent = AgentClient::try_connect(socket, r.id))
             return agent->status().value("agent", "") == "ready";
     } catch (const Error& e) {
         log().debug("sandbox " + r.id + ": its relay: " + e.what());

@@ -129,6 +129,29 @@ assert_eq "... which is running" running "$(sw_state "$W_ON_WAY")"
 sw pool rm w >/dev/null 2>&1
 for id in $W1 $W_ON_WAY; do sw rm "$id" >/dev/null 2>&1; done
 
+# A member whose sandbox died while it waited is never handed out: its relay
+# stops vouching for it (the flag acquire and ls read instead of asking), and
+# the acquire marks it failed and gives the caller a running sandbox; the
+# refill removes it.
+assert_exit "pool create d --size 1 --audit" 0 sw pool create d --size 1 --audit
+D_DEAD="$(members d idle)"
+D_PID="$(runsc_pid "$D_DEAD")"
+assert_match "d's member has a sandbox process" '^[0-9]+$' "$D_PID"
+[[ -n "$D_PID" ]] && kill -9 "$D_PID"
+wait_for 5 state_is "$D_DEAD" failed
+assert_eq "ls: the member whose sandbox was killed is failed" failed "$(sw_state "$D_DEAD")"
+assert_exit "pool acquire d" 0 sw pool acquire d
+D_GOT="$LAST_OUT"
+assert_ne "the acquire did not hand out the dead member" "$D_DEAD" "$D_GOT"
+assert_eq "... but a running sandbox" running "$(sw_state "$D_GOT")"
+not_listed() { [[ -z "$(sw_state "$1")" ]]; }
+wait_for 10 not_listed "$D_DEAD"
+assert_eq "the refill removes the dead member" "" "$(sw_state "$D_DEAD")"
+wait_for 10 warm_is d 1
+assert_eq "... and brings d back to warm 1" 1 "$(pool_field d .warm)"
+sw pool rm d >/dev/null 2>&1
+for id in $D_DEAD $D_GOT; do sw rm -f "$id" >/dev/null 2>&1; done
+
 # 16 parallel acquires on a pool of 8: 8 warm, the rest made on demand or
 # taken from the refill as its creates finish, none twice.
 assert_exit "pool create q --size 8" 0 sw pool create q --size 8

@@ -20,6 +20,7 @@
 #include "fixtures.hpp"
 #include "lib/audit/audit.hpp"
 #include "lib/audit/chain.hpp"
+#include "lib/audit/position.hpp"
 #include "lib/audit/state.hpp"
 #include "lib/audit/wire.hpp"
 #include "lib/core/error.hpp"
@@ -247,6 +248,53 @@ TEST_CASE("audit writer: stream, barrier, export, finish") {
     CHECK(stopped.finished);
     CHECK(stopped.reasons.empty());
     CHECK(stopped.events == 3);
+}
+
+TEST_CASE("audit writer: the position it publishes is the one a status gives") {
+    TempDir t("audit", short_tmp);
+    fs::path dir = t.path / "w";
+    RunningWriter wr(dir);
+    REQUIRE(published_position(dir).has_value());
+    CHECK(*published_position(dir) == 0);
+    CHECK(mode_of(position_path(dir)) == 0600);
+
+    int fd = sentry(dir);
+    send_msg(fd, start_msg());
+    send_msg(fd, open_msg("/etc/passwd"));
+    Status st = barrier(dir, 0, std::chrono::seconds(10));
+    CHECK(st.last_sequence == 3);
+    CHECK(published_position(dir) == std::optional<std::uint64_t>(3));
+    CHECK(live_position(dir) == 3);
+
+    // Written but not yet durable: published once the writer's queue drains,
+    // as the status it answers then.
+    send_msg(fd, open_msg("/etc/shadow"));
+    for (int i = 0; i < 500 && published_position(dir) != std::optional<std::uint64_t>(4); ++i)
+        std::this_thread::sleep_for(std::chrono::milliseconds(10));
+    CHECK(published_position(dir) == std::optional<std::uint64_t>(4));
+    PositionQuery q(dir);
+    CHECK(q.get(std::chrono::seconds(1)) == 4);
+
+    // After the writer is gone (the stream's end is a record of its own), its
+    // last position stays readable.
+    ::close(fd);
+    Status fin = finish(dir, 0);
+    wr.thread.join();
+    CHECK(fin.last_sequence == 5);
+    CHECK(published_position(dir) == std::optional<std::uint64_t>(5));
+
+    // Not the writer's file (short, a symlink): not read; the writer is asked
+    // (here gone: its persisted state answers).
+    fs::remove(position_path(dir));
+    CHECK_FALSE(published_position(dir).has_value());
+    CHECK(live_position(dir, std::chrono::seconds(1)) == 5);
+    std::ofstream(position_path(dir)) << "1234";
+    CHECK_FALSE(published_position(dir).has_value());
+    fs::remove(position_path(dir));
+    std::ofstream(t.path / "eight") << "12345678";
+    fs::create_symlink(t.path / "eight", position_path(dir));
+    CHECK_FALSE(published_position(dir).has_value());
+    CHECK(live_position(dir, std::chrono::seconds(1)) == 5);
 }
 
 TEST_CASE("audit writer: runtime drops become gap records and make it incomplete") {
