@@ -410,6 +410,7 @@ SandboxRecord create_sandbox(Context& ctx, const CreateRequest& req) {
     CreatePlan plan = plan_create(ctx, req);
     // Its lock is held from the instant the directory exists (state.hpp).
     StateStore::Reservation reserved = ctx.store.reserve(req.name);
+    if (req.on_reserved) req.on_reserved(reserved.id);
     SandboxRecord r = new_record(ctx, req, plan, reserved.id);
     try {
         with_context("creating sandbox " + r.id, [&] { build_sandbox(ctx, plan, r); });

@@ -10,6 +10,7 @@
 
 #include <chrono>
 #include <filesystem>
+#include <functional>
 #include <optional>
 #include <string>
 #include <vector>
@@ -35,6 +36,9 @@ struct CreateRequest {
     std::string from_snapshot;   // restore from this snapshot (id or name)
     std::string pool;            // created as a member of this pool
     bool pool_acquired = false;  // ... and handed out at once (acquire on demand)
+    // Called with the sandbox's id once it is reserved, before its record is
+    // first written (a pool indexes its members with it).
+    std::function<void(const std::string& id)> on_reserved;
     // Where an inline template came from, when a client resolved it before
     // sending it ("client:/home/me/t.yaml"): recorded as the template's name.
     std::string template_source;

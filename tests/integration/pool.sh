@@ -109,6 +109,33 @@ fi
 
 wait_for 10 warm_is p 3
 assert_eq "the pool refills to warm 3 in the background" 3 "$(pool_field p .warm)"
+
+# The pool's index of its members (what an acquire reads first, instead of
+# every sandbox's record on the host): the idle ones, not the handed-out one.
+index_ids() { ls "$STATE/pools/$1/members" 2>/dev/null | sort; }
+assert_eq "the pool's index names its idle members" "$(members p idle)" "$(index_ids p)"
+assert_true "... and the acquired one no more" bash -c '! grep -qx -- "$1" <<<"$2"' _ "$ACQ" "$(index_ids p)"
+# Only a hint: a stale entry is dropped where it is seen, and members missing
+# from it are still found (and indexed again).
+rm -f "$STATE/pools/p/members/"*
+touch "$STATE/pools/p/members/sw-0123456789ab"
+assert_exit "pool acquire p with only a stale entry in the index" 0 sw pool acquire p
+ACQ2="$LAST_OUT"
+assert_eq "... hands out a running member" running "$(sw_state "$ACQ2")"
+assert_true "... the stale entry is gone" test ! -e "$STATE/pools/p/members/sw-0123456789ab"
+index_whole() { [[ "$(members p idle)" == "$(index_ids p)" ]]; }
+wait_for 10 index_whole
+assert_eq "... and the refill indexes the idle members again" "$(members p idle)" "$(index_ids p)"
+rm -rf "$STATE/pools/p/members"
+for _ in 1 2; do
+    assert_exit "pool acquire p without an index" 0 sw pool acquire p
+    assert_eq "... hands out a running member" running "$(sw_state "$LAST_OUT")"
+    ACQ_MORE+=" $LAST_OUT"
+done
+wait_for 10 warm_is p 3
+wait_for 10 index_whole
+assert_eq "the index is whole again once the pool refilled" "$(members p idle)" "$(index_ids p)"
+for id in $ACQ2 $ACQ_MORE; do sw rm -f "$id" >/dev/null 2>&1; done
 assert_eq "pool ls: in_use 1" 1 "$(pool_field p .in_use)"
 assert_true "the acquired sandbox is no longer idle" bash -c '! grep -qx -- "$1" <<<"$2"' _ "$ACQ" "$(members p idle)"
 assert_eq "new members get their own writers too" "$(members p idle | while read -r i; do writer_count "$i"; done | tr '\n' ' ')" "1 1 1 "
