@@ -24,7 +24,9 @@ and where an episode's wall time and CPU go.
 Rates are taken at concurrency 1 and 8, raw and sandweave interleaved within
 each rep, REPS times; printed as medians and as the ratios episodes / raw
 cycle (the target) and episodes / raw agent cycle (like for like).
-Warm `pool acquire` (SDK, pool of 4 settled before each acquire) p50/p99.
+Warm `pool acquire` (SDK, pool of 4 settled before each acquire) p50/p99;
+with --bystanders N, again with N other sandboxes alive on the host (an
+acquire must not read their records).
 
 Breakdown: one more batch per concurrency with a sampler process reading, every
 10 ms, /proc/PID/stat of every process of this run (classified by cmdline) and
@@ -35,7 +37,7 @@ refilled, so it holds one create per episode. Wall time per step comes from
 client-side timestamps.
 
 Usage: bench/episodes.py [--episodes 40] [--cycles 40] [--reps 3] [--acquires 30]
-                         [--breakdown 24] [--template base]
+                         [--breakdown 24] [--bystanders 0] [--template base]
 SW_BENCH_DEBUG=1 lists every sampled process with its CPU on stderr.
 Needs root and a built tree (SANDWEAVE_BIN or SANDWEAVE, else build/sandweave). Uses a
 private state directory, removed at the end. Not part of CI.
@@ -481,6 +483,18 @@ def warm_acquires(template: str, k: int) -> List[float]:
     return out
 
 
+def with_bystanders(n: int, fn):
+    """fn() while n other sandboxes (plain, not of the pool) are alive."""
+    from sandweave import Sandbox
+
+    others = [Sandbox.create("base") for _ in range(n)]
+    try:
+        return fn()
+    finally:
+        for o in others:
+            o.close()
+
+
 def creates(template: str, k: int) -> List[float]:
     from sandweave import Sandbox
 
@@ -549,6 +563,8 @@ def main() -> int:
     ap.add_argument("--reps", type=int, default=3, help="rate samples per concurrency (default 3)")
     ap.add_argument("--acquires", type=int, default=30, help="timed warm acquires (default 30)")
     ap.add_argument("--breakdown", type=int, default=24, help="episodes per breakdown batch (default 24)")
+    ap.add_argument("--bystanders", type=int, default=0,
+                    help="time the warm acquires again with this many other sandboxes alive (default 0: not)")
     ap.add_argument("--template", default="base")
     ap.add_argument("--plain-runsc", default="/usr/bin/runsc",
                     help="plain gVisor, what a user without sandweave runs: its /bin/true cycles are a second "
@@ -614,6 +630,10 @@ def main() -> int:
 
         print("warm acquires...", file=sys.stderr)
         acq = warm_acquires(args.template, args.acquires)
+        acq_by: List[float] = []
+        if args.bystanders:
+            print(f"warm acquires, {args.bystanders} other sandboxes alive...", file=sys.stderr)
+            acq_by = with_bystanders(args.bystanders, lambda: warm_acquires(args.template, args.acquires))
         print("creates, measured alone...", file=sys.stderr)
         cr = creates(args.template, 5)
         print("breakdown batches...", file=sys.stderr)
@@ -654,6 +674,9 @@ def main() -> int:
           f"(audit export incomplete: {fails['incomplete']}, dropped events: {fails['dropped']})")
     print(f"pool acquire, warm (settled pool of 4, {len(acq)}): p50 {ms(med(acq))} ms, p99 {ms(pct(acq, 99))} ms "
           f"(target p50 < 2 ms, p99 < 10 ms)")
+    if acq_by:
+        print(f"pool acquire, warm, {args.bystanders} other sandboxes alive ({len(acq_by)}): "
+              f"p50 {ms(med(acq_by))} ms, p99 {ms(pct(acq_by, 99))} ms")
     print(f"pool acquire inside the episode runs ({len(acq_in_episode)}): p50 {ms(med(acq_in_episode))} ms, "
           f"p99 {ms(pct(acq_in_episode, 99))} ms")
     print(f"create (hidepid 2, audit), measured alone: median {ms(med(cr))} ms")
