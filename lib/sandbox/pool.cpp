@@ -106,8 +106,9 @@ bool starting(Context& ctx, const SandboxRecord& m) {
 // first, so it reads the pool's own records, not every sandbox's on the host
 // (27 us a sandbox on a small VM: a few hundred sandboxes alive were
 // milliseconds). Only a hint: the record decides, entries that can never be
-// idle again are dropped where they are seen, and a pool with no idle member
-// there is searched in full as before (which indexes what it finds missing).
+// idle again are dropped where they are seen, the refill makes it whole
+// after each wake, and when it names no member idle or on its way every
+// sandbox is looked at as before.
 fs::path member_index(Context& ctx, const std::string& name) {
     return pool_dir(ctx, name) / "members";
 }
