@@ -352,6 +352,16 @@ runsc_bin() {
 # Host pid of a sandbox's runsc sandbox process (runsc state).
 runsc_pid() { "$(runsc_bin)" --root "$STATE/runsc" state "$1" 2>/dev/null | jq -r '.pid // empty'; }
 
+# SIGKILLs sandbox $1's runtime process, asserting (label $2) that runsc gave
+# its pid, and waits up to 5 s for ls to say failed.
+kill_runtime() {  # ID LABEL
+    local pid
+    pid="$(runsc_pid "$1")"
+    assert_match "$2" '^[0-9]+$' "$pid"
+    [[ -n "$pid" ]] && kill -9 "$pid"
+    wait_for 5 state_is "$1" failed
+}
+
 # Mount points at or below DIR (default: the state directory).
 mounts_under() {
     local dir="${1:-$STATE}"

@@ -134,10 +134,7 @@ REUSED="$LAST_OUT"
 
 # --- a sandbox whose runtime died shows failed -------------------------------------------
 DEAD="$(sw_create --template base)"
-PID="$(runsc_pid "$DEAD")"
-assert_match "runsc state gives the sandbox's pid" '^[0-9]+$' "$PID"
-[[ -n "$PID" ]] && kill -9 "$PID"
-wait_for 5 state_is "$DEAD" failed
+kill_runtime "$DEAD" "runsc state gives the sandbox's pid"
 assert_eq "a sandbox whose runsc was killed shows failed" failed "$(sw_state "$DEAD")"
 capture sw inspect "$DEAD"
 assert_eq "inspect shows it failed too" failed "$(jq -r .state <<<"$LAST_OUT")"

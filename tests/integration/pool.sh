@@ -162,10 +162,7 @@ for id in $W1 $W_ON_WAY; do sw rm "$id" >/dev/null 2>&1; done
 # refill removes it.
 assert_exit "pool create d --size 1 --audit" 0 sw pool create d --size 1 --audit
 D_DEAD="$(members d idle)"
-D_PID="$(runsc_pid "$D_DEAD")"
-assert_match "d's member has a sandbox process" '^[0-9]+$' "$D_PID"
-[[ -n "$D_PID" ]] && kill -9 "$D_PID"
-wait_for 5 state_is "$D_DEAD" failed
+kill_runtime "$D_DEAD" "d's member has a sandbox process"
 assert_eq "ls: the member whose sandbox was killed is failed" failed "$(sw_state "$D_DEAD")"
 assert_exit "pool acquire d" 0 sw pool acquire d
 D_GOT="$LAST_OUT"
