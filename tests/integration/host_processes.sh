@@ -8,7 +8,10 @@
 #   - after a warm-up, 100 sequential `run -- true` add at most one host
 #     process (no per-command leak);
 #   - after the guest ran 10 processes at once, 30 more sequential commands
-#     reuse those stubs: the count stays at that peak (plus one).
+#     reuse those stubs: the count stays at that peak (plus one);
+#   - once booted, the sentry's root has no /proc mounted (the helper its
+#     first stage forked unmounted it) and that helper is gone: every child
+#     of the sentry is a traced stub.
 source "$(dirname "${BASH_SOURCE[0]}")/lib.sh"
 require_root
 sw_setup
@@ -27,6 +30,16 @@ runs() {  # N: N sequential `run -- true`; prints how many failed
     for ((i = 0; i < $1; i++)); do sw run "$S" -- true >/dev/null 2>&1 </dev/null || bad=$((bad + 1)); done
     echo "$bad"
 }
+
+SENTRY=$(runsc_pid "$S")
+assert_match "runsc names the sentry's pid" '^[0-9]+$' "$SENTRY"
+assert_eq "the sentry's root has no /proc mounted" "" \
+    "$(awk '$9 == "proc" { print $5 }' "/proc/$SENTRY/mountinfo" 2>&1)"
+assert_true "the sentry's root has a mount table at all" grep -q " / / " "/proc/$SENTRY/mountinfo"
+# A child of the sentry not stopped under ptrace (state t) would be the
+# /proc umounter left behind, or a zombie it never waited for.
+untraced=$(ps -o pid=,stat=,comm= --ppid "$SENTRY" | awk '$2 !~ /^t/')
+assert_eq "every child of the sentry is a traced stub" "" "$untraced"
 
 assert_eq "20 warm-up runs succeed" 0 "$(runs 20)"
 before=$(procs)
