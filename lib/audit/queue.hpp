@@ -29,6 +29,7 @@
 #include <cstring>
 #include <memory>
 #include <mutex>
+#include <optional>
 #include <string_view>
 
 namespace sandweave::audit {
@@ -132,13 +133,18 @@ class ByteQueue {
                     std::memory_order_release);
     }
 
-    // Consumer only: sleeps until something is pushed, poke() or `timeout`.
-    void wait(std::chrono::milliseconds timeout) {
+    // Consumer only: sleeps until something is pushed, poke() or `timeout`
+    // (none: until one of the first two).
+    void wait(std::optional<std::chrono::milliseconds> timeout) {
         std::unique_lock lock(mu_);
         sleeping_.store(true, std::memory_order_relaxed);
         std::atomic_thread_fence(std::memory_order_seq_cst);
-        if (head_.load(std::memory_order_acquire) == tail_.load(std::memory_order_relaxed))
-            cv_.wait_for(lock, timeout);
+        if (head_.load(std::memory_order_acquire) == tail_.load(std::memory_order_relaxed)) {
+            if (timeout)
+                cv_.wait_for(lock, *timeout);
+            else
+                cv_.wait(lock);
+        }
         sleeping_.store(false, std::memory_order_relaxed);
     }
     // Wakes a consumer blocked in wait() (new data, shutdown, a barrier).

@@ -7,7 +7,9 @@
 # Covers: a complete export (execve argv, openat path, clone/exit, raw
 # records, seq 1..N, sha256, 0600), the 64 KiB byte limit, a SIGSTOPped
 # writer (dropped == the sentry's own count), a SIGKILLed writer, hostile
-# peers on the sink socket, failed exports, and a full disk.
+# peers on the sink socket, failed exports, a full disk, an idle writer that
+# sleeps, and a writer whose directory goes (deleted, or its parent renamed
+# as rm does) without a finish.
 
 source "$(dirname "${BASH_SOURCE[0]}")/lib.sh"
 require_env SANDWEAVE_AUDIT_TESTKIT
@@ -260,5 +262,30 @@ D7=$(sentry_dropped "${S}7")
 "$TK" finish --dir "$W7" --sentry-dropped "$D7" >"$T/fin7.json"
 assert_true "disk full: final state persisted (finish reports disk_failure)" \
     test "$(jq -r '.reasons|index("disk_failure")!=null' "$T/fin7.json")" = true
+
+# ------------------------------------------------- 8. idle, then its directory goes
+# Context switches of every thread of PID (voluntary and not), summed.
+switches() {
+    cat /proc/"$1"/task/*/status 2>/dev/null | awk '/ctxt_switches/ { n += $2 } END { print n + 0 }'
+}
+gone() { ! kill -0 "$1" 2>/dev/null; }
+mkdir -p "$T/w8"
+W8=$T/w8/audit
+P8=$(start_writer "$W8")
+start_sandbox "$W8" "${S}8"
+guest "${S}8" '/bin/ls / >/dev/null'
+# Its log is synced about a second after the last record, and its buffers
+# given back a second after that; from then on nothing is due.
+sleep 3
+before=$(switches "$P8")
+sleep 3
+after=$(switches "$P8")
+assert_eq "an idle writer does not wake (context switches over 3 s)" 0 $((after - before))
+mv "$T/w8" "$T/w8-renamed"
+assert_true "the writer stops once its directory's parent is renamed away" wait_for 5 gone "$P8"
+W9=$T/w9
+P9=$(start_writer "$W9")
+rm -rf "$W9"
+assert_true "the writer stops once its directory is deleted" wait_for 5 gone "$P9"
 
 finish
