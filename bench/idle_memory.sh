@@ -8,7 +8,10 @@
 # Prints, per kind, the count, the median PSS and USS, the PSS per sandbox
 # and its anonymous part (Pss_Anon: the rest is file pages, the binaries'
 # text shared by all the sandboxes, so it shrinks as N grows), then the total
-# PSS per sandbox and the MemAvailable drop per sandbox.
+# PSS per sandbox and the MemAvailable drop per sandbox. Then the CPU they
+# use while idle: after IDLE_CPU_WAIT seconds more (default 60), the CPU of
+# every thread of those processes over IDLE_CPU_SECONDS (default 30), per
+# kind and in all, in ms per second per sandbox (0 skips it).
 # Usage: bench/idle_memory.sh [N]   (default 10; needs root and a built tree;
 #        SANDWEAVE=path to the binary, CREATE_FLAGS to add flags)
 set -uo pipefail
@@ -92,3 +95,23 @@ for k in $(printf '%s\n' "${!cnt[@]}" | sort); do
 done
 echo "  total PSS per sandbox: $((total / n)) KiB ($(awk -v t="$total" -v n="$n" 'BEGIN {printf "%.1f", t / n / 1024}') MiB), anonymous $((total_anon / n)) KiB"
 echo "  MemAvailable drop per sandbox: $(( (avail0 - avail1) / n )) KiB"
+
+# Idle CPU: the threads' run time (schedstat) of each process, per kind.
+cpu_wait="${IDLE_CPU_WAIT:-60}"
+cpu_secs="${IDLE_CPU_SECONDS:-30}"
+((cpu_secs > 0)) || exit 0
+sleep "$cpu_wait"
+cpu_sample() {  # -> "kind ns" lines
+  local pid
+  for pid in $(members | sort -u); do
+    [[ "$pid" == "$$" ]] && continue
+    echo "$(kind "$pid") $(cat /proc/"$pid"/task/*/schedstat 2>/dev/null | awk '{s+=$1} END {print s+0}')"
+  done
+}
+before=$(cpu_sample)
+sleep "$cpu_secs"
+after=$(cpu_sample)
+echo "idle CPU, $cpu_secs s after $((cpu_wait + 5)) s idle (ms per second per sandbox):"
+{ echo "$before" | sed 's/^/- /'; echo "$after" | sed 's/^/+ /'; } | awk -v n="$n" -v t="$cpu_secs" '
+  $1 == "-" { v[$2] -= $3 } $1 == "+" { v[$2] += $3 }
+  END { for (k in v) { printf "  %-10s %8.3f\n", k, v[k] / 1e6 / t / n; s += v[k] } printf "  %-10s %8.3f\n", "total", s / 1e6 / t / n }'
