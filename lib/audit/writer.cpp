@@ -259,7 +259,6 @@ class Writer {
     ReadinessReporter ready_;  // the launcher's end: "ok PID" or "error MESSAGE"
     fs::path log_path_, state_path_, reserve_path_;
     Fd log_fd_, sink_fd_, control_fd_, wake_fd_, signal_fd_;
-    Fd dir_watch_;  // inotify: the directory deleted or moved (else polled)
     dev_t dir_dev_ = 0;
     ino_t dir_ino_ = 0;
     std::uint64_t start_time_ = 0;
@@ -1204,22 +1203,21 @@ void Writer::control_loop() {
     // also sees the parent renamed away (rm renames the sandbox's directory
     // before deleting it, and an rm killed in between leaves ours in place).
     // Any event is only a cue for the stat below.
-    dir_watch_.reset(::inotify_init1(IN_CLOEXEC | IN_NONBLOCK));
+    Fd watch(::inotify_init1(IN_CLOEXEC | IN_NONBLOCK));
     const std::pair<fs::path, std::uint32_t> watches[] = {
         {opts_.dir, IN_DELETE_SELF | IN_MOVE_SELF},
         {opts_.dir.parent_path(), IN_DELETE | IN_MOVED_FROM | IN_DELETE_SELF | IN_MOVE_SELF}};
     for (const auto& [d, mask] : watches)
-        if (dir_watch_ && ::inotify_add_watch(dir_watch_.get(), d.c_str(), mask) < 0)
-            dir_watch_.reset();
+        if (watch && ::inotify_add_watch(watch.get(), d.c_str(), mask) < 0) watch.reset();
     for (;;) {
         pollfd p[3] = {{control_fd_.get(), POLLIN, 0},
                        {signal_fd_.get(), POLLIN, 0},
-                       {dir_watch_.get(), POLLIN, 0}};
-        int rc = ::poll(p, dir_watch_ ? 3 : 2, dir_watch_ ? -1 : 1000);
+                       {watch.get(), POLLIN, 0}};
+        int rc = ::poll(p, watch ? 3 : 2, watch ? -1 : 1000);
         if (p[2].revents & POLLIN) {
             // Drained only; the stat below says whether it was ours that went.
             char events[4096];
-            while (::read(dir_watch_.get(), events, sizeof events) > 0) {
+            while (::read(watch.get(), events, sizeof events) > 0) {
             }
         }
         if (rc < 0 && errno != EINTR) break;
