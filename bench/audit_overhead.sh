@@ -79,9 +79,8 @@ trap cleanup EXIT
 trap 'exit 130' INT TERM
 
 now_ns() { date +%s%N; }
-median() { sort -n | awk '{a[NR]=$1} END {if (!NR) print 0; else if (NR%2) print a[(NR+1)/2]; else print (a[NR/2]+a[NR/2+1])/2}'; }
+source "$(dirname "${BASH_SOURCE[0]}")/lib.sh"  # median, ratio
 ms() { awk -v ns="$1" 'BEGIN {printf "%.0f", ns/1e6}'; }
-ratio() { awk -v a="$1" -v b="$2" 'BEGIN {if (b > 0) printf "%.2f", a/b; else print "n/a"}'; }
 sentry_dropped() { # id -> the sentry's cumulative dropped count for the sink
     local r
     r=$(jq -r .runsc "$state/sandboxes/$1/sandbox.json")

@@ -45,7 +45,7 @@ for ((i = 0; i < RUNS; i++)); do
     measure runsc_cat_in sh -c "$RX '$ID' sh -c 'cat >/tmp/rcat' <'$T/file'"
     measure runsc_cat_out sh -c "$RX '$ID' cat /tmp/file >'$T/out'"
 done
-median() { tr ' ' '\n' | grep . | sort -g | awk '{a[NR]=$1} END {print (NR%2) ? a[(NR+1)/2] : (a[NR/2]+a[NR/2+1])/2}'; }
+source "$(dirname "${BASH_SOURCE[0]}")/lib.sh"  # median, ratio
 declare -A m
 for k in "${!samples[@]}"; do m[$k]=$(echo "${samples[$k]}" | median); done
 jq -n --argjson mib "$MIB" --argjson runs "$RUNS" \

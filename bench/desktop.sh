@@ -29,9 +29,8 @@ cleanup() {
 trap cleanup EXIT
 
 now_ns() { date +%s%N; }
-median() { sort -n | awk '{a[NR]=$1} END {if (NR%2) print a[(NR+1)/2]; else print (a[NR/2]+a[NR/2+1])/2}'; }
+source "$(dirname "${BASH_SOURCE[0]}")/lib.sh"  # median, ratio
 ms() { awk -v ns="$1" 'BEGIN {printf "%.1f", ns/1e6}'; }
-ratio() { awk -v a="$1" -v b="$2" 'BEGIN {if (b > 0) printf "%.2f", a/b; else print "n/a"}'; }
 timed() {  # COMMAND...: prints the ns it took; stdout to $scratch/out
   local t0 t1
   t0=$(now_ns)

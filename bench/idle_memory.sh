@@ -27,7 +27,7 @@ cleanup() {
   rm -rf "$state"
 }
 trap cleanup EXIT
-median() { sort -n | awk '{a[NR]=$1} END {if (NR == 0) print 0; else if (NR%2) print a[(NR+1)/2]; else print (a[NR/2]+a[NR/2+1])/2}'; }
+source "$(dirname "${BASH_SOURCE[0]}")/lib.sh"  # median, ratio
 
 "$sw" image build base >/dev/null 2>&1
 "$sw" create --audit --ttl 1h ${CREATE_FLAGS:-} >/dev/null && "$sw" rm --all >/dev/null  # warm caches

@@ -29,13 +29,12 @@ trap cleanup EXIT
 # The time in ns into variable $1, from bash's own clock: no fork, so a sample
 # is not the command plus a `$(date)` subshell (about 1 ms here).
 stamp() { printf -v "$1" '%s000' "${EPOCHREALTIME//[!0-9]/}"; }
-median() { sort -n | awk '{a[NR]=$1} END {if (NR%2) print a[(NR+1)/2]; else print (a[NR/2]+a[NR/2+1])/2}'; }
+source "$(dirname "${BASH_SOURCE[0]}")/lib.sh"  # median, ratio
 # "p25-p75" in ms of the samples on stdin (nearest rank).
 quartiles() {
   sort -n | awk '{a[NR]=$1} END {q1=int((NR+3)/4); q3=int((3*NR+3)/4); printf "%.0f-%.0f", a[q1]/1e6, a[q3]/1e6}'
 }
 ms() { awk -v ns="$1" 'BEGIN {printf "%.1f", ns/1e6}'; }
-ratio() { awk -v a="$1" -v b="$2" 'BEGIN {printf "%.2f", a/b}'; }
 
 "$sw" image build base >/dev/null 2>&1
 # The raw bundle: the same base image (read-only, no overlay) running /bin/true.

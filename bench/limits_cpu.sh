@@ -42,7 +42,7 @@ throttle_stat() {  # ID: "PERIODS THROTTLED" of the sandbox's CFS quota (cgroup 
     awk '$1 == "nr_periods" { p = $2 } $1 == "nr_throttled" { t = $2 } END { print p + 0, t + 0 }' "$f" 2>/dev/null || echo "0 0"
 }
 now() { date +%s.%N; }
-median() { sort -g | awk '{ v[NR] = $1 } END { print (NR % 2) ? v[(NR + 1) / 2] : (v[NR / 2] + v[NR / 2 + 1]) / 2 }'; }
+source "$(dirname "${BASH_SOURCE[0]}")/lib.sh"  # median, ratio
 
 T=$(mktemp -d)
 for ((r = 0; r < ROUNDS; r++)); do

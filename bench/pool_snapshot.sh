@@ -50,10 +50,9 @@ trap cleanup EXIT
 # The time in ns into variable $1, from bash's own clock: no fork, so a sample
 # is not the command plus a `$(date)` subshell (about 1 ms here).
 stamp() { printf -v "$1" '%s000' "${EPOCHREALTIME//[!0-9]/}"; }
-median() { sort -n | awk '{a[NR]=$1} END {if (NR%2) print a[(NR+1)/2]; else print (a[NR/2]+a[NR/2+1])/2}'; }
+source "$(dirname "${BASH_SOURCE[0]}")/lib.sh"  # median, ratio
 pct() { sort -n | awk -v p="$1" '{a[NR]=$1} END {i=int(NR*p/100); if (i<NR*p/100) i++; if (i<1) i=1; print a[i]}'; }
 ms() { awk -v ns="$1" 'BEGIN {printf "%.1f", ns/1e6}'; }
-ratio() { awk -v a="$1" -v b="$2" 'BEGIN {if (b > 0) printf "%.2f", a/b; else print "n/a"}'; }
 med_of() { printf '%s\n' "$@" | median; }
 # Times COMMAND... (stdout to $scratch/out, stderr to $scratch/err); prints ns.
 timed() {

@@ -61,7 +61,7 @@ for ((r = 1; r <= rounds; r++)); do
     echo "round $r $k: $ms ms of CPU per cycle"
   done
 done
-median() { tr ' ' '\n' | sed '/^$/d' | sort -n | awk '{a[NR]=$1} END {print (NR%2) ? a[(NR+1)/2] : (a[NR/2]+a[NR/2+1])/2}'; }
+source "$(dirname "${BASH_SOURCE[0]}")/lib.sh"  # median, ratio
 stock=$(echo "${cpu[stock]}" | median)
 echo "median CPU per /bin/true cycle over $rounds rounds of $cycles ($(nproc) CPUs, load $(cut -d' ' -f1 /proc/loadavg)):"
 for k in $(printf '%s\n' "${!runtime[@]}" | sort); do

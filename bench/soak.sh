@@ -43,7 +43,7 @@ leaks() {  # PHASE: one line of what is left (target: all 0)
 }
 now() { date +%s.%N; }
 secs() { awk -v a="$1" -v b="$2" 'BEGIN {printf "%.1f", b - a}'; }
-median() { sort -n | awk '{a[NR]=$1} END {if (NR%2) print a[(NR+1)/2]; else print (a[NR/2]+a[NR/2+1])/2}'; }
+source "$(dirname "${BASH_SOURCE[0]}")/lib.sh"  # median, ratio
 
 "$sw" image build base >/dev/null 2>&1
 echo "soak: $(nproc) cores, $(awk '/MemTotal/ {printf "%.1f GiB", $2/1048576}' /proc/meminfo), load $(cut -d' ' -f1-3 /proc/loadavg)"

@@ -51,9 +51,8 @@ ossh=(ssh -F /dev/null -i "$SSHD_USERKEY" -o IdentitiesOnly=yes -o BatchMode=yes
     -o UserKnownHostsFile="$SSHD_KNOWN_HOSTS" -o StrictHostKeyChecking=yes -p "$SSHD_PORT" root@127.0.0.1)
 
 us() { echo "${EPOCHREALTIME/./}"; }  # microseconds, no fork
-median() { sort -n | awk '{a[NR]=$1} END {if (NR%2) print a[(NR+1)/2]; else print (a[NR/2]+a[NR/2+1])/2}'; }
+source "$(dirname "${BASH_SOURCE[0]}")/lib.sh"  # median, ratio
 ms() { awk -v u="$1" 'BEGIN {printf "%.1f", u/1000}'; }
-ratio() { awk -v a="$1" -v b="$2" 'BEGIN {printf "%.2f", a/b}'; }
 
 echo "warming up..." >&2
 lw image build base >/dev/null 2>&1

@@ -31,7 +31,7 @@ settings="$("${ctl[@]}" start 2>"$work/start.err")" || { cat "$work/start.err" >
 eval "$settings"
 now() { date +%s%N; }
 ms() { echo $((($(now) - $1) / 1000000)); }
-median() { sort -n | awk '{ v[NR] = $1 } END { print (NR % 2) ? v[(NR + 1) / 2] : (v[NR / 2] + v[NR / 2 + 1]) / 2 }'; }
+source "$(dirname "${BASH_SOURCE[0]}")/lib.sh"  # median, ratio
 locally() { env -u SANDWEAVE_HOST SANDWEAVE_STATE_DIR="$local_state" "$sw" "$@"; }
 # Warm up: the first create on each side builds the base image.
 locally create --template base >/dev/null
