@@ -36,8 +36,16 @@ processes included) gives the totals. The window ends once the pool has
 refilled, so it holds one create per episode. Wall time per step comes from
 client-side timestamps.
 
+CPU per step (--steps N, 0 for none): one operation at a time, N in a row, the
+whole machine's busy time (/proc/stat) over them, median of REPS rounds: a raw
+/bin/true cycle, a raw agent cycle, then a sandbox taken step by step (create
++ rm; + the agent script; + export and terminate) and a whole pool episode
+with its refill. The differences between rows are what each step adds; the
+first sandbox row against the /bin/true cycle is what a sandweave sandbox's
+life costs over the bare runtime's.
+
 Usage: bench/episodes.py [--episodes 40] [--cycles 40] [--reps 3] [--acquires 30]
-                         [--breakdown 24] [--bystanders 0] [--template base]
+                         [--breakdown 24] [--steps 8] [--bystanders 0] [--template base]
 SW_BENCH_DEBUG=1 lists every sampled process with its CPU on stderr.
 Needs root and a built tree (SANDWEAVE_BIN or SANDWEAVE, else build/sandweave). Uses a
 private state directory, removed at the end. Not part of CI.
@@ -507,6 +515,84 @@ def creates(template: str, k: int) -> List[float]:
     return out
 
 
+def busy_ms() -> float:
+    """The whole machine's CPU time so far, idle, iowait and steal left out."""
+    with open("/proc/stat") as f:
+        v = [int(x) for x in f.readline().split()[1:]]
+    return (sum(v[:8]) - v[3] - v[4] - v[7]) * TICK_NS / 1e6
+
+
+STEP_ROWS = [
+    ("raw", "raw /bin/true cycle"),
+    ("agent", "raw agent cycle"),
+    ("life", "sandbox: create + rm"),
+    ("run", "  + the agent script"),
+    ("end", "  + export + terminate"),
+    ("pool", "pool episode, its refill included"),
+]
+
+
+def step_costs(ex, raw: "Raw", raw_agent: "Raw", template: str, out_dir: str, n: int) -> Dict[str, float]:
+    """CPU ms per operation of each STEP_ROWS row, one operation at a time."""
+    from sandweave import Pool, Sandbox
+
+    log = os.path.join(out_dir, "steps.jsonl")
+
+    def episode_steps(env, upto: str) -> None:
+        """The episode's steps up to `upto` ("life": none), then rm."""
+        try:
+            if upto in ("run", "end"):
+                if env.run(ex.AGENT, user="1001:1001", env={"EPISODE": "1"}, timeout=60).exit_code != 0:
+                    raise RuntimeError("the agent script failed")
+            if upto == "end":
+                if not env.audit_log(log)["complete"]:
+                    raise RuntimeError("incomplete audit export")
+                env.terminate()
+        finally:
+            env.close()
+
+    def sandbox(upto: str) -> None:
+        episode_steps(Sandbox.create(template, hidepid=2, audit=True), upto)
+
+    def measure(op) -> float:
+        op()  # warm
+        time.sleep(0.3)
+        t = busy_ms()
+        for _ in range(n):
+            op()
+        time.sleep(0.3)  # what a teardown leaves running
+        return (busy_ms() - t) / n
+
+    def warm(pool) -> None:
+        deadline = time.monotonic() + 120
+        while pool.inspect().get("warm", 0) < 1:
+            if time.monotonic() > deadline:
+                raise RuntimeError("the pool did not refill in 120 s")
+            time.sleep(0.05)  # an inspect costs the machine about 0.3 ms
+
+    def pool_episodes() -> float:
+        pool = Pool.create(template, size=1, hidepid=2, audit=True)
+        try:
+            warm(pool)
+
+            def one() -> None:
+                episode_steps(pool.acquire(), "end")
+                warm(pool)
+
+            return measure(one)
+        finally:
+            pool.close()
+
+    return {
+        "raw": measure(lambda: raw.rate(1, 1)),
+        "agent": measure(lambda: raw_agent.rate(1, 1)),
+        "life": measure(lambda: sandbox("life")),
+        "run": measure(lambda: sandbox("run")),
+        "end": measure(lambda: sandbox("end")),
+        "pool": pool_episodes(),
+    }
+
+
 # --- main -------------------------------------------------------------------------------------
 
 
@@ -563,6 +649,8 @@ def main() -> int:
     ap.add_argument("--reps", type=int, default=3, help="rate samples per concurrency (default 3)")
     ap.add_argument("--acquires", type=int, default=30, help="timed warm acquires (default 30)")
     ap.add_argument("--breakdown", type=int, default=24, help="episodes per breakdown batch (default 24)")
+    ap.add_argument("--steps", type=int, default=8,
+                    help="operations per row of the CPU-per-step table, one at a time (default 8; 0: no table)")
     ap.add_argument("--bystanders", type=int, default=0,
                     help="time the warm acquires again with this many other sandboxes alive (default 0: not)")
     ap.add_argument("--template", default="base")
@@ -647,6 +735,11 @@ def main() -> int:
             raw_brk[c] = sampler.stop()
             # The cycles' cgroups under the bench's (getrusage without one: it misses the stubs).
             raw_brk[c]["total_ns"] = int(cycle_cpu * 1e6 * args.breakdown) + raw_brk[c].get("sdk", 0)
+        steps: Dict[str, List[float]] = {k: [] for k, _ in STEP_ROWS}
+        for rep in range(args.reps if args.steps else 0):
+            print(f"CPU per step, round {rep + 1}...", file=sys.stderr)
+            for k, v in step_costs(ex, raw, raw_agent, args.template, out_dir, args.steps).items():
+                steps[k].append(v)
         load1 = loadavg()
     finally:
         remove_state(binary, state, runsc, args.plain_runsc)
@@ -728,6 +821,19 @@ def main() -> int:
     if rates[CONCURRENCY[0]]["plaincpu"]:
         pc = {c: med(rates[c]["plaincpu"]) for c in CONCURRENCY}
         print(f"{'plain gVisor /bin/true cycle':<46}" + "".join(f"{pc[c]:>10.1f}{'':>7}" for c in CONCURRENCY))
+    if args.steps:
+        print()
+        print(f"CPU per step, one at a time (whole machine, ms; median of {args.reps} rounds of {args.steps})")
+        m = {k: med(v) for k, v in steps.items()}
+        adds = {"agent": ("raw", "the script as PID 1"), "life": ("raw", "a sandbox's life"),
+                "run": ("life", "the script as a command"), "end": ("run", "export + terminate"),
+                "pool": ("end", "the pool instead of create")}
+        print(f"{'':<40}{'median':>8}{'rounds':>12}{'adds':>8}")
+        for k, label in STEP_ROWS:
+            spread = f"{min(steps[k]):.0f}-{max(steps[k]):.0f}"
+            extra = f"{m[k] - m[adds[k][0]]:>+8.0f}  {adds[k][1]}" if k in adds else ""
+            print(f"{label:<40}{m[k]:>8.0f}{spread:>12}{extra}")
+        print("(a step's figure is the difference of two medians: read it against the rounds' spread)")
     return 0 if fails["ep"] == 0 and fails["raw"] == 0 else 3
 
 
