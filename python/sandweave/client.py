@@ -110,10 +110,30 @@ def find_binary(explicit: Optional[str] = None) -> str:
     for candidate in INSTALLED_LOCATIONS:
         if _executable(candidate):
             return candidate
+    broken = _broken_link()
+    if broken:
+        link, target = broken
+        raise BinaryNotFound(
+            f"{link} links to {target}, which is gone (a removed or moved build tree): run "
+            "scripts/setup.sh in the sandweave tree to use, or set SANDWEAVE_BIN"
+        )
     raise BinaryNotFound(
         "the sandweave binary was not found: set SANDWEAVE_BIN, put sandweave on PATH, "
         "or install it to " + " or ".join(INSTALLED_LOCATIONS) + " (scripts/setup.sh does)"
     )
+
+
+def _broken_link() -> Optional[Tuple[str, str]]:
+    """The first ``sandweave`` on PATH or in INSTALLED_LOCATIONS that is a
+    symbolic link to nothing (setup.sh links its build), with its target."""
+    dirs = [d for d in os.environ.get("PATH", os.defpath).split(os.pathsep) if d]
+    for path in [os.path.join(d, "sandweave") for d in dirs] + list(INSTALLED_LOCATIONS):
+        if os.path.islink(path) and not os.path.exists(path):
+            try:
+                return path, os.readlink(path)
+            except OSError:
+                continue
+    return None
 
 
 # ---------------------------------------------------------------------------

@@ -99,6 +99,15 @@ def test_missing_binary(state_dir: str, monkeypatch: pytest.MonkeyPatch, tmp_pat
     assert "SANDWEAVE_BIN" in err.value.message and "PATH" in err.value.message
     one_line(err.value)
 
+    # The installed link outlived the build it pointed at: the message says so.
+    gone = tmp_path / "old-tree" / "build" / "sandweave"
+    (tmp_path / "installed").symlink_to(gone)
+    with pytest.raises(BinaryNotFound) as err:
+        sandweave.find_binary()
+    assert str(tmp_path / "installed") in err.value.message and str(gone) in err.value.message
+    assert "setup.sh" in err.value.message and "SANDWEAVE_BIN" in err.value.message
+    one_line(err.value)
+
 
 def test_binary_lookup_order(sw_bin: str, monkeypatch: pytest.MonkeyPatch, tmp_path: Path) -> None:
     fake = tmp_path / "bin" / "sandweave"
