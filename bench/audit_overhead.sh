@@ -211,12 +211,12 @@ for k in "${keys[@]}"; do
     st=$out/${k//\//_}.status
     "$sw" --json audit export "$a" "$out/${k//\//_}.jsonl" >"$st" 2>/dev/null
     rm -f "$out/${k//\//_}.jsonl"
-    m_off=$(echo "${t_off[$w]}" | tr ' ' '\n' | grep . | median)
-    m_on=$(echo "${t_on[$k]}" | tr ' ' '\n' | grep . | median)
-    mc_off=$(echo "${c_off[$w]}" | tr ' ' '\n' | grep . | median)
-    mc_on=$(echo "${c_on[$k]}" | tr ' ' '\n' | grep . | median)
-    mg_on=$(echo "${g_on[$k]}" | tr ' ' '\n' | grep . | median)
-    mw_on=$(echo "${w_on[$k]}" | tr ' ' '\n' | grep . | median)
+    m_off=$(echo "${t_off[$w]}" | median)
+    m_on=$(echo "${t_on[$k]}" | median)
+    mc_off=$(echo "${c_off[$w]}" | median)
+    mc_on=$(echo "${c_on[$k]}" | median)
+    mg_on=$(echo "${g_on[$k]}" | median)
+    mw_on=$(echo "${w_on[$k]}" | median)
     events=$(jq -r .events "$st")
     bytes=$(jq -r .bytes "$st")
     dropped=$(jq -r .dropped "$st")
