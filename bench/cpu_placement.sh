@@ -7,7 +7,8 @@
 # ROUNDS times, interleaved; medians of the wall time, and the ratios:
 #   syscalls:   `dd bs=1 count=DD_COUNT` (two system calls a byte), free vs
 #               pinned. Near 1 when the tracer and its stub share a CPU; 3.2
-#               on a 2-vCPU VM with stock gVisor's placement.
+#               on a 2-vCPU VM with stock gVisor's placement; below 1 on a
+#               host where the sentry measures spreading them to be faster.
 #   parallel:   PARALLEL busy loops at once vs one, in the free sandbox. Near
 #               1 while the guest keeps its parallelism (needs that many CPUs).
 #   dd x2:      PARALLEL of the dd at once vs one, in the free sandbox.

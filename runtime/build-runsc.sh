@@ -33,6 +33,7 @@ readonly TESTED_PKGS=(
   gvisor.dev/gvisor/pkg/sentry/seccheck/sinks/remote
   gvisor.dev/gvisor/pkg/sentry/seccheck
   gvisor.dev/gvisor/pkg/cpuid
+  gvisor.dev/gvisor/pkg/sentry/platform/ptrace
 )
 readonly PATCHED_PKGS=(
   "${TESTED_PKGS[@]}"
@@ -45,7 +46,6 @@ readonly PATCHED_PKGS=(
   gvisor.dev/gvisor/pkg/sentry/syscalls/linux
   gvisor.dev/gvisor/pkg/sentry/kernel/auth
   gvisor.dev/gvisor/runsc/cmd
-  gvisor.dev/gvisor/pkg/sentry/platform/ptrace
 )
 
 log() { printf 'build-runsc: %s\n' "$*" >&2; }
