@@ -1,5 +1,6 @@
 #!/usr/bin/env python3
-"""Edits a `runsc spec` config.json for hidepid_runtime_matrix.sh.
+"""Edits a `runsc spec` config.json for the tests that drive runsc directly
+(hidepid_runtime_matrix.sh, ptrace_placement.sh).
 
 hidepid_oci_config.py CONFIG_JSON ROOTFS PROC_OPTION ARGS...: a read-only ROOTFS,
 ARGS as the init process, no terminal, no capabilities, PROC_OPTION as the

@@ -15,26 +15,18 @@ source "$(dirname "${BASH_SOURCE[0]}")/lib.sh"
 require_root "runsc"
 sw_setup
 require_cmd python3
+require_helpers hidepid_oci_config.py
 
 runsc="$(runsc_bin)"
 sw image build base >/dev/null 2>&1 || fatal "the base image builds"
 rootfs="$STATE/images/base/rootfs"
 
-# A bundle running CMD (sh -c) on the base image, read-only, no terminal.
+# A bundle running CMD (sh -c) on the base image: read-only, no terminal,
+# no capabilities, /proc without hidepid (the hidepid matrix's config editor).
 bundle() {  # DIR CMD
     mkdir -p "$1"
     (cd "$1" && "$runsc" spec -- /bin/true) || return 1
-    python3 - "$1/config.json" "$rootfs" "$2" <<'PY'
-import json, sys
-path, rootfs, cmd = sys.argv[1:]
-with open(path) as f:
-    c = json.load(f)
-c["root"] = {"path": rootfs, "readonly": True}
-c["process"]["terminal"] = False
-c["process"]["args"] = ["/bin/sh", "-c", cmd]
-with open(path, "w") as f:
-    json.dump(c, f)
-PY
+    python3 "$HELPERS/hidepid_oci_config.py" "$1/config.json" "$rootfs" hidepid=0 /bin/sh -c "$2"
 }
 n=0
 # Runs bundle $1 with the sentry's debug log in $SCRATCH/log-N/; output in LAST_OUT.
