@@ -24,8 +24,8 @@ void register_controller(CLI::App& app, GlobalOptions& g, Outcome& out) {
     sub->add_option("--listen", f->listen, "TCP address to listen on (HOST:PORT)")
         ->capture_default_str();
     sub->add_option("--controller-dir", f->dir,
-                    "Where the certificate, key, token and fingerprint live (0700) "
-                    "[/var/lib/sandweave-controller]")
+                    "Where the certificate, key, token, fingerprint and the id its Slurm jobs "
+                    "carry live (0700) [/var/lib/sandweave-controller]")
         ->type_name("DIR");
     sub->add_option("--cert", f->cert, "TLS certificate (PEM; default: made at first start)")
         ->type_name("FILE");
@@ -60,10 +60,11 @@ void register_controller(CLI::App& app, GlobalOptions& g, Outcome& out) {
             ssize_t n = ::readlink("/proc/self/exe", buf, sizeof buf - 1);
             c.worker_binary = n > 0 ? std::string(buf, static_cast<std::size_t>(n)) : "sandweave";
         }
-        auto api = weave::make_controller_api(c);
         weave::ControllerOptions o;
         o.listen = f->listen;
         o.state_dir = f->dir.empty() ? "/var/lib/sandweave-controller" : f->dir;
+        c.controller_id = weave::controller_id(o.state_dir);
+        auto api = weave::make_controller_api(c);
         o.cert = f->cert;
         o.key = f->key;
         o.token_file = f->token;

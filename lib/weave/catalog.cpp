@@ -26,10 +26,10 @@ struct Node {
 };
 
 // The partition's nodes, as Slurm lists them.
-std::vector<Node> worker_nodes(const ClusterConfig& c) {
+std::vector<Node> worker_nodes(slurm::Client& slurm, const ClusterConfig& c) {
     std::vector<std::string> argv = {"sinfo", "-h", "-N", "-o", "%N %t"};
     if (!c.partition.empty()) argv.push_back("--partition=" + c.partition);
-    CommandResult r = slurm::run(argv);
+    CommandResult r = slurm.run(argv);
     if (!r.ok()) throw Error(ErrorCode::runtime, "sinfo: " + slurm::last_line(r.err));
     std::vector<Node> out;
     std::set<std::string> seen;
@@ -135,7 +135,7 @@ std::shared_ptr<WorkerLink> ControllerApi::link_to(const std::string& node) {
 
 api::TemplateList ControllerApi::template_ls() {
     auto answers = ask_workers<std::vector<api::TemplateEntry>>(
-        worker_nodes(c_), [this](const std::string& n) { return link_to(n); },
+        worker_nodes(slurm_, c_), [this](const std::string& n) { return link_to(n); },
         [](api::Api& a) { return a.template_ls().templates; });
     first_answer(answers);  // no worker answered: its error
     return api::TemplateList{merged(answers)};
@@ -143,13 +143,13 @@ api::TemplateList ControllerApi::template_ls() {
 
 api::TemplateShowResult ControllerApi::template_show(const api::TemplateShowParams& p) {
     return first_answer(ask_workers<api::TemplateShowResult>(
-        worker_nodes(c_), [this](const std::string& n) { return link_to(n); },
+        worker_nodes(slurm_, c_), [this](const std::string& n) { return link_to(n); },
         [&](api::Api& a) { return a.template_show(p); }));
 }
 
 api::TemplateValidateResult ControllerApi::template_validate(const api::TemplateValidateParams& p) {
     auto answers = ask_workers<api::TemplateValidateResult>(
-        worker_nodes(c_), [this](const std::string& n) { return link_to(n); },
+        worker_nodes(slurm_, c_), [this](const std::string& n) { return link_to(n); },
         [&](api::Api& a) { return a.template_validate(p); });
     // Valid only where every worker says so.
     for (const auto& a : answers)
@@ -159,7 +159,7 @@ api::TemplateValidateResult ControllerApi::template_validate(const api::Template
 
 api::ImageList ControllerApi::image_ls() {
     auto answers = ask_workers<std::vector<api::Image>>(
-        worker_nodes(c_), [this](const std::string& n) { return link_to(n); },
+        worker_nodes(slurm_, c_), [this](const std::string& n) { return link_to(n); },
         [](api::Api& a) { return a.image_ls().images; });
     first_answer(answers);
     return api::ImageList{merged(answers)};
@@ -167,7 +167,7 @@ api::ImageList ControllerApi::image_ls() {
 
 api::Image ControllerApi::image_inspect(const api::NameParams& p) {
     auto answers = ask_workers<api::Image>(
-        worker_nodes(c_), [this](const std::string& n) { return link_to(n); },
+        worker_nodes(slurm_, c_), [this](const std::string& n) { return link_to(n); },
         [&](api::Api& a) { return a.image_inspect(p); });
     api::Image i = first_answer(answers);
     std::vector<std::string> missing;
@@ -179,7 +179,7 @@ api::Image ControllerApi::image_inspect(const api::NameParams& p) {
 
 api::RecipeList ControllerApi::image_recipes() {
     return first_answer(ask_workers<api::RecipeList>(
-        worker_nodes(c_), [this](const std::string& n) { return link_to(n); },
+        worker_nodes(slurm_, c_), [this](const std::string& n) { return link_to(n); },
         [](api::Api& a) { return a.image_recipes(); }));
 }
 
@@ -215,14 +215,14 @@ SnapshotRecord ControllerApi::snapshot_create(const api::SnapshotCreateParams& p
 // Every worker sees the same directory: the first worker up answers.
 api::SnapshotList ControllerApi::snapshot_ls() {
     need_shared_snapshots(c_);
-    for (const Node& n : worker_nodes(c_))
+    for (const Node& n : worker_nodes(slurm_, c_))
         if (n.up()) return link_to(n.name)->api().snapshot_ls();
     throw Error(ErrorCode::runtime, "no worker is up in Slurm");
 }
 
 api::Removed ControllerApi::snapshot_rm(const api::IdParams& p) {
     need_shared_snapshots(c_);
-    for (const Node& n : worker_nodes(c_))
+    for (const Node& n : worker_nodes(slurm_, c_))
         if (n.up()) return link_to(n.name)->api().snapshot_rm(p);
     throw Error(ErrorCode::runtime, "no worker is up in Slurm");
 }

@@ -1,8 +1,12 @@
 // The cluster file the controller reads (lib/weave/controller.hpp).
+#include <sys/stat.h>
+
 #include <fstream>
 
 #include "lib/core/error.hpp"
+#include "lib/core/fsutil.hpp"
 #include "lib/weave/controller.hpp"
+#include "lib/weave/slurm_json.hpp"
 
 namespace sandweave::weave {
 
@@ -26,6 +30,19 @@ ClusterConfig read_cluster_env(const std::filesystem::path& file) {
         if (key.rfind(state_prefix, 0) == 0) c.state_dirs[key.substr(state_prefix.size())] = value;
     }
     return c;
+}
+
+std::string controller_id(const std::filesystem::path& state_dir) {
+    make_dirs(state_dir, 0700);
+    ::chmod(state_dir.c_str(), 0700);
+    const auto file = state_dir / "id";
+    if (!std::filesystem::exists(file)) write_file_atomic(file, random_hex(12) + "\n", 0644);
+    std::string id = read_file(file, 256);
+    while (!id.empty() && (id.back() == '\n' || id.back() == ' ')) id.pop_back();
+    if (!slurm::valid_controller_id(id))
+        throw Error(ErrorCode::usage, "controller: " + file.string() +
+                                          " holds no controller id (1 to 32 of a-z and 0-9)");
+    return id;
 }
 
 }  // namespace sandweave::weave

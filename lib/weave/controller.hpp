@@ -33,8 +33,17 @@ struct ClusterConfig {
     // each worker's <state>/snapshots is it); empty: no snapshots through
     // the controller.
     std::string snapshots;
+    // This controller's id (controller_id()): every job it submits carries
+    // it in its comment, and it takes only jobs that carry it, so two
+    // controllers on one cluster never touch each other's jobs.
+    std::string controller_id;
 };
 ClusterConfig read_cluster_env(const std::filesystem::path& file);
+
+// The controller's id, kept in `state_dir`/id: made at its first start (12
+// random hex digits), the same at every start after, so a restarted
+// controller takes back its own jobs and no one else's.
+std::string controller_id(const std::filesystem::path& state_dir);
 
 // The API a controller serves: routes each sandbox to its worker.
 std::unique_ptr<api::Api> make_controller_api(const ClusterConfig& cluster);

@@ -26,6 +26,7 @@
 
 #include "lib/api/api.hpp"
 #include "lib/core/error.hpp"
+#include "lib/weave/classify.hpp"
 #include "lib/weave/controller.hpp"
 #include "lib/weave/slurm.hpp"
 #include "lib/weave/worker_link.hpp"
@@ -49,7 +50,9 @@ struct ControllerPool;  // pools.cpp
 
 class ControllerApi final : public api::Api {
   public:
-    explicit ControllerApi(ClusterConfig c);
+    // Slurm's commands go through `runner` (a fake one in unit tests).
+    explicit ControllerApi(ClusterConfig c,
+                           std::shared_ptr<CommandRunner> runner = std::make_shared<LocalRunner>());
     ~ControllerApi() override;  // stops the watcher, waits for background refills
 
     // The pools, from their members' jobs and records (pools.cpp); after the
@@ -127,15 +130,19 @@ class ControllerApi final : public api::Api {
     SandboxView create_in_slot(const api::CreateParams& p);
     bool stopping();
 
-    // What Slurm says, acted on (watch.cpp): placed sandboxes whose worker
-    // failed become lost, whose job ended stopped; a running job of ours
-    // that no one holds is taken back (at start: every one) or, when its
-    // worker does not know its sandbox or it was never named, cancelled.
+    // What Slurm says, acted on (watch.cpp): observed (squeue, sinfo),
+    // classified (classify.hpp, pure), acted on: placed sandboxes whose
+    // worker failed become lost, whose job ended stopped; a running job of
+    // ours that no one holds is taken back (at start: every one) or, when
+    // its worker does not know its sandbox or it was never named, cancelled.
     // At `first` (the start) and every few polls it also reaps the workers'
     // sandboxes whose job Slurm no longer runs. Serialised by watch_mu_.
     void watch_once(bool first = false);
     void watch_loop();
-    void reap_workers(const std::vector<nlohmann::json>& jobs);
+    // What the controller holds, for classify (under watch_mu_).
+    Holdings holdings(bool first);
+    // Removes the sandboxes on `node` labelled with a job not in `live`.
+    void reap_worker(const std::string& node, const std::set<std::string>& live);
     // Reconnects to a running job's sandbox; cancels the job when its worker
     // does not know the sandbox.
     // Returns false when it could not reach the worker.
@@ -200,7 +207,8 @@ class ControllerApi final : public api::Api {
     }
 
     ClusterConfig c_;
-    std::mutex mu_;  // placed_, in_flight_, ending_
+    slurm::Client slurm_;  // this controller's: its jobs carry c_.controller_id
+    std::mutex mu_;        // placed_, in_flight_, ending_
     std::map<std::string, Placed> placed_;
     std::set<long> in_flight_;  // jobs granted to a create not yet named
     // Jobs of sandboxes the controller removes itself (rm, a pool member

@@ -9,14 +9,13 @@
 
 namespace sandweave::weave {
 
-using nlohmann::json;
-
 namespace {
 
 // A worker's `sandweave doctor --json`, run as its own one-task job on
 // `node` (no sandbox slot: it needs none). Throws with Slurm's or the
 // worker's one line when it could not run.
-api::DoctorResult worker_doctor(const ClusterConfig& c, const std::string& node) {
+api::DoctorResult worker_doctor(slurm::Client& slurm, const ClusterConfig& c,
+                                const std::string& node) {
     std::vector<std::string> argv = {
         "srun",          "--nodes=1",      "--ntasks=1", "--nodelist=" + node,
         "--time=1",      "--immediate=20", "--quiet",    "--job-name=sandweave-doctor",
@@ -27,7 +26,7 @@ api::DoctorResult worker_doctor(const ClusterConfig& c, const std::string& node)
         argv.push_back(it->second);
     }
     argv.push_back("doctor");
-    CommandResult r = slurm::run(argv, std::chrono::seconds(60));
+    CommandResult r = slurm.run(argv, std::chrono::seconds(60));
     // doctor exits 5 when sandboxes cannot run there: its report still says why.
     try {
         api::DoctorResult d;
@@ -49,25 +48,23 @@ api::DoctorResult ControllerApi::doctor() {
     };
     add("controller", true,
         std::string("sandweave ") + SANDWEAVE_VERSION + "; clients: TLS, token required");
-    std::vector<json> nodes;
+    std::vector<slurm::Node> nodes;
     try {
-        nodes = slurm::nodes();
+        nodes = slurm_.nodes();
         add("slurmctld", true, "answers: " + std::to_string(nodes.size()) + " node(s)");
     } catch (const std::exception& e) {
         add("slurmctld", false, e.what());
     }
-    for (const json& n : nodes) {
-        std::string name = n.value("name", std::string());
+    for (const slurm::Node& n : nodes) {
+        const std::string& name = n.name;
         std::string failure = slurm::node_failure(n);
-        std::string detail = n.value("state", std::string()) + ", gres " +
-                             n.value("gres", std::string()) + " (used " +
-                             n.value("gres_used", std::string()) + ")";
+        std::string detail = n.state + ", gres " + n.gres + " (used " + n.gres_used + ")";
         if (!failure.empty()) detail = failure + ": " + detail;
         // A failed worker is a warning: Slurm places sandboxes on the others.
         add("node " + name, failure.empty(), detail, false);
         if (!failure.empty()) continue;
         try {
-            api::DoctorResult d = worker_doctor(c_, name);
+            api::DoctorResult d = worker_doctor(slurm_, c_, name);
             for (auto& ch : d.checks) {
                 ch.name = name + ": " + ch.name;
                 out.checks.push_back(std::move(ch));

@@ -7,7 +7,7 @@
 // asks Slurm for a replacement in the background.
 //
 // The pool itself (size, create options) rides in each member's job
-// comment, `sandweave:<id>:<definition as JSON>`, so a restarted controller
+// comment, `sandweave/<controller>:<id>:<definition as JSON>`, so a restarted controller
 // rebuilds it from `squeue --json` and the members' records on the workers.
 // A pool with no member left (size 0, everything handed out and removed) is
 // not remembered across a restart.
@@ -57,21 +57,21 @@ namespace {
 
 constexpr auto refill_wait_at_exit = std::chrono::seconds(30);
 
+// A member's comment after the controller's mark.
 std::string member_comment(const std::string& id, const ControllerPool& pool) {
-    return std::string(slurm::comment_prefix) + id + ":" + pool.definition().dump();
+    return id + ":" + pool.definition().dump();
 }
 
 // The pool definition a job's comment carries after its sandbox id.
-std::optional<json> definition_of(const json& job) {
-    std::string comment = job.value("comment", std::string());
+std::optional<json> definition_of(const slurm::Job& job) {
+    std::string rest = slurm::rest_of(job);
     std::string id = slurm::sandbox_of(job);
-    std::size_t at = std::string(slurm::comment_prefix).size() + id.size();
-    if (id.empty() || comment.size() <= at + 1 || comment[at] != ':') return std::nullopt;
+    if (id.empty() || rest.size() <= id.size() + 1 || rest[id.size()] != ':') return std::nullopt;
     try {
-        json d = parse_untrusted_json(comment.substr(at + 1));
+        json d = parse_untrusted_json(rest.substr(id.size() + 1));
         if (d.is_object() && d.contains("pool") && d.contains("size")) return d;
     } catch (const std::exception& e) {
-        log().warn("controller: job " + std::to_string(job.value("job_id", 0L)) +
+        log().warn("controller: job " + std::to_string(job.id) +
                    ": unreadable pool definition: " + e.what());
     }
     return std::nullopt;
@@ -115,10 +115,7 @@ Placed ControllerApi::make_member(const ControllerPool& pool) {
     api::CreateParams p = pool.options;
     p.pool = pool.name;
     return place(p, req, [&](long job, const std::string& id) {
-        CommandResult r = slurm::run({"scontrol", "update", "JobId=" + std::to_string(job),
-                                      "Name=" + id, "Comment=" + member_comment(id, pool)});
-        if (!r.ok())
-            log().warn("controller: naming job " + std::to_string(job) + ": " + r.describe());
+        slurm_.name_job(job, id, member_comment(id, pool));
     });
 }
 
@@ -157,7 +154,7 @@ void ControllerApi::drop_member(const std::string& id) {
         log().warn("controller: removing pool member " + id + " on " + pl.node + ": " + e.what());
     }
     pl.link.reset();
-    slurm::cancel(pl.job);
+    slurm_.cancel(pl.job);
 }
 
 void ControllerApi::replace_gone_members() {
@@ -194,8 +191,7 @@ void ControllerApi::retag(const ControllerPool& pool) {
             if (it == placed_.end()) continue;
             job = it->second.job;
         }
-        slurm::run({"scontrol", "update", "JobId=" + std::to_string(job),
-                    "Comment=" + member_comment(id, pool)});
+        slurm_.set_comment(job, member_comment(id, pool));
     }
 }
 
@@ -403,11 +399,9 @@ api::Removed ControllerApi::pool_rm(const api::NameParams& p) {
         // A refill whose job Slurm keeps pending fails when it is cancelled;
         // one making a member now drops it when it is made. Waited for, so
         // no job of the pool outlives the rm.
-        std::string pending = std::string(slurm::comment_prefix) + ":" + p.name;
-        for (const json& j : slurm::jobs())
-            if (j.value("job_state", std::string()) == "PENDING" &&
-                j.value("comment", std::string()) == pending)
-                slurm::cancel(j.value("job_id", 0L));
+        const std::string pending = slurm_.comment(":" + p.name);
+        for (const slurm::Job& j : slurm_.jobs())
+            if (j.state == "PENDING" && j.comment == pending) slurm_.cancel(j.id);
         refills_done_.wait_for(g, refill_wait_at_exit, [&] { return !pool->refilling; });
         idle.assign(pool->idle.begin(), pool->idle.end());
         acquired.assign(pool->acquired.begin(), pool->acquired.end());
@@ -418,7 +412,7 @@ api::Removed ControllerApi::pool_rm(const api::NameParams& p) {
     // the pool, so a restarted controller does not bring it back.
     for (const auto& id : acquired) {
         std::lock_guard<std::mutex> g(mu_);
-        if (auto it = placed_.find(id); it != placed_.end()) slurm::name_job(it->second.job, id);
+        if (auto it = placed_.find(id); it != placed_.end()) slurm_.name_job(it->second.job, id);
     }
     return api::Removed{p.name};
 }
@@ -426,8 +420,8 @@ api::Removed ControllerApi::pool_rm(const api::NameParams& p) {
 void ControllerApi::rebuild_pools() {
     std::map<std::string, std::shared_ptr<ControllerPool>> found;
     std::vector<std::pair<std::string, std::string>> members;  // pool, sandbox
-    for (const json& j : slurm::jobs()) {
-        if (j.value("job_state", std::string()) != "RUNNING") continue;
+    for (const slurm::Job& j : slurm_.jobs()) {
+        if (j.state != "RUNNING" || !slurm_.ours(j)) continue;
         auto d = definition_of(j);
         if (!d) continue;
         std::string name = d->value("pool", std::string());

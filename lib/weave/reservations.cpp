@@ -14,11 +14,9 @@
 
 namespace sandweave::weave {
 
-using nlohmann::json;
-
 namespace {
 
-// After comment_prefix on a reservation's jobs not yet holding a sandbox.
+// After the controller's mark on a reservation's jobs not yet holding a sandbox.
 std::string array_comment(const std::string& owner) {
     return ":array:" + owner;
 }
@@ -53,17 +51,15 @@ api::Reservation ControllerApi::batch_reserve(const api::ReserveParams& p) {
         throw Error(ErrorCode::usage, "a reservation needs count and at_once of 1 or more");
     // What an earlier reservation of this owner left (its runner died):
     // ended, pending slots and waiting ones alike.
-    const std::string comment = slurm::comment_prefix + array_comment(p.owner);
+    const std::string comment = slurm_.comment(array_comment(p.owner));
     std::set<long> earlier;
-    for (const json& j : slurm::jobs()) {
-        std::string st = slurm::state_of(j);
-        if (j.value("comment", std::string()) == comment && (st == "PENDING" || st == "RUNNING"))
-            earlier.insert(slurm::array_of(j) ? slurm::array_of(j) : j.value("job_id", 0L));
-    }
+    for (const slurm::Job& j : slurm_.jobs())
+        if (j.comment == comment && (j.state == "PENDING" || j.state == "RUNNING"))
+            earlier.insert(j.array ? j.array : j.id);
     for (long a : earlier) {
         log().info("controller: ending job array " + std::to_string(a) + " of an earlier run of " +
                    p.owner);
-        slurm::cancel(a);
+        slurm_.cancel(a);
     }
     slurm::AllocationRequest req;
     req.partition = c_.partition;
@@ -72,7 +68,7 @@ api::Reservation ControllerApi::batch_reserve(const api::ReserveParams& p) {
     req.cpus = p.cpus;
     req.memory = p.memory;
     req.comment = array_comment(p.owner);
-    long id = slurm::submit_array(req, p.count, std::min<std::int64_t>(p.at_once, p.count));
+    long id = slurm_.submit_array(req, p.count, std::min<std::int64_t>(p.at_once, p.count));
     log().info("controller: job array " + std::to_string(id) + " of " + std::to_string(p.count) +
                " slots, " + std::to_string(p.at_once) + " at once, for " + p.owner);
     return api::Reservation{std::to_string(id), p.count,
@@ -87,7 +83,7 @@ api::Removed ControllerApi::batch_release(const api::IdParams& p) {
     bool found = false;
     std::vector<long> unused;  // task indices
     std::string pending;       // the pending record's indices
-    const std::vector<json> jobs = slurm::jobs();
+    const std::vector<slurm::Job> jobs = slurm_.jobs();
     // Slots a create is making its sandbox in, or made it in since Slurm
     // answered (a job moves from in_flight_ to placed_ under one lock): their
     // sandbox's rm ends them.
@@ -97,19 +93,18 @@ api::Removed ControllerApi::batch_release(const api::IdParams& p) {
         placing = in_flight_;
         for (const auto& [id, pl] : placed_) placing.insert(pl.job);
     }
-    for (const json& j : jobs) {
-        if (slurm::array_of(j) != array || !slurm::is_ours(j)) continue;
+    for (const slurm::Job& j : jobs) {
+        if (j.array != array || !slurm_.ours(j)) continue;
         found = true;
-        std::string st = slurm::state_of(j);
-        if (st == "PENDING" && slurm::task_of(j) < 0)
-            pending = j.value("array_task_string", std::string());
-        else if ((st == "PENDING" || st == "RUNNING") && slurm::sandbox_of(j).empty() &&
-                 !placing.count(j.value("job_id", 0L)))
-            unused.push_back(slurm::task_of(j));
+        if (j.state == "PENDING" && j.task < 0)
+            pending = j.array_tasks;
+        else if ((j.state == "PENDING" || j.state == "RUNNING") && slurm::sandbox_of(j).empty() &&
+                 !placing.count(j.id))
+            unused.push_back(j.task);
     }
     if (!found) throw Error(ErrorCode::not_found, "no reservation " + p.id + " on this controller");
-    if (!pending.empty()) slurm::cancel_tasks(array, pending);
-    for (long index : unused) slurm::cancel_task(array, index);
+    if (!pending.empty()) slurm_.cancel_tasks(array, pending);
+    for (long index : unused) slurm_.cancel_task(array, index);
     return api::Removed{p.id};
 }
 
@@ -117,8 +112,8 @@ SandboxView ControllerApi::create_in_slot(const api::CreateParams& p) {
     if (!p.reservation || !p.slot || *p.slot < 0)
         throw Error(ErrorCode::usage, "a create in a reservation names its reservation and slot");
     long array = array_id(*p.reservation);
-    long job = slurm::await_array_task(array, *p.slot, [this] { return stopping(); });
-    return place_in(job, p, slurm::name_job).view;
+    long job = slurm_.await_array_task(array, *p.slot, [this] { return stopping(); });
+    return place_in(job, p, [this](long j, const std::string& id) { slurm_.name_job(j, id); }).view;
 }
 
 }  // namespace sandweave::weave

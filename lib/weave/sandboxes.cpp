@@ -15,8 +15,6 @@
 
 namespace sandweave::weave {
 
-using nlohmann::json;
-
 namespace {
 
 SandboxView last_view(const Placed& pl) {
@@ -48,7 +46,8 @@ audit::Status gone_status(const Placed& pl) {
 
 }  // namespace
 
-ControllerApi::ControllerApi(ClusterConfig c) : c_(std::move(c)) {
+ControllerApi::ControllerApi(ClusterConfig c, std::shared_ptr<CommandRunner> runner)
+    : c_(std::move(c)), slurm_(std::move(runner), c_.controller_id) {
     std::random_device rd;
     char hex[9];
     std::snprintf(hex, sizeof hex, "%08x", static_cast<unsigned>(rd()));
@@ -74,7 +73,7 @@ Placed ControllerApi::place(api::CreateParams p, slurm::AllocationRequest req,
     req.name = instance_;  // the reaper's mark of this controller's creates
     req.cpus = p.cpus;
     req.memory = p.memory;
-    return place_in(slurm::allocate(req), std::move(p), name_job);
+    return place_in(slurm_.allocate(req), std::move(p), name_job);
 }
 
 Placed ControllerApi::place_in(long job, api::CreateParams p,
@@ -86,7 +85,7 @@ Placed ControllerApi::place_in(long job, api::CreateParams p,
         in_flight_.insert(job);
     }
     try {
-        std::string node = slurm::node_of(job);
+        std::string node = slurm_.node_of(job);
         auto link = std::make_shared<WorkerLink>(c_, job, node);
         // The worker's epilog finds the sandboxes of an ending job by this label.
         p.labels[slurm::job_label] = std::to_string(job);
@@ -103,7 +102,7 @@ Placed ControllerApi::place_in(long job, api::CreateParams p,
             std::lock_guard<std::mutex> g(mu_);
             in_flight_.erase(job);
         }
-        slurm::cancel(job);
+        slurm_.cancel(job);
         throw;
     }
 }
@@ -112,7 +111,8 @@ SandboxView ControllerApi::create(const api::CreateParams& p) {
     if (p.reservation || p.slot) return create_in_slot(p);
     slurm::AllocationRequest req;
     req.ttl_ms = p.ttl_ms;
-    return place(p, req, slurm::name_job).view;
+    return place(p, req, [this](long job, const std::string& id) { slurm_.name_job(job, id); })
+        .view;
 }
 
 api::RunResult ControllerApi::run(const api::RunParams& p, const api::RunIo& io) {
@@ -179,10 +179,10 @@ api::SandboxList ControllerApi::ls(const api::LsParams& p) {
         }
     }
     if (p.filter.empty()) {
-        for (const json& j : slurm::jobs()) {
-            if (!slurm::is_ours(j) || slurm::state_of(j) != "PENDING") continue;
+        for (const slurm::Job& j : slurm_.jobs()) {
+            if (!slurm_.ours(j) || j.state != "PENDING") continue;
             SandboxView v;
-            v.record.id = "job-" + std::to_string(j.value("job_id", 0L));
+            v.record.id = "job-" + std::to_string(j.id);
             v.record.spec.template_name = "-";
             v.live = SandboxState::pending;
             v.worker = "-";
@@ -242,7 +242,7 @@ api::Removed ControllerApi::rm(const api::IdParams& p) {
         ending_.insert(pl.job);
     }
     pl.link.reset();
-    slurm::cancel(pl.job);
+    slurm_.cancel(pl.job);
     return r;
 }
 

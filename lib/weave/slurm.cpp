@@ -7,23 +7,10 @@
 #include <map>
 #include <mutex>
 #include <set>
-#include <sstream>
 
 #include "lib/core/error.hpp"
-#include "lib/core/json_input.hpp"
 
 namespace sandweave::weave::slurm {
-
-using nlohmann::json;
-
-CommandResult run(const std::vector<std::string>& argv,
-                  std::optional<std::chrono::milliseconds> timeout) {
-    LocalRunner r;
-    Command c;
-    c.argv = argv;
-    c.timeout = timeout;
-    return r.run(c);
-}
 
 std::string last_line(const std::string& s) {
     auto end = s.find_last_not_of("\n ");
@@ -33,13 +20,28 @@ std::string last_line(const std::string& s) {
                     end - (start == std::string::npos ? 0 : start + 1) + 1);
 }
 
+Client::Client(std::shared_ptr<CommandRunner> runner, std::string controller)
+    : runner_(std::move(runner)), controller_(std::move(controller)) {
+    if (!valid_controller_id(controller_))
+        throw Error(ErrorCode::usage,
+                    "'" + controller_ + "' is no controller id (1 to 32 of a-z and 0-9)");
+}
+
+CommandResult Client::run(const std::vector<std::string>& argv,
+                          std::optional<std::chrono::milliseconds> timeout) {
+    Command c;
+    c.argv = argv;
+    c.timeout = timeout;
+    return runner_->run(c);
+}
+
 namespace {
 
 // The options salloc and sbatch share for one sandbox slot, after `command`'s own.
 std::vector<std::string> allocation_argv(std::vector<std::string> argv,
-                                         const AllocationRequest& req) {
-    argv.insert(argv.end(), {"--gres=sbx:1", "--ntasks=1", "--job-name=" + req.name,
-                             std::string("--comment=") + comment_prefix + req.comment});
+                                         const AllocationRequest& req, const std::string& comment) {
+    argv.insert(argv.end(),
+                {"--gres=sbx:1", "--ntasks=1", "--job-name=" + req.name, "--comment=" + comment});
     if (req.ttl_ms && *req.ttl_ms > 0)
         argv.push_back("--time=" + std::to_string((*req.ttl_ms + 59999) / 60000));
     if (!req.partition.empty()) argv.push_back("--partition=" + req.partition);
@@ -59,8 +61,8 @@ std::mutex tasks_mu;
 std::map<long, std::pair<std::string, std::string>> started_tasks;
 
 // An array task as scancel and scontrol name it.
-std::string task_ref(const std::string& array, const std::string& index) {
-    return array + "_" + index;
+std::string task_ref(long array, long index) {
+    return std::to_string(array) + "_" + std::to_string(index);
 }
 
 std::optional<std::pair<std::string, std::string>> started_task(long job, bool forget) {
@@ -72,47 +74,42 @@ std::optional<std::pair<std::string, std::string>> started_task(long job, bool f
     return t;
 }
 
-// The value of `Key=` in `scontrol show job -o`'s one line; empty when absent.
-std::string field_of(const std::string& line, const std::string& key) {
-    std::istringstream words(line);
-    std::string w;
-    while (words >> w)
-        if (w.size() > key.size() && w.compare(0, key.size() + 1, key + "=") == 0)
-            return w.substr(key.size() + 1);
-    return "";
-}
-
 }  // namespace
 
-long allocate(const AllocationRequest& req) {
-    std::vector<std::string> argv = allocation_argv({"salloc", "--no-shell"}, req);
+long Client::allocate(const AllocationRequest& req) {
+    std::vector<std::string> argv =
+        allocation_argv({"salloc", "--no-shell"}, req, comment(req.comment));
     CommandResult r = run(argv, std::nullopt);
-    auto at = r.err.find("Granted job allocation ");
-    if (!r.ok() || at == std::string::npos)
+    long job = parse_salloc_grant(r.err);
+    if (!r.ok() || !job)
         throw Error(ErrorCode::runtime, "Slurm gave no allocation: " + last_line(r.err));
-    return std::stol(r.err.substr(at + 23));
+    return job;
 }
 
-void name_job(long job, const std::string& sandbox_id) {
+void Client::name_job(long job, const std::string& sandbox_id, const std::string& rest) {
     run({"scontrol", "update", "JobId=" + std::to_string(job), "Name=" + sandbox_id,
-         std::string("Comment=") + comment_prefix + sandbox_id});
+         "Comment=" + comment(rest.empty() ? sandbox_id : rest)});
 }
 
-long submit_array(const AllocationRequest& each, std::int64_t count, int at_once) {
+CommandResult Client::set_comment(long job, const std::string& rest) {
+    return run({"scontrol", "update", "JobId=" + std::to_string(job), "Comment=" + comment(rest)});
+}
+
+long Client::submit_array(const AllocationRequest& each, std::int64_t count, int at_once) {
     if (count < 1 || at_once < 1)
         throw Error(ErrorCode::usage, "a job array needs at least one task, one at a time");
     std::vector<std::string> argv =
         allocation_argv({"sbatch", "--parsable", "--output=/dev/null", "--error=/dev/null",
                          "--array=0-" + std::to_string(count) + "%" + std::to_string(at_once)},
-                        each);
+                        each, comment(each.comment));
     // The batch script only holds the task's allocation; the sandbox runs in
     // a step of its own (worker_link.cpp).
     argv.push_back("--wrap=exec sleep infinity");
     CommandResult r = run(argv);
-    std::string out = last_line(r.out);
-    if (!r.ok() || out.empty() || out.find_first_not_of("0123456789;") != std::string::npos)
+    long id = parse_sbatch(r.out);
+    if (!r.ok() || !id)
         throw Error(ErrorCode::runtime, "Slurm took no job array: " + last_line(r.err));
-    return std::stol(out);  // "ID" or "ID;CLUSTER"
+    return id;
 }
 
 namespace {
@@ -155,22 +152,23 @@ struct Waiting {
 
 }  // namespace
 
-long await_array_task(long array, std::int64_t index, const std::function<bool()>& give_up) {
-    const std::string task = task_ref(std::to_string(array), std::to_string(index));
+long Client::await_array_task(long array, std::int64_t index,
+                              const std::function<bool()>& give_up) {
+    const std::string task = task_ref(array, static_cast<long>(index));
     Waiting me(array, index);
     auto pause = std::chrono::milliseconds(20);
     for (;;) {
         CommandResult r = run({"scontrol", "show", "job", "-o", task});
-        std::string state = field_of(r.out, "JobState"), node = field_of(r.out, "NodeList");
-        if (state == "RUNNING" && !node.empty() && node != "(null)") {
-            long job = std::stol(field_of(r.out, "JobId"));
+        std::optional<ShownJob> shown = parse_scontrol_job(r.out);
+        if (shown && shown->state == "RUNNING" && !shown->nodes.empty()) {
             std::lock_guard<std::mutex> g(tasks_mu);
-            started_tasks[job] = {task, node};
-            return job;
+            started_tasks[shown->id] = {task, shown->nodes};
+            return shown->id;
         }
         // No answer (a slurmctld restarting) is waited out; a job Slurm
         // no longer knows, or one that ended, is not.
         // ("Job A_I not found" on stdout: a task cancelled while queued.)
+        std::string state = shown ? shown->state : "";
         bool unknown = r.err.find("Invalid job id") != std::string::npos ||
                        r.out.find("not found") != std::string::npos;
         if (unknown || (!state.empty() && state != "PENDING" && state != "CONFIGURING"))
@@ -184,16 +182,15 @@ long await_array_task(long array, std::int64_t index, const std::function<bool()
     }
 }
 
-std::string node_of(long job) {
+std::string Client::node_of(long job) {
     if (auto t = started_task(job, false)) return t->second;
     CommandResult r = run({"scontrol", "show", "job", "-o", std::to_string(job)});
-    std::string node = field_of(r.out, "NodeList");
-    if (!node.empty() && node != "(null)") return node;
+    if (auto shown = parse_scontrol_job(r.out); shown && !shown->nodes.empty()) return shown->nodes;
     throw Error(ErrorCode::runtime, "Slurm did not say where job " + std::to_string(job) +
                                         " runs: " + last_line(r.err));
 }
 
-void cancel(long job) {
+void Client::cancel(long job) {
     if (auto t = started_task(job, true)) {
         run({"scancel", t->first});
         return;
@@ -203,90 +200,31 @@ void cancel(long job) {
     CommandResult r = run({"scancel", "-v", id});
     if (r.err.find("Invalid job id") == std::string::npos) return;
     // A job array's task answers to scancel only as ARRAY_TASK (22.05).
-    CommandResult s = run({"scontrol", "show", "job", "-o", id});
-    std::string array = field_of(s.out, "ArrayJobId"), task = field_of(s.out, "ArrayTaskId");
-    if (!array.empty() && !task.empty() && array != id) run({"scancel", task_ref(array, task)});
+    auto shown = parse_scontrol_job(run({"scontrol", "show", "job", "-o", id}).out);
+    if (shown && shown->array && shown->task >= 0 && shown->array != job)
+        run({"scancel", task_ref(shown->array, shown->task)});
 }
 
-void cancel_task(long array, long index) {
-    run({"scancel", task_ref(std::to_string(array), std::to_string(index))});
+void Client::cancel_task(long array, long index) {
+    run({"scancel", task_ref(array, index)});
 }
 
-void cancel_tasks(long array, std::string indices) {
+void Client::cancel_tasks(long array, std::string indices) {
     indices = indices.substr(0, indices.find('%'));  // the throttle
     if (indices.empty() || indices.find_first_not_of("0123456789,-") != std::string::npos) return;
     run({"scancel", std::to_string(array) + "_[" + indices + "]"});
 }
 
-namespace {
-
-// The array `key` of a Slurm command's --json answer.
-std::vector<json> json_list(const std::string& command, const std::string& key) {
-    CommandResult r = run({command, "--json"});
-    if (!r.ok()) throw Error(ErrorCode::runtime, command + ": " + r.describe());
-    try {
-        json j = parse_untrusted_json(r.out);
-        return j.value(key, std::vector<json>{});
-    } catch (const std::exception& e) {
-        throw Error(ErrorCode::runtime, command + " --json: " + e.what());
-    }
+std::vector<Job> Client::jobs() {
+    CommandResult r = run({"squeue", "--json"});
+    if (!r.ok()) throw Error(ErrorCode::runtime, "squeue: " + r.describe());
+    return parse_squeue(r.out);
 }
 
-}  // namespace
-
-std::vector<json> jobs() {
-    return json_list("squeue", "jobs");
-}
-
-std::vector<json> nodes() {
-    return json_list("sinfo", "nodes");
-}
-
-std::string node_failure(const json& node) {
-    std::string state = node.value("state", std::string());
-    std::vector<std::string> flags;
-    if (auto f = node.find("state_flags"); f != node.end() && f->is_array())
-        for (const auto& x : *f)
-            if (x.is_string()) flags.push_back(x.get<std::string>());
-    bool not_responding = std::find(flags.begin(), flags.end(), "NOT_RESPONDING") != flags.end();
-    if (state.rfind("down", 0) == 0)
-        return "Slurm reports node " + node.value("name", std::string()) + " down";
-    if (not_responding)
-        return "Slurm reports node " + node.value("name", std::string()) + " not responding";
-    return "";
-}
-
-std::string state_of(const json& job) {
-    return job.value("job_state", std::string());
-}
-
-namespace {
-
-long number_at(const json& job, const char* key, long none) {
-    auto it = job.find(key);
-    return it != job.end() && it->is_number_integer() ? it->get<long>() : none;
-}
-
-}  // namespace
-
-long array_of(const json& job) {
-    return number_at(job, "array_job_id", 0);
-}
-
-long task_of(const json& job) {
-    return number_at(job, "array_task_id", -1);
-}
-
-bool is_ours(const json& job) {
-    return job.value("comment", std::string()).rfind(comment_prefix, 0) == 0;
-}
-
-std::string sandbox_of(const json& job) {
-    if (!is_ours(job)) return "";
-    // A pool member's comment goes on after the id (lib/weave/pools.cpp).
-    std::string rest =
-        job.value("comment", std::string()).substr(std::string(comment_prefix).size());
-    return rest.substr(0, rest.find(':'));
+std::vector<Node> Client::nodes() {
+    CommandResult r = run({"sinfo", "--json"});
+    if (!r.ok()) throw Error(ErrorCode::runtime, "sinfo: " + r.describe());
+    return parse_sinfo(r.out);
 }
 
 }  // namespace sandweave::weave::slurm

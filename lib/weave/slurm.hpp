@@ -1,31 +1,30 @@
 #pragma once
 // The Slurm commands the controller runs. Slurm does the placing, queueing,
-// time limits and failure detection; these only ask it and read its answers.
+// time limits and failure detection; these only ask it and read its answers
+// (through slurm_json.hpp, the one place that knows Slurm's versions).
+//
+// Every command goes through a CommandRunner (lib/core/process.hpp), so
+// unit tests script Slurm's answers. A Slurm client is one controller's: it
+// marks the jobs it submits with the controller's id and takes only jobs
+// carrying that mark as its own.
 
 #include <chrono>
 #include <cstdint>
 #include <functional>
+#include <memory>
 #include <optional>
 #include <string>
 #include <vector>
 
-#include <nlohmann/json.hpp>
-
 #include "lib/core/process.hpp"
+#include "lib/weave/slurm_json.hpp"
 
 namespace sandweave::weave::slurm {
-
-// A job of ours carries this comment prefix, then the sandbox id.
-inline constexpr const char* comment_prefix = "sandweave:";
 
 // The label a sandbox carries on its worker: its job's id. The worker's
 // epilog (`sandweave __slurm-epilog`) terminates the sandboxes of an ending
 // job by it.
 inline constexpr const char* job_label = "slurm_job";
-
-// A Slurm command; `timeout` nullopt: as long as it takes (a pending salloc).
-CommandResult run(const std::vector<std::string>& argv,
-                  std::optional<std::chrono::milliseconds> timeout = std::chrono::seconds(30));
 
 // The last non-empty line of a command's output, for one-line errors.
 std::string last_line(const std::string& s);
@@ -37,71 +36,77 @@ struct AllocationRequest {
     std::string name = "sandweave";       // the job's name until the sandbox names it
     std::optional<double> cpus;           // --cpus-per-task, rounded up
     std::optional<std::uint64_t> memory;  // bytes: --mem, rounded up to MiB
-    // After comment_prefix while the job has no sandbox yet: a pool member's
-    // is ":<pool>", so a pool rm can cancel it while Slurm keeps it pending.
+    // After the controller's mark while the job has no sandbox yet: a pool
+    // member's is ":<pool>", so a pool rm can cancel it while Slurm keeps it
+    // pending.
     std::string comment = {};
 };
 
-// A new allocation of one sandbox slot; blocks while Slurm keeps it pending.
-long allocate(const AllocationRequest& r);
+class Client {
+  public:
+    // `controller`: the id this controller marks its jobs with
+    // (valid_controller_id).
+    Client(std::shared_ptr<CommandRunner> runner, std::string controller);
 
-// `count` allocations like `each` as one job array (`sbatch --array`), at
-// most `at_once` of them running: Slurm queues the rest. Each task holds its
-// allocation (its batch script sleeps) until it is cancelled or reaches its
-// time limit. Returns the array's job id.
-//
-// The task Slurm starts last takes the array's own id, and scancel or
-// scontrol update of that id acts on every task of the array. So the array
-// has one task more, index `count`, started after the others, which no
-// create uses: tasks 0..count-1 each have an id of their own.
-long submit_array(const AllocationRequest& each, std::int64_t count, int at_once);
+    const std::string& controller() const { return controller_; }
+    // The comment of a job of this controller's: its mark, then `rest`.
+    std::string comment(const std::string& rest) const { return comment_for(controller_, rest); }
+    // Whether a job carries this controller's mark.
+    bool ours(const Job& j) const { return controller_of(j) == controller_; }
 
-// Ends task `index` of `array` only (`scancel ARRAY_INDEX`).
-void cancel_task(long array, long index);
+    // A Slurm command; `timeout` nullopt: as long as it takes (a pending salloc).
+    CommandResult run(const std::vector<std::string>& argv,
+                      std::optional<std::chrono::milliseconds> timeout = std::chrono::seconds(30));
 
-// Ends the tasks of `array` whose indices `indices` lists (squeue's
-// array_task_string of its pending record: "4-30%4", "5,7-9"). Never
-// `scancel ARRAY`, even with --state=PENDING: that ends every task.
-void cancel_tasks(long array, std::string indices);
+    // A new allocation of one sandbox slot; blocks while Slurm keeps it pending.
+    long allocate(const AllocationRequest& r);
 
-// Waits until task `index` of array `array` runs and returns its own job id;
-// throws when it ended first (cancelled, its time limit), or when
-// `give_up` says so (checked between Slurm's answers).
-long await_array_task(long array, std::int64_t index, const std::function<bool()>& give_up);
+    // `count` allocations like `each` as one job array (`sbatch --array`), at
+    // most `at_once` of them running: Slurm queues the rest. Each task holds
+    // its allocation (its batch script sleeps) until it is cancelled or
+    // reaches its time limit. Returns the array's job id.
+    //
+    // The task Slurm starts last takes the array's own id, and scancel or
+    // scontrol update of that id acts on every task of the array. So the
+    // array has one task more, index `count`, started after the others,
+    // which no create uses: tasks 0..count-1 each have an id of their own.
+    long submit_array(const AllocationRequest& each, std::int64_t count, int at_once);
 
-// Names the job after the sandbox, so a restarted controller pairs them up.
-void name_job(long job, const std::string& sandbox_id);
+    // Ends task `index` of `array` only (`scancel ARRAY_INDEX`).
+    void cancel_task(long array, long index);
 
-// The node Slurm granted the job.
-std::string node_of(long job);
+    // Ends the tasks of `array` whose indices `indices` lists (squeue's
+    // array_task_string of its pending record: "4-30%4", "5,7-9"). Never
+    // `scancel ARRAY`, even with --state=PENDING: that ends every task.
+    void cancel_tasks(long array, std::string indices);
 
-// Ends the job (best effort: it may have ended already).
-void cancel(long job);
+    // Waits until task `index` of array `array` runs and returns its own job
+    // id; throws when it ended first (cancelled, its time limit), or when
+    // `give_up` says so (checked between Slurm's answers).
+    long await_array_task(long array, std::int64_t index, const std::function<bool()>& give_up);
 
-// Every job Slurm knows (`squeue --json` ignores its filters in 22.05).
-std::vector<nlohmann::json> jobs();
+    // Names the job after the sandbox (and marks it: `rest` after the mark,
+    // the sandbox id by default), so a restarted controller pairs them up.
+    void name_job(long job, const std::string& sandbox_id, const std::string& rest = "");
+    // Rewrites a job's comment: the mark, then `rest`.
+    CommandResult set_comment(long job, const std::string& rest);
 
-// Every node Slurm knows (`sinfo --json`).
-std::vector<nlohmann::json> nodes();
+    // The node Slurm granted the job.
+    std::string node_of(long job);
 
-// Why Slurm counts a node as failed (down, or not responding), empty when it
-// does not: Slurm's failure detection, read, not ours.
-std::string node_failure(const nlohmann::json& node);
+    // Ends the job (best effort: it may have ended already).
+    void cancel(long job);
 
-// A job's state (RUNNING, PENDING, NODE_FAIL, ...).
-std::string state_of(const nlohmann::json& job);
+    // Every job Slurm knows (`squeue --json` ignores its filters in 22.05),
+    // every controller's.
+    std::vector<Job> jobs();
 
-// A job's array (its array_job_id), 0 for a job of no array; and its task
-// index, -1 for none (not an array's, or its array's pending record).
-long array_of(const nlohmann::json& job);
-long task_of(const nlohmann::json& job);
+    // Every node Slurm knows (`sinfo --json`).
+    std::vector<Node> nodes();
 
-// Whether a job is one of ours (its comment starts with comment_prefix).
-bool is_ours(const nlohmann::json& job);
-
-// The sandbox id a job of ours carries in its comment (`sandweave:<id>`, a
-// pool member's `sandweave:<id>:<pool>`); empty for other jobs
-// and for ours not yet named (still pending, or being created).
-std::string sandbox_of(const nlohmann::json& job);
+  private:
+    std::shared_ptr<CommandRunner> runner_;
+    std::string controller_;
+};
 
 }  // namespace sandweave::weave::slurm

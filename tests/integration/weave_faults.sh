@@ -71,8 +71,8 @@ invariants() {  # WHEN
         [[ -n "$j" ]] || continue
         local_sw "$n" inspect --json "$id" 2>/dev/null | jq -e '.state == "running"' >/dev/null ||
             bad+=" job $j ($id on $n) runs without its sandbox;"
-    done < <(squeue --json | jq -r '.jobs[] | select((.comment | startswith("sandweave:")) and .job_state == "RUNNING")
-        | "\(.job_id) \(.comment | ltrimstr("sandweave:")) \(.nodes)"')
+    done < <(squeue --json | jq -r '.jobs[] | select((.comment | test("^sandweave/[a-z0-9]+:")) and .job_state == "RUNNING")
+        | "\(.job_id) \(.comment | sub("^sandweave/[a-z0-9]+:"; "") | split(":")[0] | if . == "" then "(unnamed)" else . end) \(.nodes)"')
     [[ -z "$bad" ]] || { echo "$1:$bad"; return 1; }
 }
 

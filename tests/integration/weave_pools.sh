@@ -121,12 +121,12 @@ for i in $(seq $((12 - used))); do
     salloc --no-shell --gres=sbx:1 -n1 -J "full$i" >/dev/null 2>&1 || fail "salloc full$i"
 done
 F="$("$SW" pool acquire f)"
-refill_pending() { squeue -h -t PENDING -o %k | grep -qx 'sandweave::f'; }
+refill_pending() { squeue -h -t PENDING -o %k | grep -qx 'sandweave/[a-z0-9]*::f'; }
 assert_true "with every slot taken, the refill's job is pending, marked with the pool" wait_for 10 refill_pending
 t0=$SECONDS
 assert_exit "pool rm exits 0" 0 "$SW" pool rm f
 assert_true "... at once ($((SECONDS - t0)) s), not waiting for Slurm" test $((SECONDS - t0)) -lt 5
-assert_eq "... and the pending job is gone" "" "$(squeue -h -t PENDING -o %k | grep -x 'sandweave::f' || true)"
+assert_eq "... and the pending job is gone" "" "$(squeue -h -t PENDING -o %k | grep -x 'sandweave/[a-z0-9]*::f' || true)"
 for i in $(seq $((12 - used))); do scancel -n "full$i"; done
 "$SW" rm -f "$F" >/dev/null || fail "rm -f $F"
 
