@@ -136,8 +136,13 @@ assert_eq "... and claims nothing it did not write" "0 $(sha256sum "$LOG" | cut 
 capture "$SW" run "$A" -- true
 assert_ne "a command in the lost sandbox fails" 0 "$LAST_RC"
 assert_match "... saying it is lost" "is lost: worker $WA lost" "$LAST_ERR"
+run_rc=$LAST_RC
+capture "$SW" snapshot create "$A" --kind fs
+assert_eq "a snapshot of the lost sandbox fails as a command does (exit $run_rc)" "$run_rc" "$LAST_RC"
+assert_match "... saying it is lost, in one line" "^sandweave: .*is lost: worker $WA lost" "$LAST_ERR"
+assert_eq "... and only that line" 1 "$(line_count "$LAST_ERR")"
 capture "$SW" run "$B" -- echo still here
-assert_eq "the other worker's sandbox keeps working" "still here" "$LAST_OUT"
+assert_eq "the other worker's sandbox keeps working (the controller is up)" "still here" "$LAST_OUT"
 elsewhere() { local id w; read -r id w < <(pool_member); [[ -n "$id" && "$id" != "$M" && "$w" != "$WA" ]]; }
 assert_true "the pool refills elsewhere: a warm member on a live worker" wait_for 60 elsewhere
 assert_eq "... and ls shows the old member lost" lost "$(state_of "$M")"
@@ -178,6 +183,13 @@ scancel "$JC"
 stopped() { [[ "$(state_of "$C")" == stopped ]]; }
 assert_true "once Slurm ends its job, the sandbox is stopped" wait_for 10 stopped
 assert_match "... saying why" "its Slurm job $JC ended \(CANCELLED" "$("$SW" inspect --json "$C" | jq -r .error)"
+capture "$SW" run "$C" -- true
+run_rc=$LAST_RC
+assert_ne "a command in the ended sandbox fails" 0 "$run_rc"
+capture "$SW" snapshot create "$C" --kind fs
+assert_eq "a snapshot of the ended sandbox fails as a command does (exit $run_rc)" "$run_rc" "$LAST_RC"
+assert_match "... saying its job ended" "is stopped: its Slurm job $JC ended" "$LAST_ERR"
+assert_exit "... and the controller is still up" 0 "$SW" ls
 worker_stopped() { [[ "$(local_sw "$WC" inspect --json "$C" | jq -r '"\(.state) \(.ended_by)"')" == "stopped slurm_job" ]]; }
 assert_true "the worker's epilog terminated it (ended_by slurm_job)" wait_for 10 worker_stopped
 capture local_sw "$WC" audit export "$C" "$SCRATCH/ended.jsonl"
