@@ -98,10 +98,10 @@ CommandResult Client::set_comment(long job, const std::string& rest) {
 long Client::submit_array(const AllocationRequest& each, std::int64_t count, int at_once) {
     if (count < 1 || at_once < 1)
         throw Error(ErrorCode::usage, "a job array needs at least one task, one at a time");
-    std::vector<std::string> argv =
-        allocation_argv({"sbatch", "--parsable", "--output=/dev/null", "--error=/dev/null",
-                         "--array=0-" + std::to_string(count) + "%" + std::to_string(at_once)},
-                        each, comment(each.comment));
+    std::vector<std::string> argv = allocation_argv(
+        {"sbatch", "--parsable", "--no-requeue", "--output=/dev/null", "--error=/dev/null",
+         "--array=0-" + std::to_string(count) + "%" + std::to_string(at_once)},
+        each, comment(each.comment));
     // The batch script only holds the task's allocation; the sandbox runs in
     // a step of its own (worker_link.cpp).
     argv.push_back("--wrap=exec sleep infinity");

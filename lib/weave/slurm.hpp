@@ -64,7 +64,9 @@ class Client {
     // `count` allocations like `each` as one job array (`sbatch --array`), at
     // most `at_once` of them running: Slurm queues the rest. Each task holds
     // its allocation (its batch script sleeps) until it is cancelled or
-    // reaches its time limit. Returns the array's job id.
+    // reaches its time limit. Never requeued: a task whose node fails ends
+    // (NODE_FAIL) instead of starting again elsewhere, where a create would
+    // find a slot its sandbox never was in. Returns the array's job id.
     //
     // The task Slurm starts last takes the array's own id, and scancel or
     // scontrol update of that id acts on every task of the array. So the

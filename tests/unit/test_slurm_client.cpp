@@ -13,7 +13,7 @@ using namespace sandweave;
 using namespace sandweave::weave::slurm;
 
 TEST_SUITE("slurm client") {
-    TEST_CASE("every job carries the controller's mark") {
+    TEST_CASE("job arrays are never requeued, and every job carries the controller's mark") {
         auto runner = std::make_shared<ScriptedRunner>();
         runner->respond = [](const Command& c) {
             if (c.argv[0] == "sbatch") return ScriptedRunner::ok("41\n");
@@ -27,6 +27,7 @@ TEST_SUITE("slurm client") {
         req.comment = ":array:demo";
         CHECK(slurm.submit_array(req, 3, 2) == 41);
         const auto& sbatch = runner->calls.at(0).cmd.argv;
+        CHECK(std::count(sbatch.begin(), sbatch.end(), "--no-requeue") == 1);
         CHECK(std::count(sbatch.begin(), sbatch.end(), "--array=0-3%2") == 1);
         CHECK(std::count(sbatch.begin(), sbatch.end(),
                          "--comment=sandweave/c0ffee01::array:demo") == 1);
