@@ -150,6 +150,48 @@ TEST_SUITE("slurm output") {
         CHECK(node_failure(nodes[0]).empty());
     }
 
+    TEST_CASE("24.11 on this project's cluster: array tasks, node groups, a failed node") {
+        auto jobs = parse_squeue(slurm_data("24.11/squeue-running.json"));
+        REQUIRE(jobs.size() == 5);
+        CHECK(job(jobs, 1).comment == "sandweave/c0ffee01:sbx-1a2b3c4d5e6f");
+        CHECK(sandbox_of(job(jobs, 1)) == "sbx-1a2b3c4d5e6f");
+        CHECK(job(jobs, 5).array == 2);
+        CHECK(job(jobs, 5).task == 1);
+        CHECK(job(jobs, 5).state == "RUNNING");
+        CHECK(job(jobs, 2).task == -1);
+        CHECK(job(jobs, 2).array_tasks == "2-6%2");
+        CHECK(job(jobs, 2).reason == "JobArrayTaskLimit");
+        // 24.11 drops an allocation whose node failed at once (22.05 keeps
+        // it NODE_FAIL for MinJobAge): the node's state says why.
+        CHECK(parse_squeue(slurm_data("24.11/squeue-node-failed.json")).size() == 4);
+
+        auto idle = parse_sinfo(slurm_data("24.11/sinfo-idle.json"));  // w1 and w3 in one group
+        REQUIRE(idle.size() == 3);
+        CHECK(node(idle, "w3").state == "mixed");
+        CHECK(node(idle, "w2").gres_used == "sbx:2");
+        auto nr = parse_sinfo(slurm_data("24.11/sinfo-not-responding.json"));
+        CHECK(node_failure(node(nr, "w3")) == "Slurm reports node w3 not responding");
+        CHECK(node_failure(node(nr, "w1")).empty());
+        auto down = parse_sinfo(slurm_data("24.11/sinfo-down.json"));
+        CHECK(node(down, "w3").state == "down");
+        CHECK(node(down, "w3").reason == "Not responding");
+        CHECK(node_failure(node(down, "w3")) == "Slurm reports node w3 down");
+
+        auto task = parse_scontrol_job(slurm_data("24.11/scontrol-show-job-array-task.txt"));
+        REQUIRE(task);
+        CHECK(task->array == 2);
+        CHECK(task->task == 0);
+        CHECK(task->state == "RUNNING");
+        CHECK(task->nodes == "w2");
+        auto queued = parse_scontrol_job(slurm_data("24.11/scontrol-show-job-array-pending.txt"));
+        REQUIRE(queued);
+        CHECK(queued->state == "PENDING");
+        CHECK(queued->nodes.empty());
+        CHECK(parse_scontrol_job(slurm_data("24.11/scontrol-show-job-running.txt"))->nodes == "w1");
+        CHECK(parse_sbatch(slurm_data("24.11/sbatch-parsable.out")) == 2);
+        CHECK(parse_salloc_grant(slurm_data("24.11/salloc-granted.err")) == 3);
+    }
+
     TEST_CASE("a state array's flags and base, in the order 22.05 prints one word") {
         auto one = [](const std::string& states) {
             return parse_squeue(R"({"jobs":[{"job_id":7,"job_state":)" + states + "}]}")

@@ -248,6 +248,24 @@ TEST_SUITE("weave classify") {
         CHECK(live == std::set<std::string>{"1", "2", "4", "6", "7", "9", "10"});
     }
 
+    TEST_CASE(
+        "24.11 on this project's cluster: lost when its node fails, though Slurm drops the job") {
+        Holdings h = held_by_recorder();
+        h.sandboxes = {sandbox("sbx-1a2b3c4d5e6f", 1, "w1"), sandbox("sbx-g", 3, "w3")};
+        h.in_flight = {4, 5};
+        auto ok = seen("24.11/squeue-running.json", "24.11/sinfo-idle.json");
+        CHECK(shown(classify(ok, h)) == Lines{});
+        CHECK(shown(classify(seen("24.11/squeue-running.json", "24.11/sinfo-not-responding.json"),
+                             h)) ==
+              Lines{"lost sbx-g 3 w3: worker w3 lost: Slurm reports node w3 not responding"});
+        CHECK(shown(classify(seen("24.11/squeue-node-failed.json", "24.11/sinfo-down.json"), h)) ==
+              Lines{"lost sbx-g 3 w3: worker w3 lost: Slurm reports node w3 down"});
+        h.controller = "beef02";  // another controller's view: none of these jobs is its
+        h.sandboxes.clear();
+        h.now_s += 3600;
+        CHECK(shown(classify(ok, h)) == Lines{});
+    }
+
     TEST_CASE("24.11: the same decisions from its arrays and {set, number} objects") {
         auto s = seen("24.11/squeue.json", "24.11/sinfo.json");
         for (auto& j : s.jobs)
