@@ -312,6 +312,11 @@ prepare_dir() {
     fi
     mv -f "$conf.new" "$conf"
     mv -f "$dir/etc/gres.conf.new" "$dir/etc/gres.conf"
+    # Slurm 23.11 and later initialise their cgroup plugin even under
+    # proctrack/linuxproc, and find no cgroup v2 here: this host mounts v1
+    # (scripts/weave-cluster-trixie.sh runs 24.11). 22.05 reads it only for
+    # its cgroup plugins.
+    [ -f "$dir/etc/cgroup.conf" ] || printf 'CgroupPlugin=cgroup/v1\n' >"$dir/etc/cgroup.conf"
     # The epilog is not part of slurm.conf's settings: a running cluster takes a new one.
     write_epilog >"$dir/etc/epilog.new"
     chmod 0755 "$dir/etc/epilog.new"
