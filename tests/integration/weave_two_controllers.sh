@@ -11,8 +11,6 @@ weave_setup c 7711 17100
 # under 108 bytes even from a long TMPDIR.
 DIR="$(mktemp -d "${TMPDIR:-/tmp}/sw2c.XXXXXX")"
 chmod 0711 "$DIR"
-remove_dir() { rm -rf "$DIR"; }
-on_cleanup remove_dir  # after ctl_stop (cleanups run last first)
 PORT2=7712
 note() { printf "[%3d s] $1\n" $((SECONDS - _t0)) "${@:2}"; }
 
@@ -37,7 +35,11 @@ stop_second() {
     kill -TERM "$pid" 2>/dev/null
     wait_for 30 bash -c "! kill -0 $pid 2>/dev/null"
 }
-on_cleanup stop_second  # before ctl_stop
+# At exit (cleanups run last first, so before weave_setup's ctl_stop, which
+# then finds nothing left): the second controller, the first and the
+# cluster, then the directory.
+stop_all() { stop_second; ctl_stop; rm -rf "$DIR"; }
+on_cleanup stop_all
 assert_true "a second controller starts on the same cluster" start_second
 C2=("env" "SANDWEAVE_HOST=weave://127.0.0.1:$PORT2" "SANDWEAVE_WEAVE_TOKEN_FILE=$DIR/controller2/token"
     "SANDWEAVE_WEAVE_FINGERPRINT=$(cat "$DIR/controller2/fingerprint")" "$SW")
