@@ -121,15 +121,21 @@ std::vector<Decision> classify(const Observation& seen, const Holdings& held) {
     }
 
     // Only nodes this answer of Slurm's shows running a job the controller
-    // holds: an answer without them (a slurmctld starting) reaps nothing.
+    // holds or is taking back (at its start it holds nothing yet): an
+    // answer without them (a slurmctld starting) reaps nothing.
     if (held.reap) {
         std::set<std::string> running;
         for (const auto& j : seen.jobs)
             if (j.state == "RUNNING") running.insert(j.nodes);
-        std::set<std::string> nodes;
+        std::vector<std::string> candidates;
         for (const auto& s : held.sandboxes)
-            if (!s.gone && running.count(s.node) && nodes.insert(s.node).second)
-                out.push_back({Kind::reap, "", 0, s.node, 0, -1, 0, ""});
+            if (!s.gone) candidates.push_back(s.node);
+        for (const auto& d : out)
+            if (d.kind == Kind::reconnect) candidates.push_back(d.node);
+        std::set<std::string> nodes;
+        for (const auto& n : candidates)
+            if (running.count(n) && nodes.insert(n).second)
+                out.push_back({Kind::reap, "", 0, n, 0, -1, 0, ""});
     }
     return out;
 }

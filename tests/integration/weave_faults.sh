@@ -136,9 +136,11 @@ assert_eq "... and claims nothing it did not write" "0 $(sha256sum "$LOG" | cut 
 capture "$SW" run "$A" -- true
 assert_ne "a command in the lost sandbox fails" 0 "$LAST_RC"
 assert_match "... saying it is lost" "is lost: worker $WA lost" "$LAST_ERR"
-run_rc=$LAST_RC
+capture "$SW" ps "$A"
+ps_rc=$LAST_RC
+assert_ne "ps of the lost sandbox fails" 0 "$ps_rc"
 capture "$SW" snapshot create "$A" --kind fs
-assert_eq "a snapshot of the lost sandbox fails as a command does (exit $run_rc)" "$run_rc" "$LAST_RC"
+assert_eq "a snapshot of the lost sandbox fails as ps does (exit $ps_rc)" "$ps_rc" "$LAST_RC"
 assert_match "... saying it is lost, in one line" "^sandweave: .*is lost: worker $WA lost" "$LAST_ERR"
 assert_eq "... and only that line" 1 "$(line_count "$LAST_ERR")"
 capture "$SW" run "$B" -- echo still here
@@ -183,11 +185,11 @@ scancel "$JC"
 stopped() { [[ "$(state_of "$C")" == stopped ]]; }
 assert_true "once Slurm ends its job, the sandbox is stopped" wait_for 10 stopped
 assert_match "... saying why" "its Slurm job $JC ended \(CANCELLED" "$("$SW" inspect --json "$C" | jq -r .error)"
-capture "$SW" run "$C" -- true
-run_rc=$LAST_RC
-assert_ne "a command in the ended sandbox fails" 0 "$run_rc"
+capture "$SW" ps "$C"
+ps_rc=$LAST_RC
+assert_ne "ps of the ended sandbox fails" 0 "$ps_rc"
 capture "$SW" snapshot create "$C" --kind fs
-assert_eq "a snapshot of the ended sandbox fails as a command does (exit $run_rc)" "$run_rc" "$LAST_RC"
+assert_eq "a snapshot of the ended sandbox fails as ps does (exit $ps_rc)" "$ps_rc" "$LAST_RC"
 assert_match "... saying its job ended" "is stopped: its Slurm job $JC ended" "$LAST_ERR"
 assert_exit "... and the controller is still up" 0 "$SW" ls
 worker_stopped() { [[ "$(local_sw "$WC" inspect --json "$C" | jq -r '"\(.state) \(.ended_by)"')" == "stopped slurm_job" ]]; }

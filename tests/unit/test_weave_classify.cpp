@@ -244,6 +244,15 @@ TEST_SUITE("weave classify") {
         h.sandboxes[2].gone = SandboxState::stopped;
         auto s = seen("22.05/squeue-running.json", "22.05/sinfo-idle.json");
         CHECK(shown(classify(s, h)) == Lines{"reap  0 w1"});
+        // At the start it holds nothing yet: the nodes of the sandboxes it
+        // takes back.
+        h.sandboxes.clear();
+        h.first = true;
+        h.in_flight = {4, 5};
+        h.instance = "sandweave-ffffffff";
+        CHECK(shown(classify(s, h)) ==
+              Lines{"reconnect sbx-9f8e7d6c5b4a 1 w1", "cancel  2 : a create that did not finish",
+                    "cancel  6 : a create that did not finish", "reap  0 w1"});
         auto live = live_jobs(seen("22.05/squeue-node-fail.json", "22.05/sinfo-down.json"));
         CHECK(live == std::set<std::string>{"1", "2", "4", "6", "7", "9", "10"});
     }
