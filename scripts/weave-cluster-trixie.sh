@@ -24,8 +24,9 @@
 # runs trixie's clients (22.05's cannot talk to 24.11). What the daemons run
 # of sandweave (the epilog, `serve --stdio` in a job step) must run on the
 # host, with bookworm's libraries: inside the root, sandweave's path is a
-# small script bound over it that chroots into the host's root (bound at
-# /host) and runs the real binary. 24.11's slurmd needs /sys/fs/cgroup bound
+# small script bound over it that enters the root of a host process setup
+# leaves running (nsenter --root: a chroot into a bind of the host's root
+# would still count as chrooted, and runsc could make no user namespace). 24.11's slurmd needs /sys/fs/cgroup bound
 # recursively and cgroup.conf `CgroupPlugin=cgroup/v1` on this host (which
 # mounts cgroup v1), the host's /etc/hosts, and /proc, /sys, /dev.
 #
@@ -89,13 +90,19 @@ do_setup() {
         mkdir -p "$d" "$root$d"
         bind "$d" "$root$d"
     done
-    # The host's root, for what must run there.
-    mkdir -p "$root/host"
-    bind / "$root/host" --rbind
+    # A host process whose root the daemons' sandweave enters.
+    mkdir -p "$bin"
+    local anchor
+    anchor="$(cat "$bin/anchor.pid" 2>/dev/null || true)"
+    if [ -z "$anchor" ] || [ "$(cat "/proc/$anchor/comm" 2>/dev/null)" != sleep ]; then
+        setsid sleep infinity </dev/null >/dev/null 2>&1 &
+        anchor=$!
+        echo "$anchor" >"$bin/anchor.pid"
+    fi
     # Inside the root, sandweave's path runs the host's sandweave.
-    mkdir -p "$bin" "$(dirname "$root$sandweave")"
-    printf '#!/bin/sh\n# Written by %s: sandweave runs on the host, with its libraries.\nexec chroot /host %s "$@"\n' \
-        "$prog" "$sandweave" >"$bin/sandweave-on-host"
+    mkdir -p "$(dirname "$root$sandweave")"
+    printf '#!/bin/sh\n# Written by %s: sandweave runs on the host, with its libraries.\nexec nsenter --target %s --mount --root --wd -- %s "$@"\n' \
+        "$prog" "$anchor" "$sandweave" >"$bin/sandweave-on-host"
     chmod 0755 "$bin/sandweave-on-host"
     [ -e "$root$sandweave" ] || touch "$root$sandweave"
     bind "$bin/sandweave-on-host" "$root$sandweave"
@@ -116,6 +123,10 @@ do_setup() {
 do_teardown() {
     local m
     for m in $(findmnt -rn -o TARGET | grep -F "$root/" | sort -r); do umount -l "$m" 2>/dev/null || true; done
+    local anchor
+    anchor="$(cat "$bin/anchor.pid" 2>/dev/null || true)"
+    if [ -n "$anchor" ] && [ "$(cat "/proc/$anchor/comm" 2>/dev/null)" = sleep ]; then kill "$anchor"; fi
+    rm -f "$bin/anchor.pid"
     say "unmounted everything under $root"
 }
 
