@@ -3,6 +3,7 @@
 // E2B view of a sandbox, and the processes started through envd's Start.
 
 #include <atomic>
+#include <chrono>
 #include <condition_variable>
 #include <cstdint>
 #include <deque>
@@ -134,7 +135,15 @@ class Server {
     void forget_processes(const std::string& sandbox);
     std::atomic<bool> stopping{false};
 
+    // A removed sandbox is no longer taken as running (envd_sandbox).
+    void forget_seen(const std::string& id) {
+        std::lock_guard<std::mutex> lock(seen_mu_);
+        seen_.erase(id);
+    }
+
   private:
+    std::mutex seen_mu_;
+    std::map<std::string, std::pair<std::chrono::steady_clock::time_point, SandboxView>> seen_;
     std::mutex end_mu_;
     std::map<std::string, std::int64_t> end_override_;
     std::mutex proc_mu_;

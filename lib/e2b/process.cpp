@@ -176,6 +176,7 @@ std::shared_ptr<Process> Server::find_process(const std::string& sandbox, const 
 }
 
 void Server::forget_processes(const std::string& sandbox) {
+    forget_seen(sandbox);
     std::vector<std::shared_ptr<Process>> gone;
     {
         std::lock_guard<std::mutex> lock(proc_mu_);

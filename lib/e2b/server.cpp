@@ -115,6 +115,16 @@ SandboxView Server::envd_sandbox(const httplib::Request& req) {
     if (token.empty()) fail(401, "missing X-Access-Token header", "unauthenticated");
     // The token is checked first: without it, nothing says whether `id` exists.
     if (!keys.token_matches(id, token)) fail(401, "invalid access token", "unauthenticated");
+    // A sandbox seen running in the last second is taken as running: each
+    // command would otherwise pay an inspect (a runtime state query) first.
+    // One that stopped meanwhile fails in the call itself, with its error.
+    auto now = std::chrono::steady_clock::now();
+    {
+        std::lock_guard<std::mutex> lock(seen_mu_);
+        auto it = seen_.find(id);
+        if (it != seen_.end() && now - it->second.first < std::chrono::seconds(1))
+            return it->second.second;
+    }
     SandboxView v;
     try {
         v = api.inspect(api::IdParams{id});
@@ -125,6 +135,9 @@ SandboxView Server::envd_sandbox(const httplib::Request& req) {
     }
     if (v.live != SandboxState::running || !v.record.spec.labels.count(owner_label))
         fail(502, "sandbox \"" + id + "\" is not running", "unavailable");
+    std::lock_guard<std::mutex> lock(seen_mu_);
+    if (seen_.size() > 4096) seen_.clear();
+    seen_[id] = {now, v};
     return v;
 }
 
