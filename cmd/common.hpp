@@ -98,6 +98,7 @@ void register_version(CLI::App& app, GlobalOptions& g, Outcome& out);
 void register_completion(CLI::App& app, GlobalOptions& g, Outcome& out);
 void register_cp(CLI::App& app, GlobalOptions& g, Outcome& out);     // cp.cpp
 void register_batch(CLI::App& app, GlobalOptions& g, Outcome& out);  // batch.cpp
+void register_e2b(CLI::App& app, GlobalOptions& g, Outcome& out);    // e2b.cpp
 // `sandweave __complete -- WORDS...`: what the completion scripts ask (cmd/completion.cpp).
 int run_completion_query(CLI::App& app, const std::vector<std::string>& words);
 

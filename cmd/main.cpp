@@ -102,7 +102,8 @@ std::string check_verbs(CLI::App& app, const std::vector<std::string>& args) {
     std::string path;
     for (std::size_t i = 0; i < args.size(); ++i) {
         const std::string& a = args[i];
-        if (takes_value(app, a)) {
+        // A global option's value, or one of the verb's own (`e2b --keys F key add`).
+        if (takes_value(app, a) || (level != &app && takes_value(*level, a))) {
             ++i;  // its value
             continue;
         }
@@ -292,6 +293,7 @@ void register_verbs(CLI::App& app, GlobalOptions& g, Outcome& out,
         {{"pool"}, [&] { register_pool(app, g, out); }},
         {{"batch"}, [&] { register_batch(app, g, out); }},
         {{"serve"}, [&] { register_serve(app, g, out); }},
+        {{"e2b"}, [&] { register_e2b(app, g, out); }},
         {{"controller"}, [&] { register_controller(app, g, out); }},
         {{"desktop"}, [&] { register_desktop(app, g, out); }},
         {{"version"}, [&] { register_version(app, g, out); }},

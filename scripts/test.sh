@@ -8,7 +8,7 @@
 #   4. template and option resolution (inline JSON/YAML, extends chains) under
 #      libFuzzer for 45 s, seeded with tests/data/templates/corpus
 #   5. the guest agent's frame decoder (what a hostile guest sends the host)
-#      under libFuzzer for 45 s
+#      under libFuzzer for 45 s, and sandweave e2b's request decoding for 30 s
 #   6. go vet and the Go unit tests of the gVisor packages runtime/series
 #      patches (runtime/build-runsc.sh --test, on the runtime setup built)
 #   7. every unit and integration test against the real runsc (ctest)
@@ -44,8 +44,15 @@ fuzz fuzz_template 45 "$top/tests/data/templates/corpus" "$top/tests/data/templa
 echo "== fuzzing the guest agent's frame decoder (45 s)" >&2
 fuzz fuzz_agent_frames 45 "$top/tests/data/agent/corpus"
 
+echo "== fuzzing the E2B request decoding (30 s)" >&2
+fuzz fuzz_e2b_request 30 "$top/tests/data/e2b/corpus"
+
 echo "== the runtime patches' Go tests" >&2
 "$top/runtime/build-runsc.sh" --test >/dev/null
+
+echo "== the e2b JavaScript SDK for tests/integration/e2b.sh (npm ci, pinned by its lockfile)" >&2
+# Node >= 20.18.1 (the SDK's engines) is not in Debian 12: without it, e2b.sh skips.
+if command -v npm >/dev/null; then (cd "$top/tests/e2b" && npm ci --no-audit --no-fund >&2); fi
 
 echo "== unit and integration tests" >&2
 cd "$top/build"

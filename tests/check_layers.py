@@ -43,6 +43,8 @@ LIB_ALLOWED = {
     "weave": {"core", "spec", "audit", "runtime", "store", "sandbox", "api", "rpc"},
     # Batch episodes: a client of the API, like a verb (never the worker's code).
     "batch": {"core", "audit", "api"},
+    # `sandweave e2b`: an HTTP face over any Api (a client of the API, like batch).
+    "e2b": {"core", "audit", "api", "rpc"},
 }
 
 # What any verb may include below cmd/: the API a verb calls, and the
@@ -73,6 +75,9 @@ CMD_EXCEPTIONS = {
     },
     "cmd/controller.cpp": {
         "lib/weave/controller.hpp": "`sandweave controller` is the controller",
+    },
+    "cmd/e2b.cpp": {
+        "lib/e2b/e2b.hpp": "`sandweave e2b` is the E2B-compatible server (a client of the API)",
     },
     "cmd/batch.cpp": {
         "lib/batch/batch.hpp": "`sandweave batch` is the batch runner (a client of the API)",
@@ -105,7 +110,7 @@ CLIENT_SIDE = {
 CLIENT_MAY_INCLUDE = {"lib/sandbox/records.hpp"}
 # Layers that are clients of the API as a whole (over any connection), held
 # to the same rule.
-CLIENT_LAYERS = {"batch"}
+CLIENT_LAYERS = {"batch", "e2b"}
 
 SOURCES = (".c", ".h", ".cpp", ".hpp", ".cc")
 FOLDERS = ("wire", "guest", "lib", "cmd", "helper")

@@ -1,0 +1,376 @@
+// envd's process.Process: commands this server starts and holds, so that a
+// command outlives the HTTP stream of the client that started it, and
+// Connect, SendInput, SendSignal, CloseStdin and Update find it by pid.
+#include <httplib.h>
+#include <signal.h>
+#include <unistd.h>
+
+#include <algorithm>
+#include <cerrno>
+
+#include "lib/core/error.hpp"
+#include "lib/core/log.hpp"
+#include "lib/e2b/internal.hpp"
+#include "lib/e2b/wire.hpp"
+#include "lib/rpc/jsonrpc.hpp"
+
+namespace sandweave::e2b {
+
+using nlohmann::json;
+
+namespace {
+
+// Output a slow stream may hold before the command waits for it.
+constexpr std::size_t max_queued = 4u << 20;
+constexpr std::size_t max_args = 4096;
+
+// The SDK runs `/bin/bash -l -c CMD`; an image without bash (busybox) runs
+// it with /bin/sh, which takes the same -l -c. The shim is fixed text: the
+// command stays an argument.
+const char* bash_shim = "if [ -x /bin/bash ]; then exec /bin/bash \"$@\"; fi; exec /bin/sh \"$@\"";
+
+std::vector<std::string> argv_of(const json& config) {
+    if (!config.is_object() || !config.contains("cmd") || !config["cmd"].is_string() ||
+        config["cmd"].get<std::string>().empty())
+        fail(400, "process.cmd: expected a command", "invalid_argument");
+    std::vector<std::string> argv;
+    std::string cmd = config["cmd"].get<std::string>();
+    if (cmd == "/bin/bash")
+        argv = {"/bin/sh", "-c", bash_shim, "sh"};
+    else
+        argv = {cmd};
+    if (config.contains("args")) {
+        if (!config["args"].is_array() || config["args"].size() > max_args)
+            fail(400, "process.args: expected a list of strings", "invalid_argument");
+        for (const auto& a : config["args"]) {
+            if (!a.is_string()) fail(400, "process.args: expected strings", "invalid_argument");
+            argv.push_back(a.get<std::string>());
+        }
+    }
+    return argv;
+}
+
+std::uint32_t pid_of(const json& selector) {
+    if (!selector.is_object() || !selector.contains("pid") || !selector["pid"].is_number_unsigned())
+        fail(400, "process.pid: expected a pid (tags are not supported)", "invalid_argument");
+    auto pid = selector["pid"].get<std::uint64_t>();
+    if (pid > UINT32_MAX) fail(400, "process.pid: out of range", "invalid_argument");
+    return static_cast<std::uint32_t>(pid);
+}
+
+int signal_of(const json& s) {
+    if (s.is_number_integer()) return s.get<int>();
+    if (s.is_string()) {
+        std::string n = s.get<std::string>();
+        if (n == "SIGNAL_SIGKILL") return SIGKILL;
+        if (n == "SIGNAL_SIGTERM") return SIGTERM;
+    }
+    fail(400, "signal: expected SIGNAL_SIGKILL or SIGNAL_SIGTERM", "invalid_argument");
+}
+
+json event(json e) {
+    return json{{"event", std::move(e)}};
+}
+
+void publish(Process& p, json ev) {
+    std::size_t n = ev.dump().size();
+    std::unique_lock<std::mutex> lock(p.mu);
+    p.cv.wait(lock, [&] {
+        for (const auto& s : p.subscribers)
+            if (!s->closed && s->bytes > max_queued) return false;
+        return true;
+    });
+    for (auto& s : p.subscribers) {
+        if (s->closed) continue;
+        s->events.push_back(ev);
+        s->bytes += n;
+    }
+    p.cv.notify_all();
+}
+
+json connect_body(const httplib::Request& req, const std::string& body, std::size_t max) {
+    std::string why;
+    std::optional<json> j;
+    if (req.get_header_value("Content-Type").rfind("application/connect+json", 0) == 0)
+        j = decode_stream_request(body, max, why);
+    else
+        j = decode_json_object(body, max, why);
+    if (!j) fail(400, why, "invalid_argument");
+    return *j;
+}
+
+// A new stream of `p`'s events from now on, `first` at its head. Registered
+// before the command starts (Start), so no output is missed.
+std::shared_ptr<Process::Subscriber> subscribe(Process& p, json first) {
+    auto sub = std::make_shared<Process::Subscriber>();
+    sub->events.push_back(std::move(first));
+    std::lock_guard<std::mutex> lock(p.mu);
+    if (p.ended)
+        sub->events.push_back(p.end_event);
+    else
+        p.subscribers.push_back(sub);
+    return sub;
+}
+
+// The command's end: the last event of every stream, under the same lock
+// that a later subscribe() reads `ended` with.
+void publish_end(Process& p, json ev) {
+    std::lock_guard<std::mutex> lock(p.mu);
+    p.ended = true;
+    p.end_event = ev;
+    p.stdin_write.reset();
+    for (auto& s : p.subscribers)
+        if (!s->closed) s->events.push_back(ev);
+    p.cv.notify_all();
+}
+
+// Streams a subscriber's events as the response, ending with the command's
+// end event and Connect's end-of-stream frame.
+void stream_events(httplib::Response& res, std::shared_ptr<Process> p,
+                   std::shared_ptr<Process::Subscriber> sub) {
+    res.status = 200;
+    res.set_chunked_content_provider(
+        "application/connect+json",
+        [p, sub](std::size_t, httplib::DataSink& sink) {
+            std::deque<json> batch;
+            bool end = false;
+            {
+                std::unique_lock<std::mutex> lock(p->mu);
+                p->cv.wait_for(lock, std::chrono::seconds(20),
+                               [&] { return !sub->events.empty(); });
+                batch.swap(sub->events);
+                sub->bytes = 0;
+                p->cv.notify_all();
+            }
+            if (batch.empty()) batch.push_back(event({{"keepalive", json::object()}}));
+            for (const auto& e : batch) {
+                std::string frame = envelope(e);
+                if (!sink.write(frame.data(), frame.size())) return false;
+                if (e.contains("event") && e["event"].contains("end")) end = true;
+            }
+            if (end) {
+                std::string fin = end_stream();
+                sink.write(fin.data(), fin.size());
+                sink.done();
+            }
+            return true;
+        },
+        [p, sub](bool) {
+            std::lock_guard<std::mutex> lock(p->mu);
+            sub->closed = true;
+            auto& v = p->subscribers;
+            v.erase(std::remove(v.begin(), v.end(), sub), v.end());
+            p->cv.notify_all();
+        });
+}
+
+}  // namespace
+
+std::shared_ptr<Process> Server::find_process(const std::string& sandbox, const json& selector) {
+    std::uint32_t pid = pid_of(selector);
+    std::lock_guard<std::mutex> lock(proc_mu_);
+    auto it = procs_.find(pid);
+    if (it == procs_.end() || it->second->sandbox != sandbox)
+        fail(404, "process with pid " + std::to_string(pid) + " not found", "not_found");
+    return it->second;
+}
+
+void Server::forget_processes(const std::string& sandbox) {
+    forget_seen(sandbox);
+    std::vector<std::shared_ptr<Process>> gone;
+    {
+        std::lock_guard<std::mutex> lock(proc_mu_);
+        for (auto it = procs_.begin(); it != procs_.end();) {
+            if (it->second->sandbox == sandbox) {
+                gone.push_back(it->second);
+                it = procs_.erase(it);
+            } else {
+                ++it;
+            }
+        }
+    }
+    for (auto& p : gone) p->control.cancel();
+}
+
+void Server::process_rpc(const std::string& method, const httplib::Request& req,
+                         httplib::Response& res, const std::string& body) {
+    SandboxView sb = envd_sandbox(req);
+    const std::string id = sb.record.id;
+    json in = connect_body(req, body, opts.max_body);
+    auto unary = [&](const json& out) {
+        res.status = 200;
+        res.set_content(out.dump(), "application/json");
+    };
+
+    if (method == "Start") {
+        json config = in.value("process", json::object());
+        auto argv = argv_of(config);
+        api::RunParams rp;
+        rp.id = id;
+        rp.argv = argv;
+        rp.entrypoint = std::vector<std::string>{};
+        if (auto u = envd_user(req)) rp.user = uid_of_user(*u);
+        if (config.contains("cwd") && config["cwd"].is_string() &&
+            !config["cwd"].get<std::string>().empty())
+            rp.cwd = config["cwd"].get<std::string>();
+        rp.env = sandbox_env(sb);
+        if (config.contains("envs")) {
+            if (!config["envs"].is_object())
+                fail(400, "process.envs: expected an object", "invalid_argument");
+            for (const auto& [k, v] : config["envs"].items()) {
+                if (!v.is_string() || k.empty() || k.find('=') != std::string::npos)
+                    fail(400, "process.envs: '" + k + "' is not NAME=string", "invalid_argument");
+                rp.env.push_back(k + "=" + v.get<std::string>());
+            }
+        }
+        bool with_stdin = in.value("stdin", false);
+        auto p = std::make_shared<Process>();
+        if (in.contains("pty") && in["pty"].is_object()) {
+            rp.tty = true;
+            p->pty = true;
+            with_stdin = true;
+            auto size = in["pty"].value("size", json::object());
+            rp.rows = size.value("rows", 24);
+            rp.cols = size.value("cols", 80);
+        }
+        // Connect's deadline (the SDK's timeoutMs) ends the command, as envd does.
+        std::string deadline = req.get_header_value("Connect-Timeout-Ms");
+        if (!deadline.empty()) {
+            try {
+                auto ms = std::stoll(deadline);
+                if (ms > 0) rp.timeout_ms = ms;
+            } catch (...) {
+                fail(400, "Connect-Timeout-Ms: not a number", "invalid_argument");
+            }
+        }
+        rp.stdin = with_stdin;
+        Fd stdin_read;
+        if (with_stdin) {
+            Pipe pipe = make_pipe();
+            stdin_read = std::move(pipe.read);
+            p->stdin_write = std::move(pipe.write);
+        }
+        p->sandbox = id;
+        p->config = config;
+        if (in.contains("tag") && in["tag"].is_string()) p->tag = in["tag"].get<std::string>();
+        {
+            std::lock_guard<std::mutex> lock(proc_mu_);
+            if (procs_.size() >= 4096) fail(429, "too many processes", "resource_exhausted");
+            p->pid = next_pid_++;
+            procs_[p->pid] = p;
+        }
+        auto out_name = p->pty ? "pty" : "stdout";
+        auto sub = subscribe(*p, event({{"start", {{"pid", p->pid}}}}));
+        auto shared_in = std::make_shared<Fd>(std::move(stdin_read));
+        {
+            std::lock_guard<std::mutex> lock(runners_mu);
+            ++runners;
+        }
+        std::thread([this, p, rp, shared_in, out_name] {
+            api::RunIo io;
+            io.stdin_fd = shared_in->valid() ? shared_in->get() : -1;
+            io.out =
+                OutputSink{-1, [p, out_name](std::string_view d) {
+                               publish(*p, event({{"data", {{out_name, rpc::base64_encode(d)}}}}));
+                           }};
+            io.err =
+                OutputSink{-1, [p](std::string_view d) {
+                               publish(*p, event({{"data", {{"stderr", rpc::base64_encode(d)}}}}));
+                           }};
+            io.forward_own_signals = false;
+            io.control = &p->control;
+            json end;
+            try {
+                api::RunResult r = api.run(rp, io);
+                end = {{"exitCode", r.exit_code},
+                       {"exited", !r.timed_out},
+                       {"status", r.timed_out ? "signal: killed"
+                                              : "exit status " + std::to_string(r.exit_code)}};
+                if (r.timed_out) end["error"] = "the command's deadline passed (timeoutMs)";
+            } catch (const Error& e) {
+                end = {
+                    {"exitCode", -1}, {"exited", false}, {"status", "error"}, {"error", e.what()}};
+            }
+            shared_in->reset();
+            publish_end(*p, event({{"end", end}}));
+            {
+                std::lock_guard<std::mutex> lock(proc_mu_);
+                procs_.erase(p->pid);
+            }
+            std::lock_guard<std::mutex> lock(runners_mu);
+            --runners;
+            runners_cv.notify_all();
+        }).detach();
+        stream_events(res, p, sub);
+        return;
+    }
+    if (method == "Connect") {
+        auto p = find_process(id, in.value("process", json::object()));
+        stream_events(res, p, subscribe(*p, event({{"start", {{"pid", p->pid}}}})));
+        return;
+    }
+    if (method == "List") {
+        json list = json::array();
+        std::lock_guard<std::mutex> lock(proc_mu_);
+        for (const auto& [pid, p] : procs_) {
+            if (p->sandbox != id) continue;
+            json info = {{"pid", pid}, {"config", p->config}};
+            if (p->tag) info["tag"] = *p->tag;
+            list.push_back(info);
+        }
+        return unary({{"processes", list}});
+    }
+    if (method == "SendInput") {
+        auto p = find_process(id, in.value("process", json::object()));
+        json input = in.value("input", json::object());
+        std::string b64 =
+            input.contains("stdin") ? input.value("stdin", "") : input.value("pty", "");
+        auto data = rpc::base64_decode(b64);
+        if (!data) fail(400, "input: not base64", "invalid_argument");
+        int fd;
+        {
+            std::lock_guard<std::mutex> lock(p->mu);
+            if (!p->stdin_write.valid())
+                fail(400, "the process's stdin is closed (or it was started without stdin: true)",
+                     "failed_precondition");
+            fd = ::dup(p->stdin_write.get());
+        }
+        Fd dup(fd);
+        std::string_view rest = *data;
+        while (!rest.empty()) {
+            ssize_t n = ::write(dup.get(), rest.data(), rest.size());
+            if (n < 0 && errno == EINTR) continue;
+            if (n <= 0) fail(400, "the process's stdin is closed", "failed_precondition");
+            rest.remove_prefix(static_cast<std::size_t>(n));
+        }
+        return unary(json::object());
+    }
+    if (method == "CloseStdin") {
+        auto p = find_process(id, in.value("process", json::object()));
+        std::lock_guard<std::mutex> lock(p->mu);
+        p->stdin_write.reset();
+        return unary(json::object());
+    }
+    if (method == "SendSignal") {
+        auto p = find_process(id, in.value("process", json::object()));
+        int sig = signal_of(in.value("signal", json(15)));
+        p->control.signal(sig);
+        if (sig == SIGKILL) p->control.cancel();  // also what the command left running
+        return unary(json::object());
+    }
+    if (method == "Update") {
+        auto p = find_process(id, in.value("process", json::object()));
+        if (in.contains("pty") && in["pty"].is_object()) {
+            if (!p->pty) fail(400, "the process has no pty", "failed_precondition");
+            auto size = in["pty"].value("size", json::object());
+            int rows = size.value("rows", 0), cols = size.value("cols", 0);
+            if (rows < 1 || cols < 1 || rows > 65535 || cols > 65535)
+                fail(400, "pty.size: rows and cols from 1 to 65535", "invalid_argument");
+            p->control.resize(static_cast<std::uint16_t>(rows), static_cast<std::uint16_t>(cols));
+        }
+        return unary(json::object());
+    }
+    fail(404, "process." + method + " is not implemented", "unimplemented");
+}
+
+}  // namespace sandweave::e2b

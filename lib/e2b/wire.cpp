@@ -1,0 +1,171 @@
+#include "lib/e2b/wire.hpp"
+
+#include "lib/core/error.hpp"
+#include "lib/rpc/jsonrpc.hpp"
+
+namespace sandweave::e2b {
+
+using nlohmann::json;
+
+namespace {
+
+std::optional<json> parse_object(std::string_view text, std::string& why) {
+    json j = json::parse(text.begin(), text.end(), nullptr, false);
+    if (j.is_discarded()) {
+        why = "the body is not JSON";
+        return std::nullopt;
+    }
+    if (!j.is_object()) {
+        why = "the body is not a JSON object";
+        return std::nullopt;
+    }
+    return j;
+}
+
+}  // namespace
+
+std::optional<json> decode_stream_request(std::string_view body, std::size_t max,
+                                          std::string& why) {
+    if (body.size() < 5) {
+        why = "the request is not a Connect envelope (under 5 bytes)";
+        return std::nullopt;
+    }
+    auto flags = static_cast<std::uint8_t>(body[0]);
+    std::uint32_t len = (std::uint32_t(std::uint8_t(body[1])) << 24) |
+                        (std::uint32_t(std::uint8_t(body[2])) << 16) |
+                        (std::uint32_t(std::uint8_t(body[3])) << 8) | std::uint8_t(body[4]);
+    if (flags != 0) {
+        why = "the request envelope has flags " + std::to_string(flags) +
+              " (compression is not supported)";
+        return std::nullopt;
+    }
+    if (len > max || len != body.size() - 5) {
+        why = "the request envelope's length " + std::to_string(len) + " does not match its " +
+              std::to_string(body.size() - 5) + " bytes";
+        return std::nullopt;
+    }
+    return parse_object(body.substr(5), why);
+}
+
+std::optional<json> decode_json_object(std::string_view body, std::size_t max, std::string& why) {
+    if (body.size() > max) {
+        why = "the body is over " + std::to_string(max) + " bytes";
+        return std::nullopt;
+    }
+    if (body.find_first_not_of(" \t\r\n") == std::string_view::npos) return json::object();
+    return parse_object(body, why);
+}
+
+std::string envelope(const json& message, std::uint8_t flags) {
+    std::string payload = message.dump(-1, ' ', false, json::error_handler_t::replace);
+    std::string out;
+    out.reserve(payload.size() + 5);
+    out += static_cast<char>(flags);
+    auto n = static_cast<std::uint32_t>(payload.size());
+    out += static_cast<char>((n >> 24) & 0xff);
+    out += static_cast<char>((n >> 16) & 0xff);
+    out += static_cast<char>((n >> 8) & 0xff);
+    out += static_cast<char>(n & 0xff);
+    return out + payload;
+}
+
+std::string end_stream(const std::string& code, const std::string& message) {
+    json j = json::object();
+    if (!code.empty()) j["error"] = {{"code", code}, {"message", message}};
+    return envelope(j, end_stream_flag);
+}
+
+int connect_http_status(const std::string& code) {
+    if (code == "invalid_argument" || code == "out_of_range" || code == "failed_precondition")
+        return 400;
+    if (code == "unauthenticated") return 401;
+    if (code == "permission_denied") return 403;
+    if (code == "not_found") return 404;
+    if (code == "already_exists" || code == "aborted") return 409;
+    if (code == "resource_exhausted") return 429;
+    if (code == "unimplemented") return 501;
+    if (code == "unavailable") return 503;
+    if (code == "deadline_exceeded") return 504;
+    if (code == "canceled") return 499;
+    return 500;
+}
+
+std::optional<std::string> basic_user(const std::string& header) {
+    if (header.empty()) return std::nullopt;
+    const std::string prefix = "Basic ";
+    if (header.compare(0, prefix.size(), prefix) != 0)
+        throw Error(ErrorCode::usage, "Authorization: expected Basic");
+    auto decoded = rpc::base64_decode(std::string_view(header).substr(prefix.size()));
+    if (!decoded) throw Error(ErrorCode::usage, "Authorization: not base64");
+    auto colon = decoded->find(':');
+    std::string user = decoded->substr(0, colon);
+    if (user.empty()) return std::nullopt;
+    return user;
+}
+
+std::string uid_of_user(const std::string& user) {
+    if (user == "root") return "0:0";
+    if (user == "user") return "1000:1000";
+    auto digits = [](std::string_view s) {
+        return !s.empty() && s.size() <= 10 &&
+               s.find_first_not_of("0123456789") == std::string_view::npos;
+    };
+    auto colon = user.find(':');
+    if (colon == std::string::npos ? digits(user)
+                                   : digits(std::string_view(user).substr(0, colon)) &&
+                                         digits(std::string_view(user).substr(colon + 1)))
+        return user;
+    throw Error(ErrorCode::usage, "user '" + user +
+                                      "': sandweave's E2B API knows root, user (uid 1000) and "
+                                      "numeric UID[:GID]");
+}
+
+std::optional<std::string> url_decode(std::string_view s) {
+    std::string out;
+    out.reserve(s.size());
+    auto hexval = [](char c) -> int {
+        if (c >= '0' && c <= '9') return c - '0';
+        if (c >= 'a' && c <= 'f') return c - 'a' + 10;
+        if (c >= 'A' && c <= 'F') return c - 'A' + 10;
+        return -1;
+    };
+    for (std::size_t i = 0; i < s.size(); ++i) {
+        if (s[i] == '%') {
+            if (i + 2 >= s.size()) return std::nullopt;
+            int hi = hexval(s[i + 1]), lo = hexval(s[i + 2]);
+            if (hi < 0 || lo < 0) return std::nullopt;
+            out += static_cast<char>(hi * 16 + lo);
+            i += 2;
+        } else if (s[i] == '+') {
+            out += ' ';
+        } else {
+            out += s[i];
+        }
+    }
+    return out;
+}
+
+std::optional<std::vector<std::pair<std::string, std::string>>> parse_metadata_query(
+    std::string_view q) {
+    std::vector<std::pair<std::string, std::string>> out;
+    std::size_t pos = 0;
+    while (pos < q.size()) {
+        auto amp = q.find('&', pos);
+        auto part =
+            q.substr(pos, amp == std::string_view::npos ? std::string_view::npos : amp - pos);
+        pos = amp == std::string_view::npos ? q.size() : amp + 1;
+        if (part.empty()) continue;
+        auto eq = part.find('=');
+        if (eq == std::string_view::npos) return std::nullopt;
+        auto k = url_decode(part.substr(0, eq)), v = url_decode(part.substr(eq + 1));
+        if (!k || !v || k->empty()) return std::nullopt;
+        // The SDK encodes each key and value once more before the pair.
+        auto k2 = url_decode(*k), v2 = url_decode(*v);
+        if (!k2 || !v2) return std::nullopt;
+        out.emplace_back(*k2, *v2);
+        if (out.size() > 64) return std::nullopt;
+    }
+    return out;
+}
+
+}  // namespace sandweave::e2b

@@ -1,0 +1,312 @@
+// The real `e2b` SDK (package-lock.json pins it) against a real
+// `sandweave e2b` and the real runtime. Started by tests/integration/e2b.sh,
+// which gives: E2B_API_URL, E2B_SANDBOX_URL, E2B_API_KEY (alice),
+// SW_E2B_BOB_KEY (bob), SW_E2B_HIDEPID_TEMPLATE (hidepid 2 + audit).
+import { test, after } from 'node:test';
+import assert from 'node:assert/strict';
+import { randomBytes, createHash } from 'node:crypto';
+import { Sandbox, CommandExitError, NotFoundError, TimeoutError } from 'e2b';
+
+const apiUrl = process.env.E2B_API_URL;
+const aliceKey = process.env.E2B_API_KEY;
+const bobKey = process.env.SW_E2B_BOB_KEY;
+const hidepidTemplate = process.env.SW_E2B_HIDEPID_TEMPLATE;
+assert.ok(apiUrl && aliceKey && bobKey, 'run through tests/integration/e2b.sh');
+
+const made = [];
+async function create(opts = {}) {
+  const sbx = await Sandbox.create('base', opts);
+  made.push(sbx);
+  return sbx;
+}
+after(async () => {
+  for (const s of made) await s.kill().catch(() => {});
+});
+
+async function raw(method, path, { key = aliceKey, body, headers = {} } = {}) {
+  const res = await fetch(apiUrl + path, {
+    method,
+    headers: { 'X-API-KEY': key, 'Content-Type': 'application/json', ...headers },
+    body,
+  });
+  const text = await res.text();
+  let json;
+  try { json = JSON.parse(text); } catch { json = undefined; }
+  return { status: res.status, json, text };
+}
+
+test('create, isRunning, getInfo, setTimeout, connect, kill', async () => {
+  const sbx = await create({ metadata: { suite: 'lifecycle' }, timeoutMs: 120_000 });
+  assert.match(sbx.sandboxId, /\S/);
+  assert.equal(await sbx.isRunning(), true);
+  const info = await sbx.getInfo();
+  assert.equal(info.sandboxId, sbx.sandboxId);
+  assert.equal(info.templateId, 'base');
+  assert.deepEqual(info.metadata, { suite: 'lifecycle' });
+  assert.equal(info.state, 'running');
+  const life = info.endAt.getTime() - info.startedAt.getTime();
+  assert.ok(life > 100_000 && life < 140_000, `endAt - startedAt = ${life} ms`);
+
+  await sbx.setTimeout(3_600_000);
+  const later = await sbx.getInfo();
+  assert.ok(later.endAt.getTime() - Date.now() > 3_000_000, 'setTimeout moved endAt');
+
+  const again = await Sandbox.connect(sbx.sandboxId);
+  const r = await again.commands.run('echo connected');
+  assert.equal(r.stdout, 'connected\n');
+
+  assert.equal(await sbx.kill(), true);
+  assert.equal(await sbx.isRunning(), false);
+  assert.equal(await Sandbox.kill(sbx.sandboxId), false, 'a second kill finds nothing');
+  await assert.rejects(Sandbox.getInfo(sbx.sandboxId), (e) => /not found/i.test(e.message));
+});
+
+test('a sandbox times out when its E2B timeout passes', async () => {
+  const sbx = await create({ timeoutMs: 3_000 });
+  assert.equal(await sbx.isRunning(), true);
+  const deadline = Date.now() + 30_000;
+  while (Date.now() < deadline && (await sbx.isRunning())) await new Promise((r) => setTimeout(r, 500));
+  assert.equal(await sbx.isRunning(), false);
+});
+
+test('list with metadata filters and pagination', async () => {
+  const tag = randomBytes(4).toString('hex');
+  const sbxs = await Promise.all([0, 1, 2].map((i) => create({ metadata: { tag, n: String(i) } })));
+  const pager = Sandbox.list({ query: { metadata: { tag } }, limit: 2 });
+  const first = await pager.nextItems();
+  assert.equal(first.length, 2);
+  assert.equal(pager.hasNext, true);
+  const second = await pager.nextItems();
+  assert.equal(second.length, 1);
+  assert.equal(pager.hasNext, false);
+  const ids = [...first, ...second].map((s) => s.sandboxId).sort();
+  assert.deepEqual(ids, sbxs.map((s) => s.sandboxId).sort());
+  const one = await Sandbox.list({ query: { metadata: { tag, n: '1' } } }).nextItems();
+  assert.deepEqual(one.map((s) => s.sandboxId), [sbxs[1].sandboxId]);
+  assert.deepEqual(one[0].metadata, { tag, n: '1' });
+  const paused = await Sandbox.list({ query: { metadata: { tag }, state: ['paused'] } }).nextItems();
+  assert.equal(paused.length, 0);
+  // Bob sees none of alice's.
+  const bobs = await Sandbox.list({ apiKey: bobKey, query: { metadata: { tag } } }).nextItems();
+  assert.equal(bobs.length, 0);
+  await Promise.all(sbxs.map((s) => s.kill()));
+});
+
+test('commands.run: stdout, stderr, exit codes, envs, cwd, user, timeout', async () => {
+  const sbx = await create({ envs: { FROM_CREATE: 'sandbox-wide' } });
+  const r = await sbx.commands.run('echo out; echo err >&2');
+  assert.equal(r.exitCode, 0);
+  assert.equal(r.stdout, 'out\n');
+  assert.equal(r.stderr, 'err\n');
+
+  await assert.rejects(sbx.commands.run('echo bye; exit 3'), (e) => {
+    assert.ok(e instanceof CommandExitError);
+    assert.equal(e.exitCode, 3);
+    assert.equal(e.stdout, 'bye\n');
+    return true;
+  });
+
+  const env = await sbx.commands.run('echo "$FOO $FROM_CREATE"', { envs: { FOO: 'bar' } });
+  assert.equal(env.stdout, 'bar sandbox-wide\n');
+  const cwd = await sbx.commands.run('pwd', { cwd: '/tmp' });
+  assert.equal(cwd.stdout, '/tmp\n');
+  const uid = await sbx.commands.run('id -u', { user: 'user' });
+  assert.equal(uid.stdout, '1000\n');
+  const root = await sbx.commands.run('id -u', { user: 'root' });
+  assert.equal(root.stdout, '0\n');
+
+  const t0 = Date.now();
+  await assert.rejects(sbx.commands.run('sleep 30', { timeoutMs: 1500 }), (e) => e instanceof TimeoutError || /timeout|deadline/i.test(String(e)));
+  assert.ok(Date.now() - t0 < 15_000);
+  const left = await sbx.commands.run('ps -o args | grep -c "[s]leep 30" || true');
+  assert.equal(left.stdout.trim(), '0', 'the timed-out command was ended');
+});
+
+test('background command: sendStdin, closeStdin, list, connect, kill', async () => {
+  const sbx = await create();
+  let seen = '';
+  const h = await sbx.commands.run('cat', { background: true, stdin: true, onStdout: (d) => { seen += d; } });
+  await sbx.commands.sendStdin(h.pid, 'hello\n');
+  const deadline = Date.now() + 10_000;
+  while (!seen.includes('hello') && Date.now() < deadline) await new Promise((r) => setTimeout(r, 100));
+  assert.equal(seen, 'hello\n');
+  const listed = await sbx.commands.list();
+  assert.ok(listed.some((p) => p.pid === h.pid && p.cmd === '/bin/bash'), JSON.stringify(listed));
+  await sbx.commands.closeStdin(h.pid);
+  const done = await h.wait();
+  assert.equal(done.exitCode, 0);
+  assert.equal(done.stdout, 'hello\n');
+
+  // A background command survives its client's disconnect; connect reattaches.
+  const bg = await sbx.commands.run('sleep 1; echo late; sleep 600', { background: true, timeoutMs: 0 });
+  await bg.disconnect();
+  await new Promise((r) => setTimeout(r, 1500));
+  const back = await sbx.commands.connect(bg.pid);
+  assert.ok((await sbx.commands.list()).some((p) => p.pid === bg.pid));
+  assert.equal(await sbx.commands.kill(bg.pid), true);
+  await assert.rejects(back.wait(), (e) => e instanceof CommandExitError);
+  assert.equal(await sbx.commands.kill(bg.pid), false, 'a killed command is gone');
+});
+
+test('pty: create, send input, resize, kill', async () => {
+  const sbx = await create();
+  let out = '';
+  const dec = new TextDecoder();
+  const pty = await sbx.pty.create({ cols: 80, rows: 24, onData: (d) => { out += dec.decode(d); }, timeoutMs: 0 });
+  await sbx.pty.sendInput(pty.pid, new TextEncoder().encode('stty size; echo pty-$((6*7))\n'));
+  let deadline = Date.now() + 10_000;
+  while (!out.includes('pty-42') && Date.now() < deadline) await new Promise((r) => setTimeout(r, 100));
+  assert.match(out, /24 80/);
+  assert.match(out, /pty-42/);
+  await sbx.pty.resize(pty.pid, { cols: 100, rows: 30 });
+  await sbx.pty.sendInput(pty.pid, new TextEncoder().encode('stty size\n'));
+  deadline = Date.now() + 10_000;
+  while (!out.includes('30 100') && Date.now() < deadline) await new Promise((r) => setTimeout(r, 100));
+  assert.match(out, /30 100/);
+  assert.equal(await sbx.pty.kill(pty.pid), true);
+});
+
+test('files: write, read, list, exists, makeDir, rename, remove', async () => {
+  const sbx = await create();
+  await sbx.files.write('/tmp/e2b/a.txt', 'hello files');
+  assert.equal(await sbx.files.read('/tmp/e2b/a.txt'), 'hello files');
+  assert.equal(await sbx.files.exists('/tmp/e2b/a.txt'), true);
+  assert.equal(await sbx.files.exists('/tmp/e2b/nope'), false);
+  assert.equal(await sbx.files.makeDir('/tmp/e2b/sub'), true);
+  assert.equal(await sbx.files.makeDir('/tmp/e2b/sub'), false, 'it exists now');
+  const list = await sbx.files.list('/tmp/e2b');
+  const names = list.map((e) => `${e.name}:${e.type}`).sort();
+  assert.deepEqual(names, ['a.txt:file', 'sub:dir']);
+  const moved = await sbx.files.rename('/tmp/e2b/a.txt', '/tmp/e2b/sub/b.txt');
+  assert.equal(moved.path, '/tmp/e2b/sub/b.txt');
+  assert.equal(await sbx.files.exists('/tmp/e2b/a.txt'), false);
+  assert.equal(await sbx.files.read('/tmp/e2b/sub/b.txt'), 'hello files');
+  await sbx.files.remove('/tmp/e2b/sub');
+  assert.equal(await sbx.files.exists('/tmp/e2b/sub'), false);
+  await assert.rejects(sbx.files.read('/tmp/e2b/sub/b.txt'), (e) => /not|exist/i.test(e.message));
+  // What the SDK wrote, the guest's own tools see.
+  await sbx.files.write('/tmp/e2b/seen.txt', 'by the sdk');
+  assert.equal((await sbx.commands.run('cat /tmp/e2b/seen.txt')).stdout, 'by the sdk');
+  // Written as "user", a root-only place is refused.
+  await assert.rejects(sbx.files.write('/root/x', 'no', { user: 'user' }));
+});
+
+test('files: binary and 50 MiB, byte for byte', async () => {
+  const sbx = await create();
+  const bin = new Uint8Array(256 * 4);
+  for (let i = 0; i < bin.length; i++) bin[i] = i % 256;
+  await sbx.files.write('/tmp/bin', bin.buffer);
+  const back = await sbx.files.read('/tmp/bin', { format: 'bytes' });
+  assert.deepEqual(Buffer.from(back), Buffer.from(bin));
+
+  const big = randomBytes(50 * 1024 * 1024);
+  const sum = createHash('sha256').update(big).digest('hex');
+  await sbx.files.write('/tmp/big', new Blob([big]));
+  const guestSum = await sbx.commands.run('sha256sum /tmp/big');
+  assert.equal(guestSum.stdout.split(' ')[0], sum);
+  const read = await sbx.files.read('/tmp/big', { format: 'bytes' });
+  assert.equal(read.length, big.length);
+  assert.equal(createHash('sha256').update(read).digest('hex'), sum);
+});
+
+test('hidepid 2 + audit template: uid 1001 cannot see root, audit complete', { skip: !hidepidTemplate }, async () => {
+  const sbx = await Sandbox.create(hidepidTemplate);
+  made.push(sbx);
+  await sbx.commands.run('sleep 600', { background: true, user: 'root', timeoutMs: 0 });
+  const mine = await sbx.commands.run('ps -o user,args', { user: '1001' });
+  assert.doesNotMatch(mine.stdout, /sleep 600/, 'uid 1001 sees no root process');
+  const roots = await sbx.commands.run('ps -o user,args', { user: 'root' });
+  assert.match(roots.stdout, /sleep 600/);
+  await sbx.commands.run('echo audited-marker', { user: '1001' });
+  const a = await raw('GET', `/sandboxes/${sbx.sandboxId}/audit`);
+  assert.equal(a.status, 200, a.text);
+  assert.equal(a.json.status.complete, true, JSON.stringify(a.json.status));
+  assert.match(a.json.jsonl, /audited-marker/);
+  assert.equal(createHash('sha256').update(a.json.jsonl).digest('hex'), a.json.status.sha256);
+});
+
+test('20 sandboxes at once', async () => {
+  const sbxs = await Promise.all(Array.from({ length: 20 }, () => create()));
+  const outs = await Promise.all(sbxs.map((s, i) => s.commands.run(`echo ${i}`)));
+  outs.forEach((o, i) => assert.equal(o.stdout, `${i}\n`));
+  assert.equal(new Set(sbxs.map((s) => s.sandboxId)).size, 20);
+  await Promise.all(sbxs.map((s) => s.kill()));
+});
+
+test('error paths: unknown template, unknown sandbox, wrong key, another user, another token', async () => {
+  await assert.rejects(Sandbox.create('no-such-template'), (e) => /not found|no-such-template/i.test(e.message));
+  await assert.rejects(Sandbox.connect('sw-nosuchsandbox'), (e) => /not found/i.test(e.message));
+  assert.equal(await Sandbox.kill('sw-nosuchsandbox'), false);
+  await assert.rejects(Sandbox.create('base', { apiKey: 'e2b_' + '0'.repeat(40) }), (e) => /401|invalid|key/i.test(e.message));
+  const r = await raw('GET', '/v2/sandboxes', { key: 'wrong' });
+  assert.equal(r.status, 401);
+  assert.equal(r.json.code, 401);
+
+  const a = await create();
+  const b = await create();
+  // Bob cannot see, connect to, time out or kill alice's sandbox.
+  await assert.rejects(Sandbox.getInfo(a.sandboxId, { apiKey: bobKey }), (e) => /not found/i.test(e.message));
+  await assert.rejects(Sandbox.connect(a.sandboxId, { apiKey: bobKey }), (e) => /not found/i.test(e.message));
+  assert.equal(await Sandbox.kill(a.sandboxId, { apiKey: bobKey }), false);
+  assert.equal(await a.isRunning(), true);
+  // Sandbox b's token does not open sandbox a.
+  const res = await fetch(`${process.env.E2B_SANDBOX_URL}/process.Process/List`, {
+    method: 'POST',
+    headers: { 'Content-Type': 'application/json', 'E2b-Sandbox-Id': a.sandboxId,
+               'E2b-Sandbox-Port': '49983', 'X-Access-Token': b.envdAccessToken ?? b.connectionConfig?.accessToken ?? 'x' },
+    body: '{}',
+  });
+  assert.equal(res.status, 401);
+  const ok = await fetch(`${process.env.E2B_SANDBOX_URL}/process.Process/List`, {
+    method: 'POST',
+    headers: { 'Content-Type': 'application/json', 'E2b-Sandbox-Id': a.sandboxId, 'X-Access-Token': 'swt_' + '0'.repeat(64) },
+    body: '{}',
+  });
+  assert.equal(ok.status, 401);
+  // Pause is refused with E2B's error body.
+  const p = await raw('POST', `/sandboxes/${a.sandboxId}/pause`, { body: '{}' });
+  assert.equal(p.status, 501);
+  assert.equal(p.json.code, 501);
+});
+
+test('bad input: malformed JSON, envelopes, oversize bodies; the server stays up', async () => {
+  const bad = await raw('POST', '/v2/sandboxes', { body: '{"templateID":' });
+  assert.equal(bad.status, 400);
+  assert.equal(bad.json.code, 400);
+  const notObj = await raw('POST', '/v2/sandboxes', { body: '[1,2]' });
+  assert.equal(notObj.status, 400);
+  const wrongType = await raw('POST', '/v2/sandboxes', { body: '{"templateID":"base","timeout":"x"}' });
+  assert.equal(wrongType.status, 400);
+  const path = await raw('POST', '/v2/sandboxes', { body: '{"templateID":"../../etc/passwd"}' });
+  assert.equal(path.status, 400);
+  const reserved = await raw('POST', '/v2/sandboxes', { body: '{"templateID":"base","metadata":{"e2b.owner":"bob"}}' });
+  assert.equal(reserved.status, 400);
+  const huge = await raw('POST', '/v2/sandboxes', { body: 'x'.repeat(3 << 20) });
+  assert.equal(huge.status, 413);
+  // A chunked oversize body too.
+  const stream = new ReadableStream({
+    start(c) { for (let i = 0; i < 40; i++) c.enqueue(new Uint8Array(128 * 1024)); c.close(); },
+  });
+  const chunked = await fetch(apiUrl + '/v2/sandboxes', {
+    method: 'POST', headers: { 'X-API-KEY': aliceKey }, body: stream, duplex: 'half',
+  }).then((r) => r.status, () => 'closed');
+  // Refused (httplib may answer the cut-off body's rest as a bad request) or
+  // closed: never buffered, never a crash.
+  assert.ok(chunked === 'closed' || (chunked >= 400 && chunked < 500), String(chunked));
+
+  const sbx = await create();
+  const hdr = { 'E2b-Sandbox-Id': sbx.sandboxId, 'X-Access-Token': sbx.envdAccessToken ?? '' };
+  for (const body of [Buffer.from([0, 0, 0, 0]), Buffer.from([0, 0xff, 0xff, 0xff, 0xff, 1]), Buffer.from([1, 0, 0, 0, 2, 0x7b, 0x7d]), Buffer.concat([Buffer.from([0, 0, 0, 0, 3]), Buffer.from('{{{')])]) {
+    const res = await fetch(`${process.env.E2B_SANDBOX_URL}/process.Process/Start`, {
+      method: 'POST', headers: { ...hdr, 'Content-Type': 'application/connect+json' }, body,
+    });
+    assert.ok(res.status >= 400 && res.status < 500, `envelope ${body.toString('hex')}: ${res.status}`);
+  }
+  const unary = await fetch(`${process.env.E2B_SANDBOX_URL}/filesystem.Filesystem/Stat`, {
+    method: 'POST', headers: { ...hdr, 'Content-Type': 'application/json' }, body: '{"path": 7}',
+  });
+  assert.equal(unary.status, 400);
+  assert.equal((await unary.json()).code, 'invalid_argument');
+  // Still serving.
+  assert.equal((await sbx.commands.run('echo alive')).stdout, 'alive\n');
+});
