@@ -209,7 +209,7 @@ SnapshotRecord ControllerApi::snapshot_create(const api::SnapshotCreateParams& p
     Placed pl = route(p.sandbox).first;
     api::SnapshotCreateParams q = p;
     q.sandbox = pl.id;
-    return pl.link->api().snapshot_create(q);
+    return on_link(pl, [&](api::Api& a) { return a.snapshot_create(q); });
 }
 
 // Every worker sees the same directory: the first worker up answers.

@@ -31,6 +31,10 @@ constexpr int missing_polls = 8;
 // before it leaves it alone.
 constexpr int max_tries = 3;
 
+// A placed sandbox whose worker daemon could not be reached max_tries times
+// is tried again every this many polls (the daemon may have restarted).
+constexpr unsigned retry_unreachable_every = 10;
+
 // The workers' sandboxes whose job ended unseen are reaped at start and
 // every this many polls.
 constexpr unsigned reap_every = 20;
@@ -93,7 +97,9 @@ void ControllerApi::watch_once(bool first) {
                 pl.missing = 0;
                 // Its srun ended under a job that runs (here: a slurmd of the
                 // same host restarting ends them): a new link.
-                if (st == "RUNNING" && pl.link && pl.link->exited() && tries_[pl.job] < max_tries)
+                // (Past max_tries, now and then: a worker daemon restarted.)
+                if (st == "RUNNING" && pl.link && pl.link->exited() &&
+                    (tries_[pl.job] < max_tries || polls_ % retry_unreachable_every == 0))
                     to_adopt.emplace_back(pl.job, id, pl.node);
                 continue;  // COMPLETING: its epilog runs, the final state follows
             } else if (st.empty() && ++pl.missing < missing_polls) {
@@ -187,7 +193,10 @@ void ControllerApi::watch_once(bool first) {
         slurm::cancel_task(array, task);
     }
     for (const auto& [job, id, node] : to_adopt) {
-        if (!adopt(job, id, node)) ++tries_[job];
+        if (adopt(job, id, node))
+            tries_.erase(job);
+        else
+            ++tries_[job];
     }
     if (first || ++polls_ % reap_every == 0) reap_workers(jobs);
 }
@@ -246,6 +255,10 @@ bool ControllerApi::adopt(long job, const std::string& id, const std::string& no
         if (e.code() != ErrorCode::not_found) {
             log().warn("controller: job " + std::to_string(job) + " (sandbox " + id +
                        "): " + e.what());
+            // Still placed (its job runs): say why it cannot be reached.
+            std::lock_guard<std::mutex> g(mu_);
+            if (auto it = placed_.find(id); it != placed_.end() && !it->second.gone)
+                it->second.unreachable = e.what();
             return false;
         }
         log().warn("controller: cancelling job " + std::to_string(job) + ": worker " + node +
@@ -266,6 +279,17 @@ void ControllerApi::require_live(const Placed& pl) {
                     "sandbox " + pl.id + " is " + to_string(*pl.gone) + ": " + pl.why);
 }
 
+Placed ControllerApi::relink(const Placed& pl) {
+    if (!adopt(pl.job, pl.id, pl.node)) {
+        Placed now = route(pl.id).first;
+        require_live(now);
+        throw Error(ErrorCode::connection,
+                    "sandbox " + pl.id + ": its worker " + pl.node + " cannot be reached" +
+                        (now.unreachable.empty() ? "" : ": " + now.unreachable));
+    }
+    return route(pl.id).first;
+}
+
 void ControllerApi::link_failed(const Placed& pl, const Error& e) {
     try {
         watch_once();
@@ -275,9 +299,9 @@ void ControllerApi::link_failed(const Placed& pl, const Error& e) {
     Placed now = route(pl.id).first;
     require_live(now);
     // Slurm still runs the job on a live node: only the link broke (its
-    // srun or serve ended). A new one serves the next call; this one's
-    // outcome is unknown, so it fails.
-    if (now.link == pl.link) adopt(pl.job, pl.id, pl.node);
+    // relay or the worker daemon ended). A new one serves the next call;
+    // this one's outcome is unknown, so it fails.
+    if (now.link == pl.link) relink(pl);
     throw e;
 }
 
