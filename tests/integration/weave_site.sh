@@ -136,7 +136,6 @@ capture "$SW" run "$A" -- echo unreachable
 assert_eq "a command fails as sandweave's failure (exit 125)" 125 "$LAST_RC"
 assert_match "... its error one line, naming the worker daemon that does not answer" \
     "sandbox $A: its worker $WA cannot be reached: [^"$'\n'"]*worker daemon at $DIR/workers/$WA/run/worker.sock does not answer[^"$'\n'"]*\$" "$LAST_ERR"
-printf '%s\n' "$LAST_ERR" | sed 's/^/     (stderr) /' 
 assert_eq "... and nothing ran" "" "$LAST_OUT"
 capture "$SW" ls --json
 assert_match "ls still reports the sandbox, with why it cannot be reached" \
