@@ -92,6 +92,7 @@ void register_snapshot(CLI::App& app, GlobalOptions& g, Outcome& out);
 void register_pool(CLI::App& app, GlobalOptions& g, Outcome& out);
 void register_serve(CLI::App& app, GlobalOptions& g, Outcome& out);
 void register_controller(CLI::App& app, GlobalOptions& g, Outcome& out);     // controller.cpp
+void register_worker(CLI::App& app, GlobalOptions& g, Outcome& out);         // worker.cpp
 void register_process_verbs(CLI::App& app, GlobalOptions& g, Outcome& out);  // ps logs kill wait
 void register_desktop(CLI::App& app, GlobalOptions& g, Outcome& out);        // desktop.cpp
 void register_version(CLI::App& app, GlobalOptions& g, Outcome& out);

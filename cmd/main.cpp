@@ -24,6 +24,7 @@
 #include "lib/core/log.hpp"
 #include "lib/core/shim.hpp"
 #include "lib/core/units.hpp"
+#include "lib/rpc/socket_relay.hpp"
 #include "lib/sandbox/pool.hpp"
 
 namespace sandweave::cli {
@@ -295,6 +296,7 @@ void register_verbs(CLI::App& app, GlobalOptions& g, Outcome& out,
         {{"serve"}, [&] { register_serve(app, g, out); }},
         {{"e2b"}, [&] { register_e2b(app, g, out); }},
         {{"controller"}, [&] { register_controller(app, g, out); }},
+        {{"worker"}, [&] { register_worker(app, g, out); }},
         {{"desktop"}, [&] { register_desktop(app, g, out); }},
         {{"version"}, [&] { register_version(app, g, out); }},
         {{"completion"}, [&] { register_completion(app, g, out); }},
@@ -450,6 +452,19 @@ int slurm_epilog_entry(const std::vector<std::string>& a) {
     });
 }
 
+// __relay --socket PATH (lib/rpc/socket_relay.hpp): exits 0 when either end
+// closed, 255 when the worker daemon could not be reached.
+int relay_entry(const std::vector<std::string>& a) {
+    if (a.size() != 2 || a[0] != "--socket") return 2;
+    try {
+        rpc::relay_to_socket(a[1], 0, 1);
+        return 0;
+    } catch (const std::exception& e) {
+        std::fprintf(stderr, "sandweave relay: %s\n", e.what());
+        return 255;
+    }
+}
+
 int audit_writer_entry(int argc, char** argv) {
     GlobalOptions quiet_defaults;
     init_logging_early(quiet_defaults);
@@ -469,6 +484,8 @@ std::optional<int> run_internal_entry(int argc, char** argv) {
     if (std::strcmp(argv[1], slurm_epilog_verb) == 0)
         return slurm_epilog_entry(std::vector<std::string>(argv + 2, argv + argc));
     if (std::strcmp(argv[1], audit::writer_verb) == 0) return audit_writer_entry(argc, argv);
+    if (std::strcmp(argv[1], rpc::relay_verb) == 0)
+        return relay_entry(std::vector<std::string>(argv + 2, argv + argc));
     return std::nullopt;
 }
 

@@ -23,12 +23,17 @@
 #                         slurmd takes this long to fail, which adds to the
 #                         time before its node is DOWN (docs/weave.md)
 #   --timeout S           how long start waits for the nodes [60]
-#   --sandweave B         the sandweave the workers' Slurm epilog runs: at the
-#                         end of each job it terminates (audit barrier first)
-#                         the sandboxes recorded with that job [sandweave on PATH]
-# Needs root: it installs packages, and slurmd starts job steps as the
-# submitting user, which only root can do (slurmctld and munged also run as
-# root here, to keep the one-machine setup free of extra accounts).
+#   --sandweave B         the sandweave of the workers: each node's worker
+#                         daemon (`sandweave worker`, which owns the node's
+#                         sandboxes) and the Slurm epilog, which at the end of
+#                         each job terminates (audit barrier first) the
+#                         sandboxes recorded with that job [sandweave on PATH]
+#   --retain DUR          how long a worker keeps a sandbox whose job ended,
+#                         for its export [24h]
+# Needs root: it installs packages, slurmd starts job steps as the
+# submitting user, which only root can do, and the worker daemons run
+# sandboxes (slurmctld and munged also run as root here, to keep the
+# one-machine setup free of extra accounts).
 set -euo pipefail
 
 prog="weave-cluster.sh"
@@ -41,10 +46,11 @@ wait_timeout=60
 nodes=(w1 w2 w3)
 action=""
 sandweave="$(command -v sandweave || true)"
+retain=24h
 
 die() { printf '%s: %s\n' "$prog" "$*" >&2; exit 1; }
 say() { printf '%s: %s\n' "$prog" "$*" >&2; }
-usage() { sed -n '2,31p' "$0" | sed 's/^# \{0,1\}//'; }
+usage() { sed -n '2,36p' "$0" | sed 's/^# \{0,1\}//'; }
 
 is_uint() { [[ "$1" =~ ^[0-9]+$ ]]; }
 while [ $# -gt 0 ]; do
@@ -56,6 +62,7 @@ while [ $# -gt 0 ]; do
         --message-timeout) [ $# -ge 2 ] && is_uint "$2" || die "--message-timeout needs a number"; message_timeout="$2"; shift ;;
         --timeout) [ $# -ge 2 ] && is_uint "$2" || die "--timeout needs a number"; wait_timeout="$2"; shift ;;
         --sandweave) [ $# -ge 2 ] || die "--sandweave needs a value"; sandweave="$2"; shift ;;
+        --retain) [ $# -ge 2 ] && [[ "$2" =~ ^[0-9][0-9hms]*$ ]] || die "--retain needs a duration (24h, 90m)"; retain="$2"; shift ;;
         -h|--help) usage; exit 0 ;;
         start|stop|status|env) [ -z "$action" ] || die "one action at a time"; action="$1" ;;
         *) usage >&2; die "unknown argument: $1" ;;
@@ -98,6 +105,8 @@ pid_of() {  # FILE NAME
 munged_pid() { pid_of "$dir/munge/munged.pid" munged; }
 slurmctld_pid() { pid_of "$dir/run/slurmctld.pid" slurmctld; }
 slurmd_pid() { pid_of "$dir/run/slurmd-$1.pid" slurmd; }
+worker_pid() { pid_of "$dir/run/worker-$1.pid" sandweave; }
+worker_socket() { echo "$dir/workers/$1/run/worker.sock"; }
 
 # Every process started by this cluster's daemons: they all carry our
 # SLURM_CONF (see with_conf) in the environment they were started with.
@@ -183,8 +192,13 @@ SelectType=select/cons_tres
 SelectTypeParameters=CR_CPU_Memory
 DefMemPerCPU=256
 GresTypes=sbx
-ProctrackType=proctrack/linuxproc
-TaskPlugin=task/none
+# As a real site runs Slurm: each job and step in cgroups of its own (this
+# host mounts cgroup v1: cgroup.conf), every process of a step ended with it,
+# and an extern step holding each allocation from its start. Nothing of a
+# sandbox lives in a job's cgroups: the worker daemons own the sandboxes.
+ProctrackType=proctrack/cgroup
+TaskPlugin=task/cgroup
+PrologFlags=contain
 JobAcctGatherType=jobacct_gather/none
 AccountingStorageType=accounting_storage/none
 JobCompType=jobcomp/none
@@ -213,6 +227,15 @@ EOF
             "${nodes[$i]}" $((port_base + i + 1)) "$slots"
     done
     printf 'PartitionName=sandboxes Nodes=%s Default=YES MaxTime=INFINITE State=UP\n' "$(IFS=,; echo "${nodes[*]}")"
+}
+
+write_cgroup_conf() {
+    cat <<EOF
+# Written by scripts/weave-cluster.sh: Slurm's cgroups, on this host's cgroup v1.
+CgroupPlugin=cgroup/v1
+ConstrainCores=yes
+ConstrainRAMSpace=yes
+EOF
 }
 
 write_gres_conf() {
@@ -246,6 +269,7 @@ write_env() {
     printf 'export SANDWEAVE_WEAVE_WORKERS="%s"\n' "${nodes[*]}"
     for n in "${nodes[@]}"; do
         printf 'export SANDWEAVE_WEAVE_STATE_%s=%s\n' "$n" "$dir/workers/$n/state"
+        printf 'export SANDWEAVE_WEAVE_SOCKET_%s=%s\n' "$n" "$(worker_socket "$n")"
     done
     printf 'export SANDWEAVE_WEAVE_SNAPSHOTS=%s\n' "$dir/snapshots"
 }
@@ -291,7 +315,7 @@ prepare_dir() {
     # filesystem would be): a snapshot taken on one worker restores on any.
     install -d -m 0700 "$dir/snapshots"
     for n in "${nodes[@]}"; do
-        install -d -m 0700 "$dir/workers/$n/state"
+        install -d -m 0700 "$dir/workers/$n/state" "$dir/workers/$n/run"
         install -d -m 0755 "$dir/state/slurmd-$n"
         share_snapshots "$dir/workers/$n/state/snapshots"
     done
@@ -303,20 +327,18 @@ prepare_dir() {
     # A running cluster keeps its settings: changing them needs a stop first.
     write_conf >"$conf.new"
     write_gres_conf >"$dir/etc/gres.conf.new"
+    write_cgroup_conf >"$dir/etc/cgroup.conf.new"
     if { [ -f "$conf" ] && ! cmp -s "$conf.new" "$conf"; } ||
-        { [ -f "$dir/etc/gres.conf" ] && ! cmp -s "$dir/etc/gres.conf.new" "$dir/etc/gres.conf"; }; then
+        { [ -f "$dir/etc/gres.conf" ] && ! cmp -s "$dir/etc/gres.conf.new" "$dir/etc/gres.conf"; } ||
+        { [ -f "$dir/etc/cgroup.conf" ] && ! cmp -s "$dir/etc/cgroup.conf.new" "$dir/etc/cgroup.conf"; }; then
         if any_running; then
-            rm -f "$conf.new" "$dir/etc/gres.conf.new"
+            rm -f "$conf.new" "$dir/etc/gres.conf.new" "$dir/etc/cgroup.conf.new"
             die "the cluster in $dir runs with other settings; stop it first"
         fi
     fi
     mv -f "$conf.new" "$conf"
     mv -f "$dir/etc/gres.conf.new" "$dir/etc/gres.conf"
-    # Slurm 23.11 and later initialise their cgroup plugin even under
-    # proctrack/linuxproc, and find no cgroup v2 here: this host mounts v1
-    # (scripts/weave-cluster-trixie.sh runs 24.11). 22.05 reads it only for
-    # its cgroup plugins.
-    [ -f "$dir/etc/cgroup.conf" ] || printf 'CgroupPlugin=cgroup/v1\n' >"$dir/etc/cgroup.conf"
+    mv -f "$dir/etc/cgroup.conf.new" "$dir/etc/cgroup.conf"
     # The epilog is not part of slurm.conf's settings: a running cluster takes a new one.
     write_epilog >"$dir/etc/epilog.new"
     chmod 0755 "$dir/etc/epilog.new"
@@ -344,6 +366,27 @@ start_slurmd() {  # NODE
     with_conf slurmd -f "$conf" -N "$1" || die "slurmd for $1 did not start (see $dir/log/slurmd-$1.log)"
 }
 
+# Node NODE's worker daemon: `sandweave worker` on the node's state directory
+# and socket, as tools/systemd/sandweave-worker.service runs it on a site.
+# Started outside Slurm and without the cluster's SLURM_CONF: the sandboxes
+# are its descendants, never a job step's, so no step's or job's end kills
+# them (stop ends them itself).
+start_worker() {  # NODE
+    local sock deadline
+    worker_pid "$1" >/dev/null && return 0
+    [ -x "$sandweave" ] || die "no sandweave binary for the worker daemons (give --sandweave)"
+    sock="$(worker_socket "$1")"
+    setsid env -u SLURM_CONF -u SANDWEAVE_HOST "$sandweave" --state-dir "$dir/workers/$1/state" \
+        worker --socket "$sock" --retain "$retain" </dev/null >>"$dir/log/worker-$1.log" 2>&1 &
+    echo $! >"$dir/run/worker-$1.pid"
+    deadline=$((SECONDS + 10))
+    until [ -S "$sock" ] && worker_pid "$1" >/dev/null; do
+        worker_pid "$1" >/dev/null || die "the worker daemon of $1 did not start (see $dir/log/worker-$1.log)"
+        ((SECONDS < deadline)) || die "the worker daemon of $1 does not listen on $sock (see $dir/log/worker-$1.log)"
+        sleep 0.05
+    done
+}
+
 # Prints each node's name and state (sinfo's compact state: idle, mix, down*...).
 node_states() { with_conf sinfo -h -N -o '%N %t' 2>/dev/null | sort -u; }
 
@@ -368,6 +411,7 @@ do_start() {
     prepare_dir
     start_munged
     start_slurmctld
+    for n in "${nodes[@]}"; do start_worker "$n"; done
     for n in "${nodes[@]}"; do start_slurmd "$n"; done
     wait_ready
     say "ready in $(awk -v a="$t0" -v b="$(date +%s.%N)" 'BEGIN { printf "%.1f", b - a }')s: nodes ${nodes[*]}, $slots sandbox slots each"
@@ -400,9 +444,21 @@ do_stop() {
     mapfile -t pids < <(cluster_pids | grep -vxF "$(munged_pid || echo none)")
     end_pids 5 "${pids[@]}"
     munged_pid >/dev/null && end_pids 5 "$(munged_pid)"
+    # The worker daemons, then what they ran: each running sandbox is
+    # terminated (final audit barrier first; its log stays in the state dir).
+    pids=()
+    for n in "${nodes[@]}"; do worker_pid "$n" >/dev/null && pids+=("$(worker_pid "$n")"); done
+    end_pids 10 "${pids[@]}"
+    if [ -x "$sandweave" ]; then
+        for n in "${nodes[@]}"; do
+            [ -d "$dir/workers/$n/state/sandboxes" ] || continue
+            env -u SLURM_CONF -u SANDWEAVE_HOST "$sandweave" --state-dir "$dir/workers/$n/state" \
+                terminate --filter state=running >/dev/null 2>&1 || say "could not terminate every sandbox on $n"
+        done
+    fi
     mapfile -t pids < <(cluster_pids)
     [ ${#pids[@]} -eq 0 ] || die "still running after stop: ${pids[*]}"
-    rm -f "$dir"/run/*.pid "$munge_socket" "$munge_socket.lock"
+    rm -f "$dir"/run/*.pid "$munge_socket" "$munge_socket.lock" "$dir"/workers/*/run/worker.sock
     say "stopped (state kept in $dir)"
 }
 
@@ -414,6 +470,7 @@ do_status() {
     show munged "$(munged_pid || true)"
     show slurmctld "$(slurmctld_pid || true)"
     for n in "${nodes[@]}"; do show "slurmd-$n" "$(slurmd_pid "$n" || true)"; done
+    for n in "${nodes[@]}"; do show "worker-$n" "$(worker_pid "$n" || true)"; done
     if pid="$(slurmctld_pid)"; then
         echo
         with_conf sinfo -N -o '%N %t %G' 2>/dev/null || true

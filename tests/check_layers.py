@@ -85,6 +85,9 @@ CMD_EXCEPTIONS = {
     "cmd/serve.cpp": {
         "lib/rpc/server.hpp": "`sandweave serve` is the server",
     },
+    "cmd/worker.cpp": {
+        "lib/rpc/worker.hpp": "`sandweave worker` is a Weave node's daemon",
+    },
     "cmd/audit.cpp": {
         "lib/audit/audit.hpp": "`audit verify` checks a file on this host, offline",
     },
@@ -95,6 +98,7 @@ CMD_EXCEPTIONS = {
         "lib/core/host.hpp": "__pool-refill and __audit-writer act on this host",
         "lib/sandbox/pool.hpp": "__pool-refill",
         "lib/audit/audit.hpp": "__audit-writer",
+        "lib/rpc/socket_relay.hpp": "__relay (a Weave controller's step into a job)",
     },
 }
 

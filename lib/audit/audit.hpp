@@ -212,6 +212,13 @@ class PositionQuery {
     std::unique_ptr<Sent> sent_;
 };
 
+// Why the writer in `dir` can no longer record (empty while it can): it
+// died (its pid no longer runs the process that started as it), or it
+// stopped. Reads the persisted state only: no round trip wakes the writer,
+// so the sandbox layer asks it before every new command (a guarantee that
+// fails closed: an audited sandbox never runs a command unaudited).
+std::string writer_gone(const std::filesystem::path& dir);
+
 // Final barrier, then stop the writer and wait for it to exit. Idempotent: on
 // a stopped writer it returns the persisted final status.
 Status finish(const std::filesystem::path& dir, std::optional<std::uint64_t> sentry_dropped);

@@ -704,6 +704,24 @@ std::uint64_t live_position(const fs::path& dir, std::chrono::milliseconds timeo
     return PositionQuery(dir).get(timeout);
 }
 
+std::string writer_gone(const fs::path& dir) {
+    std::string text;
+    try {
+        text = read_file(state_path(dir));
+    } catch (const Error& e) {
+        return std::string("its state cannot be read (") + e.what() + ")";
+    }
+    WriterState s;
+    try {
+        s = parse_state(dir, text);
+    } catch (const Error& e) {
+        return e.what();
+    }
+    if (s.finished) return "it has stopped";
+    if (!writer_alive(s)) return "it died (pid " + std::to_string(s.pid) + ")";
+    return {};
+}
+
 Status finish(const fs::path& dir, std::optional<std::uint64_t> sentry_dropped) {
     nlohmann::json req = {
         {"op", "stop"}, {"sentry_dropped", sentry_json(sentry_dropped)}, {"timeout_ms", 30000}};

@@ -98,6 +98,7 @@ struct RpcClient::Impl {
     std::atomic<std::int64_t> next_id{1};
     bool broken = false;
     std::string broken_reason;
+    std::string last_refusal;  // the last error that answered no request
     std::thread reader;
 
     Error lost() const {
@@ -137,9 +138,15 @@ struct RpcClient::Impl {
         }
         auto id = j.find("id");
         if (id == j.end() || !id->is_number_integer()) {
-            // An error about a line we sent that it could not read at all.
-            if (auto e = j.find("error"); e != j.end() && e->is_object())
-                log().warn(peer + ": " + e->value("message", std::string("error")));
+            // An error about a line we sent that it could not read at all, or
+            // the server's (or a relay's) one line before it closes: kept as
+            // the reason if the connection ends next.
+            if (auto e = j.find("error"); e != j.end() && e->is_object()) {
+                std::string msg = e->value("message", std::string("error"));
+                log().debug(peer + ": " + msg);
+                std::lock_guard<std::mutex> g(mu);
+                last_refusal = msg;
+            }
             return;
         }
         std::lock_guard<std::mutex> g(mu);
@@ -241,7 +248,10 @@ struct RpcClient::Impl {
                 return fail_all("the server sent a line over " + std::to_string(max_server_line) +
                                 " bytes");
         }
-        fail_all("");
+        fail_all([&] {
+            std::lock_guard<std::mutex> g(mu);
+            return last_refusal;
+        }());
     }
 
     // Sends a request; `sinks` says where its streamed data goes (a run's
@@ -330,8 +340,8 @@ void RpcClient::handshake(const json& hello_extra) {
         if (e.code() == ErrorCode::connection)
             throw Error(ErrorCode::connection,
                         impl_->peer + ": the worker closed the connection during the handshake" +
-                            (impl_->broken_reason.empty() ? "" : ": " + impl_->broken_reason) +
-                            " (is sandweave installed there?)");
+                            (impl_->broken_reason.empty() ? " (is sandweave installed there?)"
+                                                          : ": " + impl_->broken_reason));
         throw Error(e.code(), impl_->peer + ": handshake refused: " + e.what());
     }
     try {

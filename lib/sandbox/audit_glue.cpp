@@ -30,6 +30,16 @@ fs::path audit_dir(const StateStore& store, const std::string& id) {
     return store.sandbox_dir(id) / "audit";
 }
 
+void require_audit_writer(Context& ctx, const SandboxRecord& r, const std::string& what) {
+    if (!r.spec.runtime.audit || r.state != SandboxState::running) return;
+    std::string why = audit::writer_gone(audit_dir(ctx.store, r.id));
+    if (why.empty()) return;
+    throw Error(ErrorCode::general, "cannot " + what + ": the audit writer of sandbox " + r.id +
+                                        " is gone (" + why +
+                                        "), and an audited sandbox runs nothing unaudited "
+                                        "(what it recorded can still be exported)");
+}
+
 fs::path start_audit(Context& ctx, const SandboxRecord& r) {
     fs::path dir = audit_dir(ctx.store, r.id);
     fs::path socket = audit::sink_socket_path(dir);

@@ -31,6 +31,12 @@ std::optional<std::uint64_t> sentry_dropped(Runsc& runsc, const std::string& id)
 // Final barrier and writer stop (terminate); the runtime's count is read first.
 audit::Status finish_audit(Context& ctx, const SandboxRecord& r, bool sandbox_running);
 
+// Fails closed: throws (general) when `r` is audited and its writer can no
+// longer record, so nothing new runs in the sandbox unaudited (a command, a
+// copy, a desktop action). `what` is what the caller wanted ("run a
+// command"). Signals, waits and exports of what was recorded still work.
+void require_audit_writer(Context& ctx, const SandboxRecord& r, const std::string& what);
+
 // `audit export ID PATH`: flush barrier, atomic copy and sidecar.
 audit::Status export_audit(Context& ctx, const std::string& id_or_name,
                            const std::filesystem::path& dest);

@@ -3,6 +3,7 @@
 #include "lib/core/agent_wire.hpp"
 #include "lib/core/error.hpp"
 #include "lib/sandbox/activity.hpp"
+#include "lib/sandbox/audit_glue.hpp"
 #include "lib/sandbox/sandbox.hpp"
 
 namespace sandweave {
@@ -24,6 +25,7 @@ void run_copier(Context& ctx, const std::string& id_text, agent::ExecSpec spec,
     std::string id = ctx.store.resolve_id(id_text);
     CommandActivity busy(ctx.store.sandbox_dir(id));
     SandboxRecord r = ctx.store.load(id);
+    require_audit_writer(ctx, r, what);
     AgentClient agent = connect_agent(ctx, r, what);
     UserSpec u = user.value_or(UserSpec{0, 0});
     spec.uid = u.uid;

@@ -8,9 +8,6 @@
 
 namespace sandweave {
 
-namespace {
-
-// "2026-12-01T09:45:13Z" (what now_rfc3339 writes); nullopt otherwise.
 std::optional<std::chrono::system_clock::time_point> parse_rfc3339(const std::string& s) {
     std::tm tm{};
     const char* end = ::strptime(s.c_str(), "%Y-%m-%dT%H:%M:%S", &tm);
@@ -19,8 +16,6 @@ std::optional<std::chrono::system_clock::time_point> parse_rfc3339(const std::st
     if (t == static_cast<std::time_t>(-1)) return std::nullopt;
     return std::chrono::system_clock::from_time_t(t);
 }
-
-}  // namespace
 
 bool SandboxFilter::matches(const SandboxView& v, std::chrono::system_clock::time_point now) const {
     const auto& r = v.record;

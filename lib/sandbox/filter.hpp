@@ -31,4 +31,7 @@ struct SandboxFilter {
 // Throws Error(usage) naming the term that is wrong (with a "did you mean").
 SandboxFilter parse_filter(const std::vector<std::string>& terms);
 
+// "2026-12-01T09:45:13Z" (what now_rfc3339 writes); nullopt otherwise.
+std::optional<std::chrono::system_clock::time_point> parse_rfc3339(const std::string& s);
+
 }  // namespace sandweave

@@ -15,6 +15,7 @@
 #include "lib/core/log.hpp"
 #include "lib/core/process.hpp"
 #include "lib/sandbox/activity.hpp"
+#include "lib/sandbox/filter.hpp"
 #include "lib/sandbox/sandbox.hpp"
 
 namespace sandweave {
@@ -265,6 +266,24 @@ int end_job_sandboxes(Context& ctx, const std::string& job) {
         }
     }
     return ended;
+}
+
+std::vector<std::string> remove_retained_job_sandboxes(Context& ctx, std::chrono::seconds retain,
+                                                       std::chrono::system_clock::time_point now) {
+    std::vector<std::string> removed;
+    for (const auto& r : ctx.store.list()) {
+        if (!r.spec.labels.count("slurm_job")) continue;
+        if (r.state != SandboxState::stopped && r.state != SandboxState::failed) continue;
+        auto at = parse_rfc3339(r.stopped_at.value_or(r.created_at));
+        if (!at || now - *at < retain) continue;
+        try {
+            remove_sandbox(ctx, r.id);
+            removed.push_back(r.id);
+        } catch (const std::exception& e) {
+            log().warn("sandbox " + r.id + ": removing it after its retention: " + e.what());
+        }
+    }
+    return removed;
 }
 
 }  // namespace sandweave

@@ -68,4 +68,13 @@ std::function<void(int stop_fd)> shim_lifetime_watcher(const std::vector<std::st
 inline constexpr const char* slurm_epilog_verb = "__slurm-epilog";
 int end_job_sandboxes(Context& ctx, const std::string& job);
 
+// A Weave worker's retention (`sandweave worker --retain`): a sandbox whose
+// Slurm job ended keeps its record and audit log, so its export stays
+// retrievable through the worker daemon; once it has been stopped longer
+// than `retain` it is removed. Only sandboxes labelled `slurm_job` (Weave's)
+// and stopped or failed; returns the ids removed. One that cannot be
+// removed is logged and the others still go.
+std::vector<std::string> remove_retained_job_sandboxes(Context& ctx, std::chrono::seconds retain,
+                                                       std::chrono::system_clock::time_point now);
+
 }  // namespace sandweave

@@ -467,6 +467,7 @@ RunOutcome run_in_sandbox(Context& ctx, const RunRequest& req, const AttachOptio
         }
         return out;
     }
+    require_audit_writer(ctx, r, "run a command");
     ExecRequest ex;
     ex.argv = command_line(r.spec, req.argv, req.entrypoint, "sandbox " + id);
     SANDWEAVE_FAULT_POINT("run.started");

@@ -55,7 +55,9 @@ std::vector<Decision> classify(const Observation& seen, const Holdings& held) {
             // Its srun ended under a job that runs (here: a slurmd of the
             // same host restarting ends them): a new link. COMPLETING: its
             // epilog runs, the final state follows.
-            if (st == "RUNNING" && s.link_down && tries(s.job) < max_tries)
+            // Past max_tries, now and then: a worker daemon restarted.
+            if (st == "RUNNING" && s.link_down &&
+                (tries(s.job) < max_tries || held.retry_unreachable))
                 out.push_back(about(Kind::reconnect, s));
         } else if (st.empty() && s.missing + 1 < missing_polls) {
             Decision d = about(Kind::unlisted, s);

@@ -35,6 +35,9 @@ inline constexpr int missing_polls = 8;
 // How often the controller tries to reconnect to a running job's sandbox
 // before it leaves it alone.
 inline constexpr int max_tries = 3;
+// A placed sandbox whose worker daemon could not be reached max_tries times
+// is tried again every this many polls (the daemon may have restarted).
+inline constexpr unsigned retry_unreachable_every = 10;
 
 // One sandbox the controller holds, as the watcher needs it.
 struct HeldSandbox {
@@ -55,6 +58,7 @@ struct Holdings {
     long now_s = 0;             // seconds since the epoch
     bool first = false;         // the controller's start: NODE_FAIL jobs are listed as lost
     bool reap = false;          // this poll also reaps the workers (reap_every)
+    bool retry_unreachable = false;  // this poll retries links past max_tries (retry_unreachable_every)
 };
 
 struct Observation {

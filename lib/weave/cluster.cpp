@@ -16,6 +16,7 @@ ClusterConfig read_cluster_env(const std::filesystem::path& file) {
     ClusterConfig c;
     std::string line;
     const std::string state_prefix = "SANDWEAVE_WEAVE_STATE_";
+    const std::string socket_prefix = "SANDWEAVE_WEAVE_SOCKET_";
     while (std::getline(in, line)) {
         if (line.rfind("export ", 0) == 0) line = line.substr(7);
         auto eq = line.find('=');
@@ -28,6 +29,7 @@ ClusterConfig read_cluster_env(const std::filesystem::path& file) {
         if (key == "SANDWEAVE_WEAVE_PARTITION") c.partition = value;
         if (key == "SANDWEAVE_WEAVE_SNAPSHOTS") c.snapshots = value;
         if (key.rfind(state_prefix, 0) == 0) c.state_dirs[key.substr(state_prefix.size())] = value;
+        if (key.rfind(socket_prefix, 0) == 0) c.sockets[key.substr(socket_prefix.size())] = value;
     }
     return c;
 }
@@ -43,6 +45,11 @@ std::string controller_id(const std::filesystem::path& state_dir) {
         throw Error(ErrorCode::usage, "controller: " + file.string() +
                                           " holds no controller id (1 to 32 of a-z and 0-9)");
     return id;
+}
+
+std::string worker_socket(const ClusterConfig& c, const std::string& node) {
+    auto it = c.sockets.find(node);
+    return it == c.sockets.end() ? worker_socket_default : it->second;
 }
 
 }  // namespace sandweave::weave

@@ -4,9 +4,11 @@
 //
 // No scheduling here: a sandbox.create becomes one Slurm allocation
 // (`salloc --no-shell --gres=sbx:1`), and the sandbox is created on the node
-// Slurm granted, through `srun --jobid J --overlap -w NODE sandweave serve
-// --stdio` on that node. That connection stays open and carries the
-// sandbox's traffic (run, cp, audit, inspect, terminate, rm). The job is
+// Slurm granted by that node's worker daemon (`sandweave worker`), reached
+// through a relay step into the job (`srun --jobid J --overlap -w NODE
+// sandweave __relay --socket PATH`). That connection stays open and carries
+// the sandbox's traffic (run, cp, audit, inspect, terminate, rm); the
+// sandbox belongs to the daemon, so the step's end loses nothing. The job is
 // named after the sandbox (its comment is `sandweave:<id>`), so the
 // controller keeps no state of its own: at start it rebuilds its map from
 // `squeue --json`. rm ends the job after the worker's rm.
@@ -26,7 +28,10 @@ namespace sandweave::weave {
 struct ClusterConfig {
     std::string slurm_conf;  // empty: Slurm's default
     std::map<std::string, std::string>
-        state_dirs;             // node -> --state-dir (absent: the worker's default)
+        state_dirs;  // node -> the worker daemon's state directory (tests, the epilog)
+    // node -> the worker daemon's socket (SANDWEAVE_WEAVE_SOCKET_<node>;
+    // absent: worker_socket_default): what the relay step connects to.
+    std::map<std::string, std::string> sockets;
     std::string partition;      // empty: the default partition
     std::string worker_binary;  // sandweave on the workers
     // A snapshot directory every worker shares (SANDWEAVE_WEAVE_SNAPSHOTS:
@@ -44,6 +49,11 @@ ClusterConfig read_cluster_env(const std::filesystem::path& file);
 // random hex digits), the same at every start after, so a restarted
 // controller takes back its own jobs and no one else's.
 std::string controller_id(const std::filesystem::path& state_dir);
+
+// Where `sandweave worker` listens on a node unless the cluster file says
+// otherwise (tools/systemd/sandweave-worker.service).
+inline constexpr const char* worker_socket_default = "/run/sandweave/worker.sock";
+std::string worker_socket(const ClusterConfig& c, const std::string& node);
 
 // The API a controller serves: routes each sandbox to its worker.
 std::unique_ptr<api::Api> make_controller_api(const ClusterConfig& cluster);

@@ -44,6 +44,9 @@ struct Placed {
     std::optional<SandboxState> gone;
     std::string why;
     int missing = 0;  // polls in a row whose squeue did not list its job
+    // Set while its job runs but its worker daemon cannot be reached (the
+    // relay's error): shown by ls and inspect, cleared when it answers again.
+    std::string unreachable;
 };
 
 struct ControllerPool;  // pools.cpp
@@ -145,7 +148,8 @@ class ControllerApi final : public api::Api {
     void reap_worker(const std::string& node, const std::set<std::string>& live);
     // Reconnects to a running job's sandbox; cancels the job when its worker
     // does not know the sandbox.
-    // Returns false when it could not reach the worker.
+    // Returns false when it could not reach the worker (then the sandbox, if
+    // placed, carries the reason in `unreachable`).
     bool adopt(long job, const std::string& id, const std::string& node);
     // On a broken link: asks Slurm now; a sandbox Slurm calls lost or ended
     // gets that one line instead of the link's error.
@@ -153,11 +157,21 @@ class ControllerApi final : public api::Api {
     // Throws when the sandbox is lost or ended (only inspect, ls, audit
     // status/fetch and rm still answer for it).
     static void require_live(const Placed& pl);
+    // An audit call for a sandbox whose job ended, on its worker daemon
+    // (which keeps it for its retention) without a step in the ended job;
+    // an incomplete status saying why when the worker cannot answer.
+    audit::Status on_worker_of_ended(const Placed& pl,
+                                     const std::function<audit::Status(api::Api&)>& fn);
 
     // The call `fn` on the sandbox's link, with link_failed on a broken one.
+    // A link already known to be broken (its relay ended: the controller
+    // restarted, the step was killed, the worker daemon restarted) is
+    // replaced before the call, so the call is not lost to it.
     template <class F>
-    auto on_link(const Placed& pl, F&& fn) {
-        require_live(pl);
+    auto on_link(const Placed& placed, F&& fn) {
+        require_live(placed);
+        Placed pl = placed;
+        if (pl.link->exited()) pl = relink(pl);
         try {
             return fn(pl.link->api());
         } catch (const Error& e) {
@@ -165,6 +179,8 @@ class ControllerApi final : public api::Api {
             link_failed(pl, e);
         }
     }
+    // A new link for `pl` (adopt); throws the worker's reason when there is none.
+    Placed relink(const Placed& pl);
 
     // The sandbox an id names: its id, its name, or a unique prefix of its
     // id; and the params naming it by its full id.

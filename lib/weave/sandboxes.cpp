@@ -26,6 +26,8 @@ SandboxView last_view(const Placed& pl) {
         v.record.error = pl.why;
         v.left.reset();
         v.limits.reset();
+    } else if (!pl.unreachable.empty()) {
+        v.record.error = "its worker " + pl.node + " cannot be reached: " + pl.unreachable;
     }
     return v;
 }
@@ -92,7 +94,7 @@ Placed ControllerApi::place_in(long job, api::CreateParams p,
         SandboxView v = link->api().create(p);
         name_job(job, v.record.id);
         v.worker = node;
-        Placed pl{v.record.id, v.record.name, node, job, link, v, {}, {}, 0};
+        Placed pl{v.record.id, v.record.name, node, job, link, v, {}, {}, 0, {}};
         std::lock_guard<std::mutex> g(mu_);
         placed_[pl.id] = pl;
         in_flight_.erase(job);
@@ -195,7 +197,14 @@ api::SandboxList ControllerApi::ls(const api::LsParams& p) {
 SandboxView ControllerApi::inspect(const api::IdParams& p) {
     auto [pl, q] = route(p.id);
     if (pl.gone) return last_view(pl);
-    SandboxView v = on_link(pl, [&, q = q](api::Api& a) { return a.inspect(q); });
+    SandboxView v;
+    try {
+        v = on_link(pl, [&, q = q](api::Api& a) { return a.inspect(q); });
+    } catch (const Error& e) {
+        // Its worker out of reach: what was last known, and why.
+        if (e.code() != ErrorCode::connection) throw;
+        return last_view(route(p.id).first);
+    }
     v.worker = pl.node;
     std::lock_guard<std::mutex> g(mu_);
     if (auto it = placed_.find(pl.id); it != placed_.end() && !it->second.gone) it->second.view = v;
@@ -213,7 +222,16 @@ SandboxView ControllerApi::terminate(const api::IdParams& p) {
 api::Removed ControllerApi::rm(const api::IdParams& p) {
     auto [pl, q] = route(p.id);
     api::Removed r{pl.id};
-    if (!pl.gone) {
+    if (pl.gone == SandboxState::stopped) {
+        // Kept by its worker for the retention: removed there now.
+        try {
+            r = link_to(pl.node)->api().rm(q);
+        } catch (const Error& e) {
+            if (e.code() != ErrorCode::not_found)
+                log().warn("controller: sandbox " + pl.id + ": removing it on " + pl.node + ": " +
+                           e.what() + "; its worker's retention removes it");
+        }
+    } else if (!pl.gone) {
         try {
             r = pl.link->api().rm(q);
         } catch (const Error& e) {
@@ -264,14 +282,41 @@ audit::Status ControllerApi::audit_export(const api::AuditExportParams&) {
 audit::Status ControllerApi::audit_fetch(const api::IdParams& p,
                                          const std::function<void(std::string_view)>& on_data) {
     auto [pl, q] = route(p.id);
+    if (pl.gone == SandboxState::stopped)
+        return on_worker_of_ended(pl,
+                                  [&, q = q](api::Api& a) { return a.audit_fetch(q, on_data); });
     if (pl.gone) return gone_status(pl);
     return on_link(pl, [&, q = q](api::Api& a) { return a.audit_fetch(q, on_data); });
 }
 
 audit::Status ControllerApi::audit_status(const api::IdParams& p) {
     auto [pl, q] = route(p.id);
+    if (pl.gone == SandboxState::stopped)
+        return on_worker_of_ended(pl, [&, q = q](api::Api& a) { return a.audit_status(q); });
     if (pl.gone) return gone_status(pl);
     return on_link(pl, [&, q = q](api::Api& a) { return a.audit_status(q); });
+}
+
+audit::Status ControllerApi::on_worker_of_ended(const Placed& pl,
+                                                const std::function<audit::Status(api::Api&)>& fn) {
+    // Its job ended, so no step can go into it; the worker daemon keeps the
+    // sandbox (final barrier taken by the epilog) for its retention, and is
+    // reached as for calls that name no sandbox.
+    try {
+        return fn(link_to(pl.node)->api());
+    } catch (const Error& e) {
+        if (e.code() == ErrorCode::not_found) {
+            audit::Status st = gone_status(pl);
+            st.error = pl.why + "; its worker " + pl.node +
+                       " no longer keeps it (its retention passed, or it was removed there)";
+            return st;
+        }
+        if (e.code() != ErrorCode::connection) throw;
+        audit::Status st = gone_status(pl);
+        st.error = pl.why + "; its worker " + pl.node + " keeps its audit log but cannot be " +
+                   "reached now: " + e.what();
+        return st;
+    }
 }
 
 api::Empty ControllerApi::cp_out(const api::CpOutParams& p, const api::CpIo& io) {

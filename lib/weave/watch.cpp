@@ -43,6 +43,7 @@ Holdings ControllerApi::holdings(bool first) {
     h.now_s = static_cast<long>(std::time(nullptr));
     h.first = first;
     h.reap = first || ++polls_ % reap_every == 0;
+    h.retry_unreachable = polls_ % retry_unreachable_every == 0;
     std::lock_guard<std::mutex> g(mu_);
     for (const auto& [id, pl] : placed_)
         h.sandboxes.push_back(
@@ -122,7 +123,10 @@ void ControllerApi::watch_once(bool first) {
                 slurm_.cancel_task(d.array, d.task);
                 break;
             case Decision::Kind::reconnect:
-                if (!adopt(d.job, d.sandbox, d.node)) ++tries_[d.job];
+                if (adopt(d.job, d.sandbox, d.node))
+                    tries_.erase(d.job);
+                else
+                    ++tries_[d.job];
                 break;
             case Decision::Kind::reap:
                 if (live.empty()) live = live_jobs(seen);
@@ -177,6 +181,10 @@ bool ControllerApi::adopt(long job, const std::string& id, const std::string& no
         if (e.code() != ErrorCode::not_found) {
             log().warn("controller: job " + std::to_string(job) + " (sandbox " + id +
                        "): " + e.what());
+            // Still placed (its job runs): say why it cannot be reached.
+            std::lock_guard<std::mutex> g(mu_);
+            if (auto it = placed_.find(id); it != placed_.end() && !it->second.gone)
+                it->second.unreachable = e.what();
             return false;
         }
         log().warn("controller: cancelling job " + std::to_string(job) + ": worker " + node +
@@ -197,6 +205,17 @@ void ControllerApi::require_live(const Placed& pl) {
                     "sandbox " + pl.id + " is " + to_string(*pl.gone) + ": " + pl.why);
 }
 
+Placed ControllerApi::relink(const Placed& pl) {
+    if (!adopt(pl.job, pl.id, pl.node)) {
+        Placed now = route(pl.id).first;
+        require_live(now);
+        throw Error(ErrorCode::connection,
+                    "sandbox " + pl.id + ": its worker " + pl.node + " cannot be reached" +
+                        (now.unreachable.empty() ? "" : ": " + now.unreachable));
+    }
+    return route(pl.id).first;
+}
+
 void ControllerApi::link_failed(const Placed& pl, const Error& e) {
     try {
         watch_once();
@@ -206,9 +225,9 @@ void ControllerApi::link_failed(const Placed& pl, const Error& e) {
     Placed now = route(pl.id).first;
     require_live(now);
     // Slurm still runs the job on a live node: only the link broke (its
-    // srun or serve ended). A new one serves the next call; this one's
-    // outcome is unknown, so it fails.
-    if (now.link == pl.link) adopt(pl.job, pl.id, pl.node);
+    // relay or the worker daemon ended). A new one serves the next call;
+    // this one's outcome is unknown, so it fails.
+    if (now.link == pl.link) relink(pl);
     throw e;
 }
 

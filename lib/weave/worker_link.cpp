@@ -15,6 +15,7 @@
 
 #include "lib/core/error.hpp"
 #include "lib/core/fd.hpp"
+#include "lib/rpc/socket_relay.hpp"
 
 extern char** environ;
 
@@ -39,12 +40,12 @@ void WorkerLink::open(const ClusterConfig& c, const std::string& node,
     argv.insert(argv.end(), srun_options.begin(), srun_options.end());
     for (const char* a : {"--unbuffered", "--quiet", "--nodes=1", "--ntasks=1"}) argv.push_back(a);
     argv.push_back("--nodelist=" + node);
-    for (const std::string& a : {c.worker_binary, std::string("serve"), std::string("--stdio")})
+    // The step only forwards bytes to the node's worker daemon, which owns
+    // the sandboxes: the step's end (the controller gone, a killed srun,
+    // the job's end) loses nothing but this connection.
+    for (const std::string& a : {c.worker_binary, std::string(rpc::relay_verb),
+                                 std::string("--socket"), worker_socket(c, node)})
         argv.push_back(a);
-    if (auto it = c.state_dirs.find(node); it != c.state_dirs.end()) {
-        argv.push_back("--state-dir");
-        argv.push_back(it->second);
-    }
     int sv[2];
     if (::socketpair(AF_UNIX, SOCK_STREAM | SOCK_CLOEXEC, 0, sv) != 0) throw_errno("socketpair");
     Fd ours(sv[0]), theirs(sv[1]);

@@ -1,7 +1,8 @@
 #pragma once
-// One `srun --jobid J --overlap ... sandweave serve --stdio` into a
-// sandbox's job on the node Slurm granted, and the API client over it. The
-// connection stays open for the sandbox's life and carries all its traffic.
+// One `srun --jobid J --overlap ... sandweave __relay --socket PATH` into a
+// sandbox's job on the node Slurm granted, and the API client over it to
+// that node's worker daemon. The connection stays open for the sandbox's
+// life and carries all its traffic.
 
 #include <sys/types.h>
 

@@ -163,8 +163,23 @@ assert_true "killed: an export before the kill is complete" test "$(side "$T/out
 PK=$(writer_pid "$S" "$K")
 kill -KILL "$PK"
 sleep 0.2
-"$SW" run "$K" -- /bin/cat /etc/passwd >/dev/null 2>&1
-assert_true "killed: the guest keeps running" test $? = 0
+# Fails closed: no new command, copy or detached command runs unaudited.
+"$SW" run "$K" -- /bin/cat /etc/passwd >"$T/k-run.out" 2>"$T/k-run.err"
+rc=$?
+assert_true "killed: run is refused (exit 125), one line naming the dead writer, nothing ran" \
+    eval 'test $rc = 125 && test "$(wc -l <"$T/k-run.err")" = 1 && grep -q "audit writer of sandbox $K is gone (it died" "$T/k-run.err" && test ! -s "$T/k-run.out"'
+"$SW" run --detach "$K" -- /bin/sleep 30 >/dev/null 2>"$T/k-detach.err"
+rc=$?
+assert_true "killed: run --detach is refused (exit 125)" eval 'test $rc = 125 && grep -q "runs nothing unaudited" "$T/k-detach.err"'
+echo x >"$T/k-in.txt"
+"$SW" cp "$T/k-in.txt" "$K:/tmp/k-in.txt" >/dev/null 2>"$T/k-cpin.err"
+rc=$?
+assert_true "killed: cp in is refused (exit 1)" eval 'test $rc = 1 && grep -q "cannot copy files into a sandbox: the audit writer" "$T/k-cpin.err"'
+"$SW" cp "$K:/etc/passwd" "$T/k-out.txt" >/dev/null 2>"$T/k-cpout.err"
+rc=$?
+assert_true "killed: cp out is refused (exit 1), nothing written" eval 'test $rc = 1 && grep -q "cannot copy files out of a sandbox: the audit writer" "$T/k-cpout.err" && test ! -e "$T/k-out.txt"'
+assert_true "killed: the sandbox itself keeps running (inspect)" \
+    eval '"$SW" --json inspect "$K" | jq -e ".state == \"running\"" >/dev/null'
 E=$T/out/killed.jsonl
 "$SW" --json audit export "$K" "$E" >"$T/killed.json" 2>"$T/killed.err"
 rc=$?

@@ -7,7 +7,8 @@
 # --time, --cpus/--memory its --cpus-per-task/--mem, and a request Slurm
 # can never grant is one line with Slurm's reason; a job that ends behind
 # the controller's back (scancel) ends its sandbox through the workers'
-# epilog, final audit barrier first; a killed serve step, a controller
+# epilog, final audit barrier first, and its export through the controller
+# stays complete; a killed relay step, a controller
 # killed during a create, a create pending across a controller restart and
 # a slurmctld restart leave no sandbox without its job and no job of ours
 # without its sandbox; doctor reports the controller, Slurm and each worker.
@@ -197,10 +198,14 @@ assert_true "the worker's epilog terminated it (ended_by slurm_job)" wait_for 10
 capture local_sw "$WC" audit export "$C" "$SCRATCH/ended.jsonl"
 assert_eq "its audit log on the worker is complete (barrier first)" 0 "$LAST_RC"
 assert_match "... and holds the command" "before the end" "$(cat "$SCRATCH/ended.jsonl")"
+capture "$SW" audit export "$C" "$SCRATCH/ended-ctl.jsonl"
+assert_eq "its export through the controller, after its job ended, exits 0 and is complete" "0 true" \
+    "$LAST_RC $(jq -r .complete "$SCRATCH/ended-ctl.jsonl.status.json" 2>/dev/null)"
+assert_true "... the same log its worker keeps" cmp "$SCRATCH/ended.jsonl" "$SCRATCH/ended-ctl.jsonl"
 assert_exit "rm of it through the controller exits 0" 0 "$SW" rm "$C"
 
-# --- a killed serve step ---------------------------------------------------------------
-note "killed serve step"
+# --- a killed relay step ---------------------------------------------------------------
+note "killed relay step"
 JB="$(job_of "$B")"
 # (Restarting a slurmd on this host ends the other nodes' sruns too: the
 # controller makes a new link when it sees one ended.)
@@ -209,7 +214,7 @@ assert_true "the controller keeps a link to each sandbox" wait_for 10 has_srun
 pkill -KILL -f -- "^srun --jobid=$JB --overlap" || fail "no srun for job $JB"
 capture "$SW" run "$B" -- true  # may fail: its link broke under it
 again() { [[ "$("$SW" run "$B" -- echo again 2>/dev/null)" == again ]]; }
-assert_true "after its serve step is killed, the sandbox is reachable again" wait_for 10 again
+assert_true "after its relay step is killed, the sandbox is reachable again" wait_for 10 again
 
 # --- the controller killed during a create ---------------------------------------------
 note "controller killed during a create"

@@ -314,4 +314,35 @@ TEST_SUITE("sandbox") {
               std::set<std::string>{reserved, "sw-bench-episodes-1", "sw-DDDDDDDDDDDD"});
         CHECK(runtime_leftovers(f.ctx).empty());
     }
+    TEST_CASE("retention: only Weave's sandboxes stopped longer than the retention are removed") {
+        FakeContext f;
+        f.install_image();
+        fake_runtime(f);
+        f.runner.launch = [&](const Command&, const fs::path&) { return LaunchResult{0, ""}; };
+        auto make = [&](const std::string& name, bool of_a_job) {
+            CreateRequest req = named(name, false);
+            if (of_a_job) req.flags.labels["slurm_job"] = "42";
+            return create_sandbox(f.ctx, req).id;
+        };
+        auto stop = [&](const std::string& id, const std::string& at) {
+            terminate_sandbox(f.ctx, id);
+            SandboxRecord r = f.store.load(id);
+            r.stopped_at = at;
+            f.store.save(r);
+        };
+        const std::string old_job = make("old-job", true), young_job = make("young-job", true),
+                          old_local = make("old-local", false), live_job = make("live-job", true);
+        stop(old_job, "2026-12-01T09:00:00Z");
+        stop(young_job, "2026-12-01T10:30:00Z");
+        stop(old_local, "2026-12-01T09:00:00Z");
+        // 2026-12-01T11:00:00Z: old-job stopped 2 h ago, young-job 30 min ago.
+        const auto now = std::chrono::system_clock::from_time_t(1796122800);
+        // With a retention longer than anything's age, nothing goes.
+        CHECK(remove_retained_job_sandboxes(f.ctx, std::chrono::hours(3), now).empty());
+        CHECK(remove_retained_job_sandboxes(f.ctx, std::chrono::hours(1), now) ==
+              std::vector<std::string>{old_job});
+        CHECK_FALSE(fs::exists(f.store.sandbox_dir(old_job)));
+        for (const auto& kept : {young_job, old_local, live_job})
+            CHECK(fs::exists(f.store.sandbox_dir(kept)));
+    }
 }  // TEST_SUITE
