@@ -232,7 +232,7 @@ struct CreatePlan {
 
 SandboxSpec spec_from_template(Context& ctx, const CreateRequest& req) {
     auto resolver = TemplateResolver::with_default_paths(ctx.store.root());
-    ResolvedTemplate t = resolver.resolve(req.template_ref);
+    ResolvedTemplate t = resolver.resolve(req.template_ref, req.template_source);
     if (!req.template_source.empty() && t.name == "inline") {
         t.name = req.template_source;
         for (auto& [ptr, from] : t.origin)
