@@ -705,26 +705,71 @@ int sweep_abandoned_creates(Context& ctx) {
 
 namespace {
 
-// Ids of this store's runtime root that have a lock without a state (a runsc
-// killed in its create) and no sandbox directory any more: no create of
-// this store can still be making them, so what they left goes at once.
+// Ids of this store's runtime root that have runsc's files (a lock, and a
+// state if runsc got that far before it was killed: a refill killed in its
+// create, a create whose cleanup died too) and no sandbox directory any
+// more: no create of this store can still be making them (a create holds its
+// directory from before runsc starts, rm removes these before the
+// directory), so what they left goes at once.
+// Whether runsc's files of `id`, a sandbox this store no longer has, belong
+// to something alive: a state being written (unreadable), or a sandbox
+// process that is alive and not one of this store's (a container someone
+// runs with this root). A process of ours (it names the sandbox's bundle) is
+// an orphan the sweep kills.
+bool runtime_owned_elsewhere(Context& ctx, const std::string& id) {
+    std::optional<ContainerFiles> c;
+    try {
+        c = read_container_files(ctx.store.runsc_root(), id);
+    } catch (const Error&) {
+        return true;
+    }
+    if (!c || !c->sandbox_alive) return false;
+    auto ours = ctx.host.processes_matching((ctx.store.sandbox_dir(id) / "bundle").string());
+    return std::find(ours.begin(), ours.end(), c->state.pid) == ours.end();
+}
+
 std::vector<std::string> orphan_runtime_ids(Context& ctx) {
     std::vector<std::string> out;
     std::error_code ec;
     for (const auto& e : fs::directory_iterator(ctx.store.runsc_root(), ec)) {
         std::string n = e.path().filename().string();
         auto at = n.find(runsc_file_infix);
-        if (at == std::string::npos || e.path().extension() != ".lock") continue;
+        auto ext = e.path().extension();
+        if (at == std::string::npos || (ext != ".lock" && ext != ".state")) continue;
         std::string id = n.substr(0, at);
-        fs::path state = e.path();
-        state.replace_extension(".state");
-        if (!is_sandbox_id(id) || fs::exists(state, ec) ||
-            fs::exists(ctx.store.sandbox_dir(id), ec) ||
-            std::find(out.begin(), out.end(), id) != out.end())
+        if (!is_sandbox_id(id) || fs::exists(ctx.store.sandbox_dir(id), ec) ||
+            std::find(out.begin(), out.end(), id) != out.end() || runtime_owned_elsewhere(ctx, id))
             continue;
         out.push_back(std::move(id));
     }
     return out;
+}
+
+// runsc's files of a container whose sandbox this store no longer has, its
+// state included, each removed under runsc's own lock for it: a runsc that
+// still holds the lock is alive and owns them (left for the next prune).
+void remove_orphan_runtime_files(Context& ctx, const std::string& id) {
+    std::error_code ec;
+    const std::string prefix = id + std::string(runsc_file_infix);
+    std::vector<fs::path> locks;
+    for (const auto& e : fs::directory_iterator(ctx.store.runsc_root(), ec)) {
+        std::string n = e.path().filename().string();
+        if (n.rfind(prefix, 0) != 0) continue;
+        fs::path lock = e.path();
+        lock.replace_extension(".lock");
+        if (std::find(locks.begin(), locks.end(), lock) == locks.end()) locks.push_back(lock);
+    }
+    for (const auto& lock : locks) {
+        FileLock held = FileLock::try_lock(lock);
+        if (!held.locked()) {
+            log().warn("sandbox " + id + ": a runsc still holds " + lock.string());
+            continue;
+        }
+        fs::path state = lock;
+        state.replace_extension(".state");
+        fs::remove(state, ec);
+        fs::remove(lock, ec);
+    }
 }
 
 }  // namespace
@@ -751,6 +796,7 @@ int sweep_runtime_leftovers(Context& ctx) {
         // killed in its create or one of its children.
         kill_leftover_processes(ctx, ctx.store.sandbox_dir(id) / "bundle");
         remove_runtime_leftovers(ctx, id);
+        remove_orphan_runtime_files(ctx, id);
         ++n;
     }
     return n;
