@@ -392,6 +392,7 @@ void undo_create(Context& ctx, const SandboxRecord& r, const SandboxSpec& spec) 
         stop_runtime(ctx, r);
         if (spec.runtime.audit && fs::exists(audit_dir(ctx.store, r.id)))
             audit::finish(audit_dir(ctx.store, r.id), std::nullopt);
+        remove_audit_alias(r.id);
         // Renamed away first, like rm: a crash meanwhile leaves a
         // graveyard prune finishes, never a half-deleted sandbox.
         ctx.store.objects(sandbox_kind).remove(r.id, [&] { ctx.store.release_name(r.name, r.id); });
@@ -577,6 +578,7 @@ void remove_sandbox(Context& ctx, const std::string& ref) {
         // Stop the writer (a no-op after terminate) before its directory goes.
         if (r.spec.runtime.audit && fs::exists(audit_dir(ctx.store, id)))
             audit::finish(audit_dir(ctx.store, id), std::nullopt);
+        remove_audit_alias(id);
         // The store's removal rule: once renamed, the sandbox no longer exists
         // for other sandweave processes, even if removing the files is interrupted.
         ctx.store.objects(sandbox_kind).remove(id, [&] {
@@ -817,6 +819,8 @@ std::vector<std::string> prune_sandboxes(Context& ctx) {
     if (int n = sweep_runtime_leftovers(ctx))
         log().info("removed the host cgroups and runtime files of " + std::to_string(n) +
                    " sandbox(es) whose runtime was killed");
+    if (int n = sweep_audit_aliases())
+        log().info("removed " + std::to_string(n) + " audit socket alias(es) of removed sandboxes");
     std::vector<std::string> removed;
     for (const auto& v : list_sandboxes(ctx)) {
         if (v.live != SandboxState::stopped && v.live != SandboxState::failed) continue;
