@@ -81,6 +81,7 @@ void run_batch(const GlobalOptions& g, const BatchFlags& f, Outcome& out) {
             throw Error(ErrorCode::usage, "--warm-pool applies to the local connection");
         o.warm_pool = f.warm_pool;
     }
+    o.spec = f.spec;
     o.out = f.out;
     o.concurrency = f.concurrency;
     o.retries = f.retries;
@@ -123,7 +124,8 @@ void register_batch(CLI::App& app, GlobalOptions& g, Outcome& out) {
         "A rerun with the same --out skips the episodes that finished.\n"
         "Exit status: 0 all episodes exited 0 with a complete audit; 6 some failed, timed out\n"
         "or have an incomplete audit; 7 infrastructure failures remained after retries;\n"
-        "2 a bad spec; 130/143 stopped by SIGINT/SIGTERM.");
+        "2 a bad spec or template, 4 a template that does not exist (nothing ran);\n"
+        "130/143 stopped by SIGINT/SIGTERM.");
     auto f = std::make_shared<BatchFlags>();
     run->add_option("spec", f->spec, "The episodes: one JSON object per line")
         ->required()

@@ -71,7 +71,7 @@ void Session::connect_weave(const GlobalOptions& g) {
     api_ = std::make_unique<rpc::RpcClient>(std::move(stream), std::move(out), remote_url_, extra);
 }
 
-Session::Session(const GlobalOptions& g) {
+Session::Session(const GlobalOptions& g, api::Caller caller) {
     bool ssh = g.host.rfind("ssh://", 0) == 0, weave = g.host.rfind("weave://", 0) == 0;
     // --state-dir and --runsc describe this host; a worker uses its own,
     // set in its environment (the variables here are simply not used).
@@ -120,7 +120,8 @@ Session::Session(const GlobalOptions& g) {
     local_->store = std::make_unique<StateStore>(root);
     api_ = std::make_unique<api::LocalApi>(
         Context{*local_->store, local_->runner, local_->host,
-                g.runsc.empty() ? std::nullopt : std::optional(g.runsc)});
+                g.runsc.empty() ? std::nullopt : std::optional(g.runsc)},
+        caller);
 }
 
 Session::~Session() = default;

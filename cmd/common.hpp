@@ -46,7 +46,8 @@ struct Outcome {
 // worker; `weave://host[:port]` to a `sandweave controller` over TLS.
 class Session {
   public:
-    explicit Session(const GlobalOptions& g);
+    // `caller`: who makes the requests (serve answers a remote client).
+    explicit Session(const GlobalOptions& g, api::Caller caller = api::Caller::this_host);
     ~Session();
     api::Api& api() { return *api_; }
     bool remote() const { return !remote_url_.empty(); }

@@ -28,7 +28,9 @@ void register_serve(CLI::App& app, GlobalOptions& g, Outcome& out) {
         // runs is killed). Blocked before any thread starts, so every thread
         // inherits the mask and only the signalfd sees them.
         Fd sfd = stop_signals_fd();
-        Session s(g);
+        // Whatever arrives over the protocol is a remote client's request,
+        // even through a socket on this host: template files are its own to read.
+        Session s(g, api::Caller::remote);
         rpc::ServeOptions opts{std::string("sandweave ") + SANDWEAVE_VERSION_STRING, {}};
         if (const char* w = std::getenv("SANDWEAVE_SERVE_WITHOUT")) {
             std::string list = w;

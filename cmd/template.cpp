@@ -52,7 +52,9 @@ void register_template(CLI::App& app, GlobalOptions& g, Outcome& out) {
         ->type_name("TEMPLATE");
     show->callback([&g, &out, show_ref] {
         Session s(g);
-        auto t = s.api().template_show({*show_ref});
+        api::TemplateShowParams p{*show_ref};
+        if (s.remote()) p = api::for_remote_worker(p, StateStore::default_root());
+        auto t = s.api().template_show(p);
         if (g.json) {
             print_json(api::to_json(t));
         } else {
@@ -70,7 +72,8 @@ void register_template(CLI::App& app, GlobalOptions& g, Outcome& out) {
     validate->add_option("file", *file, "Template file")->required()->type_name("FILE");
     validate->callback([&g, &out, file] {
         Session s(g);
-        auto t = s.api().template_validate({*file});
+        auto t = s.remote() ? api::validate_on_client({*file}, StateStore::default_root())
+                            : s.api().template_validate({*file});
         if (g.json)
             print_json(api::to_json(t));
         else

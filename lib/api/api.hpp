@@ -119,6 +119,12 @@ struct OneShotResult {
 };
 OneShotResult one_shot(Api& api, const OneShotParams& p, const RunIo& io);
 
+// Who makes the requests of a LocalApi: this process (the CLI's local
+// connection), or a client of `serve` (through a socket, ssh or a
+// controller), whose template files are not this host's to read: such a
+// client names an installed template or sends the content (for_remote_worker).
+enum class Caller { this_host, remote };
+
 // ---- a remote worker ------------------------------------------------------
 
 // A create request as it must travel to a worker on another host: a template
@@ -127,6 +133,13 @@ OneShotResult one_shot(Api& api, const OneShotParams& p, const RunIo& io);
 // as the resolved document; a template name or inline text goes as it is and
 // resolves on the worker.
 CreateParams for_remote_worker(CreateParams p, const std::filesystem::path& client_state_dir);
+// The same for `template show`: a file on this host is shown as its content.
+TemplateShowParams for_remote_worker(TemplateShowParams p,
+                                     const std::filesystem::path& client_state_dir);
+// `template validate` of a file on this host for a remote connection: checked
+// here, since a worker does not read its clients' files.
+TemplateValidateResult validate_on_client(const TemplateValidateParams& p,
+                                          const std::filesystem::path& client_state_dir);
 
 // ---- an export written on the client ---------------------------------------
 

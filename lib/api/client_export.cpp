@@ -33,6 +33,21 @@ CreateParams for_remote_worker(CreateParams p, const std::filesystem::path& clie
     return p;
 }
 
+TemplateShowParams for_remote_worker(TemplateShowParams p,
+                                     const std::filesystem::path& client_state_dir) {
+    if (is_template_file(p.template_ref))
+        p.template_ref = TemplateResolver::with_default_paths(client_state_dir)
+                             .resolve(p.template_ref)
+                             .doc.dump();
+    return p;
+}
+
+TemplateValidateResult validate_on_client(const TemplateValidateParams& p,
+                                          const std::filesystem::path& client_state_dir) {
+    auto t = TemplateResolver::with_default_paths(client_state_dir).validate_file(p.file);
+    return TemplateValidateResult{true, p.file, t.chain};
+}
+
 audit::Status export_to_client(Api& api, const std::string& id, const std::string& path_text,
                                const std::string& via) {
     if (path_text.empty()) throw Error(ErrorCode::usage, "path: empty");

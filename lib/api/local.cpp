@@ -188,8 +188,22 @@ namespace {
 
 }  // namespace
 
+TemplateResolver LocalApi::templates() const {
+    auto r = TemplateResolver::with_default_paths(ctx_.store.root());
+    if (caller_ == Caller::remote) r.refuse_caller_paths();
+    return r;
+}
+
+void LocalApi::check_caller_template(const CreateParams& p) const {
+    // Resolved now, before anything is made or stored (a pool keeps the
+    // reference for its refills): the worker-side create resolves it again.
+    if (caller_ == Caller::remote && p.template_ref && !p.template_ref->empty())
+        (void)templates().resolve(*p.template_ref, p.template_source.value_or(""));
+}
+
 SandboxView LocalApi::create(const CreateParams& p) {
     if (p.reservation || p.slot) no_reservations();
+    check_caller_template(p);
     SandboxRecord r = create_sandbox(ctx_, to_create_request(p));
     return sandbox_view(ctx_, r, r.state);
 }
@@ -358,6 +372,7 @@ Removed LocalApi::snapshot_rm(const IdParams& p) {
 
 PoolInfo LocalApi::pool_create(const PoolCreateParams& p) {
     if (p.options.name) throw Error(ErrorCode::usage, "pool members cannot be given a name");
+    check_caller_template(p.options);
     return create_pool(ctx_, p.name, p.size, to_create_request(p.options));
 }
 
@@ -396,12 +411,16 @@ TemplateList LocalApi::template_ls() {
 }
 
 TemplateShowResult LocalApi::template_show(const TemplateShowParams& p) {
-    auto t = TemplateResolver::with_default_paths(ctx_.store.root()).resolve(p.template_ref);
+    auto t = templates().resolve(p.template_ref);
     ImageStore(ctx_.store.images_dir(), ctx_.runner).apply_defaults(t);
     return TemplateShowResult{t.name, t.chain, t.doc, t.origin};
 }
 
 TemplateValidateResult LocalApi::template_validate(const TemplateValidateParams& p) {
+    if (caller_ == Caller::remote)
+        throw Error(ErrorCode::usage,
+                    "template.validate: a template file is not read for a remote client; "
+                    "validate it where it is (the CLI does so for a remote connection)");
     auto t = TemplateResolver::with_default_paths(ctx_.store.root()).validate_file(p.file);
     return TemplateValidateResult{true, p.file, t.chain};
 }

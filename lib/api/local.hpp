@@ -15,13 +15,15 @@
 #include "lib/core/units.hpp"
 #include "lib/sandbox/context.hpp"
 #include "lib/sandbox/sandbox.hpp"
+#include "lib/spec/template.hpp"
 
 namespace sandweave::api {
 
 // The API on this host: the worker-side operations of lib/sandbox.
 class LocalApi final : public Api {
   public:
-    explicit LocalApi(Context ctx) : ctx_(ctx) {}
+    explicit LocalApi(Context ctx, Caller caller = Caller::this_host)
+        : ctx_(ctx), caller_(caller) {}
 
     VersionResult version() override;
     SandboxView create(const CreateParams& p) override;
@@ -68,7 +70,11 @@ class LocalApi final : public Api {
     Empty cp_in(const CpInParams& p, const CpIo& io) override;
 
   private:
+    TemplateResolver templates() const;
+    // For a remote caller: refuses a template it gives as a path (see Caller).
+    void check_caller_template(const CreateParams& p) const;
     Context ctx_;
+    Caller caller_;
 };
 
 // Request validation shared by every implementation (and fuzzed): turns

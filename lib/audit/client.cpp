@@ -120,20 +120,19 @@ SentRequest send_control(const fs::path& dir, const nlohmann::json& request) {
     SentRequest sent;
     sent.path = dir / "control.sock";
     Reply& r = sent.early;
-    sockaddr_un addr{};
-    addr.sun_family = AF_UNIX;
-    if (sent.path.native().size() >= sizeof addr.sun_path) {
-        r.error = "control socket path too long: " + sent.path.string();
+    UnixAddress addr;  // a long state directory's is reached through its descriptor
+    if (!unix_address(sent.path, addr)) {
+        r.kind = Reply::unreachable;
+        r.error = errno_message("connect " + sent.path.string());
         return sent;
     }
-    std::memcpy(addr.sun_path, sent.path.c_str(), sent.path.native().size());
     Fd sock(::socket(AF_UNIX, SOCK_SEQPACKET | SOCK_CLOEXEC, 0));
     if (!sock) {
         r.error = errno_message("socket");
         return sent;
     }
     int fd = sock.get();
-    if (::connect(fd, reinterpret_cast<sockaddr*>(&addr), sizeof addr) != 0) {
+    if (::connect(fd, reinterpret_cast<sockaddr*>(&addr.addr), addr.len) != 0) {
         r.kind = Reply::unreachable;
         r.error = errno_message("connect " + sent.path.string());
         return sent;
@@ -616,9 +615,6 @@ pid_t start_writer(const fs::path& self_exe, const WriterOptions& opts) {
         if (::chmod(opts.dir.c_str(), 0700) != 0) throw_errno("chmod " + opts.dir.string());
         if (fs::exists(log_path(opts.dir)))
             throw Error(ErrorCode::general, "an audit log already exists in " + opts.dir.string());
-        if (sink_socket_path(opts.dir).native().size() >= sizeof(sockaddr_un::sun_path))
-            throw Error(ErrorCode::general,
-                        "audit directory path too long for a unix socket: " + opts.dir.string());
         // Flushed to disk by the writer once it is ready, off the create's path.
         write_file_atomic(points_path(opts.dir), points_to_json(opts.points).dump() + "\n", 0600,
                           Durability::live);

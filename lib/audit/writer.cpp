@@ -130,18 +130,13 @@ struct BarrierRequest {
 };
 
 Fd listen_seqpacket(const fs::path& path) {
-    sockaddr_un addr{};
-    addr.sun_family = AF_UNIX;
-    if (path.native().size() >= sizeof addr.sun_path)
-        throw Error(ErrorCode::general,
-                    "socket path too long (" + std::to_string(path.native().size()) +
-                        " bytes, limit " + std::to_string(sizeof addr.sun_path - 1) +
-                        "): " + path.string());
-    std::memcpy(addr.sun_path, path.c_str(), path.native().size());
+    // A long state directory's path is bound through its directory's descriptor.
+    UnixAddress addr;
+    if (!unix_address(path, addr)) throw_errno("socket address of " + path.string());
     Fd fd(::socket(AF_UNIX, SOCK_SEQPACKET | SOCK_CLOEXEC | SOCK_NONBLOCK, 0));
     if (!fd) throw_errno("socket");
     ::unlink(path.c_str());
-    if (::bind(fd.get(), reinterpret_cast<sockaddr*>(&addr), sizeof addr) != 0)
+    if (::bind(fd.get(), reinterpret_cast<sockaddr*>(&addr.addr), addr.len) != 0)
         throw_errno("bind " + path.string());
     ::chmod(path.c_str(), 0600);
     // The backlog bounds pending connections only (the kernel caps it at

@@ -6,7 +6,9 @@
 //
 // The contract a user relies on:
 // - The spec file is checked whole before anything starts; a bad line is one
-//   error naming its line (parse_spec).
+//   error naming its line (parse_spec), and so is a template that does not
+//   exist or does not resolve (Runner::run asks the worker, once per template,
+//   before it makes anything): the user's mistake, not retried.
 // - An episode's folder OUT/<id> appears only complete: it is written in a
 //   temp folder beside it, fsynced, and renamed. A folder with result.json is
 //   finished, and a rerun skips it.
@@ -87,6 +89,8 @@ std::filesystem::path results_folder(const std::filesystem::path& out);
 std::string batch_key(const std::filesystem::path& out);
 
 struct Options {
+    // The spec file, as errors about its lines name it.
+    std::filesystem::path spec;
     std::filesystem::path out;
     int concurrency = 4;
     int retries = 2;

@@ -602,6 +602,23 @@ void reserve_slots(Runner::State& s, api::Api& api) {
     }
 }
 
+// Every template the episodes name, resolved by the worker (a file on this
+// host is read here for a remote one) before anything starts: a template
+// that does not exist (exit 4) or is bad (exit 2) fails the run, naming the
+// first line with it, instead of failing every try of every episode.
+void check_templates(Runner::State& s, api::Api& api) {
+    std::set<std::string> seen;
+    for (const Episode& e : s.episodes) {
+        if (!e.template_ref || !seen.insert(*e.template_ref).second) continue;
+        with_context(s.o.spec.string() + ":" + std::to_string(e.line) + ": episode '" + e.id + "'",
+                     [&] {
+                         api::TemplateShowParams p{*e.template_ref};
+                         if (s.o.via) p = api::for_remote_worker(p, s.o.client_state_dir);
+                         (void)api.template_show(p);
+                     });
+    }
+}
+
 // Ends the reservation's slots no episode holds (once).
 void release_slots(Runner::State& s, api::Api& api) {
     if (!s.reservation) return;
@@ -638,6 +655,8 @@ void Runner::stop(int sig) {
 Summary Runner::run() {
     State& s = *s_;
     const auto t0 = Clock::now();
+    std::shared_ptr<api::Api> main_api = s.o.connect();
+    check_templates(s, *main_api);
     make_dirs(s.o.out, 0700);
     FileLock lock = FileLock::try_lock(s.o.out / ".batch.lock");
     if (!lock.locked())
@@ -646,7 +665,6 @@ Summary Runner::run() {
     // What a killed run left: its temp folders, its sandboxes.
     for (const auto& entry : fs::directory_iterator(s.o.out))
         if (entry.path().filename().string().rfind(".tmp-", 0) == 0) remove_tree(entry.path());
-    std::shared_ptr<api::Api> main_api = s.o.connect();
     if (std::size_t n = sweep(*main_api, s.key))
         log().info("batch: removed " + std::to_string(n) +
                    " sandbox(es) left by an earlier run of this batch");

@@ -3,12 +3,15 @@
 #include <fcntl.h>
 #include <sys/file.h>
 #include <sys/random.h>
+#include <sys/socket.h>
 #include <sys/stat.h>
 #include <unistd.h>
 
 #include <algorithm>
 #include <cctype>
 #include <cerrno>
+#include <cstddef>
+#include <cstring>
 #include <system_error>
 #include <vector>
 
@@ -215,6 +218,23 @@ FileLock FileLock::try_lock(const fs::path& lock_file, Mode mode) {
     int op = (mode == Mode::exclusive ? LOCK_EX : LOCK_SH) | LOCK_NB;
     if (::flock(lock.fd_.get(), op) != 0) lock.fd_.reset();
     return lock;
+}
+
+bool unix_address(const fs::path& path, UnixAddress& a) {
+    a.addr.sun_family = AF_UNIX;
+    std::string p = path.string();
+    if (p.size() >= sizeof a.addr.sun_path) {
+        a.dir = Fd(::open(path.parent_path().c_str(), O_PATH | O_DIRECTORY | O_CLOEXEC));
+        if (!a.dir) return false;
+        p = "/proc/self/fd/" + std::to_string(a.dir.get()) + "/" + path.filename().string();
+        if (p.size() >= sizeof a.addr.sun_path) {
+            errno = ENAMETOOLONG;
+            return false;
+        }
+    }
+    std::memcpy(a.addr.sun_path, p.c_str(), p.size() + 1);
+    a.len = static_cast<socklen_t>(offsetof(sockaddr_un, sun_path) + p.size() + 1);
+    return true;
 }
 
 std::uint64_t tree_bytes(const fs::path& p) {

@@ -4,6 +4,7 @@
 // directory), bounded reads, private directories, and advisory locks.
 
 #include <sys/types.h>
+#include <sys/un.h>
 
 #include <cstddef>
 #include <cstdint>
@@ -85,6 +86,17 @@ class FileLock {
     FileLock() = default;
     Fd fd_;
 };
+
+// The address of the Unix socket at `path` for bind or connect. A path too
+// long for sun_path (108 bytes: a long state directory) is reached through a
+// descriptor of its directory, /proc/self/fd/N/NAME, kept open in `dir`
+// until the call is made. False with errno set when it cannot be.
+struct UnixAddress {
+    sockaddr_un addr{};
+    socklen_t len = 0;
+    Fd dir;
+};
+bool unix_address(const fs::path& path, UnixAddress& a);
 
 // Bytes in the regular files under `p` (symlinks not followed); 0 if missing.
 std::uint64_t tree_bytes(const fs::path& p);

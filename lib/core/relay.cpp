@@ -48,31 +48,6 @@ std::string utc_now() {
     return buf;
 }
 
-// Where a Unix socket path too long for sun_path is reached through a
-// directory descriptor (/proc/self/fd/N/name).
-struct UnixAddress {
-    sockaddr_un addr{};
-    socklen_t len = 0;
-    Fd dir;
-};
-
-bool unix_address(const fs::path& path, UnixAddress& a) {
-    a.addr.sun_family = AF_UNIX;
-    std::string p = path.string();
-    if (p.size() >= sizeof a.addr.sun_path) {
-        a.dir = Fd(::open(path.parent_path().c_str(), O_PATH | O_DIRECTORY | O_CLOEXEC));
-        if (!a.dir) return false;
-        p = "/proc/self/fd/" + std::to_string(a.dir.get()) + "/" + path.filename().string();
-        if (p.size() >= sizeof a.addr.sun_path) {
-            errno = ENAMETOOLONG;
-            return false;
-        }
-    }
-    std::memcpy(a.addr.sun_path, p.c_str(), p.size() + 1);
-    a.len = static_cast<socklen_t>(offsetof(sockaddr_un, sun_path) + p.size() + 1);
-    return true;
-}
-
 // The exit status a person sees for an EXIT payload (ps).
 std::optional<int> status_of(const std::string& exit_payload) {
     try {

@@ -337,9 +337,13 @@ std::optional<fs::path> Runsc::root_dir() const {
 std::optional<ContainerFiles> Runsc::container_files(const std::string& id) {
     auto root = root_dir();
     if (!root) throw Error(ErrorCode::runtime, "runsc has no --root");
+    return read_container_files(*root, id);
+}
+
+std::optional<ContainerFiles> read_container_files(const fs::path& root, const std::string& id) {
     // "<sandbox id>_sandbox:<container id>": a sandbox's own container.
     std::string base = id + "_sandbox:" + id;
-    ContainerFiles c{*root / (base + ".state"), *root / (base + ".lock"), {}, 0};
+    ContainerFiles c{root / (base + ".state"), root / (base + ".lock"), {}, 0, false};
     std::string text;
     try {
         text = read_file(c.state_file, 16u << 20);
@@ -360,7 +364,8 @@ std::optional<ContainerFiles> Runsc::container_files(const std::string& id) {
         throw Error(ErrorCode::runtime,
                     "runsc state file " + c.state_file.string() + ": " + e.what());
     }
-    if (may_be_running(c.state.status) && !process_alive(c.state.pid)) c.state.status = "stopped";
+    c.sandbox_alive = process_alive(c.state.pid);
+    if (may_be_running(c.state.status) && !c.sandbox_alive) c.state.status = "stopped";
     return c;
 }
 

@@ -38,7 +38,12 @@ struct ContainerFiles {
     std::filesystem::path state_file, lock_file;
     ContainerState state;  // status as `runsc state` would say it
     pid_t gofer_pid = 0;
+    bool sandbox_alive = false;  // its sandbox process (state.pid) is alive, not a zombie
 };
+
+// The files of container `id` in runsc root `root` (Runsc::container_files).
+std::optional<ContainerFiles> read_container_files(const std::filesystem::path& root,
+                                                   const std::string& id);
 
 struct ExecRequest {
     std::vector<std::string> argv;

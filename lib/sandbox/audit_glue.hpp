@@ -21,7 +21,20 @@ std::filesystem::path audit_dir(const StateStore& store, const std::string& id);
 
 // Starts the writer for a sandbox being created and returns the path of the
 // --pod-init-config file to hand to runsc.
+//
+// runsc connects to the writer's socket by the path in that file, and a Unix
+// socket's path must fit sun_path (108 bytes). When the state directory is
+// too long for that, runsc is pointed through a short alias instead:
+// short_audit_root/<id>, a symlink to the sandbox's audit directory, in a
+// 0700 directory of ours (the writer binds through a descriptor of its own
+// directory, whatever its length).
+inline constexpr const char* short_audit_root = "/run/sandweave/audit";
 std::filesystem::path start_audit(Context& ctx, const SandboxRecord& r);
+// Removes a sandbox's short alias, if it has one (rm, a failed create).
+void remove_audit_alias(const std::string& id);
+// Removes the aliases whose sandbox is gone (a create killed before it could
+// clean up); returns how many. prune calls it.
+int sweep_audit_aliases();
 
 // The sentry's own dropped count (`runsc trace list`), nullopt when the runtime
 // cannot say (stopped sandbox, runsc failure): the status then says

@@ -232,7 +232,7 @@ struct CreatePlan {
 
 SandboxSpec spec_from_template(Context& ctx, const CreateRequest& req) {
     auto resolver = TemplateResolver::with_default_paths(ctx.store.root());
-    ResolvedTemplate t = resolver.resolve(req.template_ref);
+    ResolvedTemplate t = resolver.resolve(req.template_ref, req.template_source);
     if (!req.template_source.empty() && t.name == "inline") {
         t.name = req.template_source;
         for (auto& [ptr, from] : t.origin)
@@ -392,6 +392,7 @@ void undo_create(Context& ctx, const SandboxRecord& r, const SandboxSpec& spec) 
         stop_runtime(ctx, r);
         if (spec.runtime.audit && fs::exists(audit_dir(ctx.store, r.id)))
             audit::finish(audit_dir(ctx.store, r.id), std::nullopt);
+        remove_audit_alias(r.id);
         // Renamed away first, like rm: a crash meanwhile leaves a
         // graveyard prune finishes, never a half-deleted sandbox.
         ctx.store.objects(sandbox_kind).remove(r.id, [&] { ctx.store.release_name(r.name, r.id); });
@@ -578,6 +579,7 @@ void remove_sandbox(Context& ctx, const std::string& ref) {
         // Stop the writer (a no-op after terminate) before its directory goes.
         if (r.spec.runtime.audit && fs::exists(audit_dir(ctx.store, id)))
             audit::finish(audit_dir(ctx.store, id), std::nullopt);
+        remove_audit_alias(id);
         // The store's removal rule: once renamed, the sandbox no longer exists
         // for other sandweave processes, even if removing the files is interrupted.
         ctx.store.objects(sandbox_kind).remove(id, [&] {
@@ -706,26 +708,71 @@ int sweep_abandoned_creates(Context& ctx) {
 
 namespace {
 
-// Ids of this store's runtime root that have a lock without a state (a runsc
-// killed in its create) and no sandbox directory any more: no create of
-// this store can still be making them, so what they left goes at once.
+// Ids of this store's runtime root that have runsc's files (a lock, and a
+// state if runsc got that far before it was killed: a refill killed in its
+// create, a create whose cleanup died too) and no sandbox directory any
+// more: no create of this store can still be making them (a create holds its
+// directory from before runsc starts, rm removes these before the
+// directory), so what they left goes at once.
+// Whether runsc's files of `id`, a sandbox this store no longer has, belong
+// to something alive: a state being written (unreadable), or a sandbox
+// process that is alive and not one of this store's (a container someone
+// runs with this root). A process of ours (it names the sandbox's bundle) is
+// an orphan the sweep kills.
+bool runtime_owned_elsewhere(Context& ctx, const std::string& id) {
+    std::optional<ContainerFiles> c;
+    try {
+        c = read_container_files(ctx.store.runsc_root(), id);
+    } catch (const Error&) {
+        return true;
+    }
+    if (!c || !c->sandbox_alive) return false;
+    auto ours = ctx.host.processes_matching((ctx.store.sandbox_dir(id) / "bundle").string());
+    return std::find(ours.begin(), ours.end(), c->state.pid) == ours.end();
+}
+
 std::vector<std::string> orphan_runtime_ids(Context& ctx) {
     std::vector<std::string> out;
     std::error_code ec;
     for (const auto& e : fs::directory_iterator(ctx.store.runsc_root(), ec)) {
         std::string n = e.path().filename().string();
         auto at = n.find(runsc_file_infix);
-        if (at == std::string::npos || e.path().extension() != ".lock") continue;
+        auto ext = e.path().extension();
+        if (at == std::string::npos || (ext != ".lock" && ext != ".state")) continue;
         std::string id = n.substr(0, at);
-        fs::path state = e.path();
-        state.replace_extension(".state");
-        if (!is_sandbox_id(id) || fs::exists(state, ec) ||
-            fs::exists(ctx.store.sandbox_dir(id), ec) ||
-            std::find(out.begin(), out.end(), id) != out.end())
+        if (!is_sandbox_id(id) || fs::exists(ctx.store.sandbox_dir(id), ec) ||
+            std::find(out.begin(), out.end(), id) != out.end() || runtime_owned_elsewhere(ctx, id))
             continue;
         out.push_back(std::move(id));
     }
     return out;
+}
+
+// runsc's files of a container whose sandbox this store no longer has, its
+// state included, each removed under runsc's own lock for it: a runsc that
+// still holds the lock is alive and owns them (left for the next prune).
+void remove_orphan_runtime_files(Context& ctx, const std::string& id) {
+    std::error_code ec;
+    const std::string prefix = id + std::string(runsc_file_infix);
+    std::vector<fs::path> locks;
+    for (const auto& e : fs::directory_iterator(ctx.store.runsc_root(), ec)) {
+        std::string n = e.path().filename().string();
+        if (n.rfind(prefix, 0) != 0) continue;
+        fs::path lock = e.path();
+        lock.replace_extension(".lock");
+        if (std::find(locks.begin(), locks.end(), lock) == locks.end()) locks.push_back(lock);
+    }
+    for (const auto& lock : locks) {
+        FileLock held = FileLock::try_lock(lock);
+        if (!held.locked()) {
+            log().warn("sandbox " + id + ": a runsc still holds " + lock.string());
+            continue;
+        }
+        fs::path state = lock;
+        state.replace_extension(".state");
+        fs::remove(state, ec);
+        fs::remove(lock, ec);
+    }
 }
 
 }  // namespace
@@ -752,6 +799,7 @@ int sweep_runtime_leftovers(Context& ctx) {
         // killed in its create or one of its children.
         kill_leftover_processes(ctx, ctx.store.sandbox_dir(id) / "bundle");
         remove_runtime_leftovers(ctx, id);
+        remove_orphan_runtime_files(ctx, id);
         ++n;
     }
     return n;
@@ -772,6 +820,8 @@ std::vector<std::string> prune_sandboxes(Context& ctx) {
     if (int n = sweep_runtime_leftovers(ctx))
         log().info("removed the host cgroups and runtime files of " + std::to_string(n) +
                    " sandbox(es) whose runtime was killed");
+    if (int n = sweep_audit_aliases())
+        log().info("removed " + std::to_string(n) + " audit socket alias(es) of removed sandboxes");
     std::vector<std::string> removed;
     for (const auto& v : list_sandboxes(ctx)) {
         if (v.live != SandboxState::stopped && v.live != SandboxState::failed) continue;

@@ -108,9 +108,11 @@ int sweep_abandoned_creates(Context& ctx);
 
 // Ids of sandboxes whose runtime was killed before `runsc delete` and left
 // something on the host under the id: an empty host cgroup in every
-// hierarchy, a lock without a state in the runtime's root. Two kinds:
-//  - ids of this store's runtime root with such a lock whose sandbox is
-//    gone from the store: no create can still be making them;
+// hierarchy, runsc's lock (and state, when runsc got that far) in the
+// runtime's root. Two kinds:
+//  - ids of this store's runtime root with such files whose sandbox is
+//    gone from the store: no create can still be making them (a runsc still
+//    holding its lock keeps them until it is gone);
 //  - any other id's cgroups that are empty and were made more than
 //    `stale_cgroup_age` ago (so never a create about to join them, of any
 //    state directory of this host: a cgroup holds no state-directory name).

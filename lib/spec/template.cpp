@@ -21,6 +21,10 @@ namespace {
 
 constexpr std::size_t max_template_bytes = 1u << 20;
 constexpr std::size_t max_extends_depth = 32;
+// Nodes one document may have, each alias counted as often as it is used: a
+// template has a few dozen, and a YAML alias bomb ("billion laughs": nine
+// levels of nine aliases) stops here instead of being walked 9^9 times.
+constexpr std::size_t max_template_nodes = 100000;
 
 // User text inside an error message, kept on one line: control characters
 // (a key "a\nb" from inline JSON) are shown escaped.
@@ -42,17 +46,24 @@ std::string printable(std::string_view text) {
 }
 
 // Where a document came from, for error messages.
+// A file's text is quoted in a message only once the file is known to be a
+// template (a map of template keys): a host file named as a template
+// (/etc/shadow) must never be echoed back, least of all to a remote client.
 struct Where {
     std::string label;  // "template 'coding' (/usr/share/.../coding.yaml)"
     std::string chain;  // " (extends chain: a -> b)" or ""
+    bool file = false;  // a file's text (not inline text the caller wrote)
 };
+
+std::string line_of(const YAML::Node& node) {
+    if (!node.IsDefined() || node.Mark().line < 0) return "";
+    return " line " + std::to_string(node.Mark().line + 1);
+}
 
 [[noreturn]] void fail(const Where& w, const YAML::Node& node, const std::string& key,
                        const std::string& msg) {
-    std::string line;
-    if (node.IsDefined() && node.Mark().line >= 0)
-        line = " line " + std::to_string(node.Mark().line + 1);
-    throw Error(ErrorCode::usage, printable(w.label + line + ": " + key + ": " + msg + w.chain));
+    throw Error(ErrorCode::usage,
+                printable(w.label + line_of(node) + ": " + key + ": " + msg + w.chain));
 }
 
 std::string scalar_text(const YAML::Node& n) {
@@ -69,10 +80,42 @@ std::string shown(const YAML::Node& n) {
     return is_plain(n) ? scalar_text(n) : "\"" + scalar_text(n) + "\"";
 }
 
+// What a node is, without its text.
+std::string kind_of(const YAML::Node& n) {
+    if (n.IsMap()) return "a map";
+    if (n.IsSequence()) return "a list";
+    if (n.IsNull()) return "nothing";
+    return "text";
+}
+
+// Before anything else looks at a file: it is a map whose keys are template
+// keys. What fails here names the line and what was expected, never the text.
+void require_template_shape(const YAML::Node& root, const Where& w,
+                            const std::vector<std::string>& keys) {
+    if (!root.IsMap())
+        fail(w, root, "template", "expected a map of template keys, got " + kind_of(root));
+    for (const auto& kv : root) {
+        const YAML::Node& k = kv.first;
+        std::string text = k.IsScalar() ? k.Scalar() : std::string();
+        if (std::find(keys.begin(), keys.end(), text) == keys.end()) {
+            std::string hint = k.IsScalar() ? did_you_mean(text, keys) : std::string();
+            fail(w, k, "template", "unknown key" + (hint.empty() ? " (not a template key)" : hint));
+        }
+    }
+}
+
 // Every key and scalar of a document, before anything reads it: what goes
 // into a sandbox's record must be UTF-8, and the user is told which key to fix.
-// (yaml-cpp bounds the nesting at 2000 levels.)
-void require_utf8_scalars(const YAML::Node& n, const Where& w, const std::string& key) {
+// (yaml-cpp bounds the nesting at 2000 levels.) An alias is walked as often
+// as it is used, and so is counted: `budget` bounds the whole walk.
+void require_utf8_scalars(const YAML::Node& n, const Where& w, const std::string& key,
+                          std::size_t& budget) {
+    if (budget == 0)
+        throw Error(
+            ErrorCode::usage,
+            printable(w.label + ": more than " + std::to_string(max_template_nodes) +
+                      " nodes once its aliases are expanded (a YAML alias bomb?)" + w.chain));
+    --budget;
     if (n.IsScalar()) {
         if (std::string problem = utf8_problem(n.Scalar()); !problem.empty())
             fail(w, n, key.empty() ? "template" : key, problem);
@@ -81,11 +124,12 @@ void require_utf8_scalars(const YAML::Node& n, const Where& w, const std::string
             std::string k = kv.first.IsScalar() ? kv.first.Scalar() : std::string();
             if (std::string problem = utf8_problem(k); !problem.empty())
                 fail(w, kv.first, key.empty() ? "a key" : "a key in " + key, problem);
-            require_utf8_scalars(kv.second, w, key.empty() ? k : key + "." + k);
+            require_utf8_scalars(kv.second, w, key.empty() ? k : key + "." + k, budget);
         }
     } else if (n.IsSequence()) {
         std::size_t i = 0;
-        for (const auto& e : n) require_utf8_scalars(e, w, key + "[" + std::to_string(i++) + "]");
+        for (const auto& e : n)
+            require_utf8_scalars(e, w, key + "[" + std::to_string(i++) + "]", budget);
     }
 }
 
@@ -346,6 +390,7 @@ struct TemplateResolver::Loaded {
     std::string name;   // short name for chains and origins
     std::string label;  // for error messages
     std::optional<fs::path> file;
+    bool file_text = false;  // a file's text: this host's, or a client's it sent
     YAML::Node root;
 };
 
@@ -398,17 +443,31 @@ std::optional<fs::path> TemplateResolver::find_named(const std::string& name, bo
 }
 
 TemplateResolver::Loaded TemplateResolver::load_ref(const std::string& ref,
-                                                    const std::optional<fs::path>& base_dir) const {
+                                                    const std::optional<fs::path>& base_dir,
+                                                    const std::string& source) const {
     Loaded l;
     std::string text;
     if (is_inline_template(ref)) {
         l.name = "inline";
         l.label = "inline template";
+        // A client's file, read there and sent: named, and not quoted.
+        if (!source.empty()) {
+            l.label = "template '" + source + "'";
+            l.file_text = true;
+        }
         text = ref;
     } else {
         if (ref.empty()) throw Error(ErrorCode::usage, "template name is empty");
         fs::path file;
         if (looks_like_path(ref)) {
+            // A path the caller gave (not one a template file of ours names,
+            // relative to itself) is read only for a caller on this host.
+            if (!base_dir && !caller_paths_)
+                throw Error(ErrorCode::usage,
+                            "template '" + printable(ref) +
+                                "': a template file is not read for a remote client; send "
+                                "the template's content (the CLI and the Python SDK read "
+                                "template files where they run) or name an installed template");
             file = fs::path(ref);
             if (file.is_relative() && base_dir) file = *base_dir / file;
             std::error_code ec;
@@ -429,15 +488,20 @@ TemplateResolver::Loaded TemplateResolver::load_ref(const std::string& ref,
             l.name = ref;
         }
         l.file = fs::absolute(file);
+        l.file_text = true;
         l.label = "template '" + l.name + "' (" + l.file->string() + ")";
         text = read_file(*l.file, max_template_bytes);
     }
     try {
         l.root = YAML::Load(text);
     } catch (const YAML::Exception& e) {
+        // A few of yaml-cpp's messages end with the offending text
+        // ("unknown escape character: x"): not quoted from a file.
+        std::string what = e.msg;
+        if (l.file_text) what = what.substr(0, what.find(':'));
         throw Error(ErrorCode::usage,
                     printable(l.label + " line " + std::to_string(e.mark.line + 1) +
-                              ": malformed YAML: " + e.msg));
+                              ": malformed YAML: " + what));
     }
     return l;
 }
@@ -445,13 +509,19 @@ TemplateResolver::Loaded TemplateResolver::load_ref(const std::string& ref,
 ResolvedTemplate TemplateResolver::resolve_loaded(Loaded loaded,
                                                   std::vector<std::string> chain) const {
     chain.push_back(loaded.name);
-    Where where{loaded.label, chain_text(chain)};
+    Where where{loaded.label, chain_text(chain), loaded.file_text};
     if (chain.size() > max_extends_depth)
         throw Error(ErrorCode::usage, printable("template extends chain deeper than " +
                                                 std::to_string(max_extends_depth) + where.chain));
     if (!loaded.root.IsDefined() || loaded.root.IsNull())
         throw Error(ErrorCode::usage, printable(loaded.label + ": empty template" + where.chain));
-    require_utf8_scalars(loaded.root, where, "");
+    if (where.file) {
+        std::vector<std::string> keys;
+        for (const auto& [k, v] : top_level_table()) keys.push_back(k);
+        require_template_shape(loaded.root, where, keys);
+    }
+    std::size_t budget = max_template_nodes;
+    require_utf8_scalars(loaded.root, where, "", budget);
     json doc = validate_map(loaded.root, where, "", top_level_table());
 
     ResolvedTemplate out;
@@ -488,8 +558,9 @@ ResolvedTemplate TemplateResolver::resolve_loaded(Loaded loaded,
     return out;
 }
 
-ResolvedTemplate TemplateResolver::resolve(const std::string& ref) const {
-    ResolvedTemplate r = resolve_loaded(load_ref(ref, std::nullopt), {});
+ResolvedTemplate TemplateResolver::resolve(const std::string& ref,
+                                           const std::string& source) const {
+    ResolvedTemplate r = resolve_loaded(load_ref(ref, std::nullopt, source), {});
     if (!r.doc.contains("image"))
         throw Error(ErrorCode::usage,
                     printable("template '" + r.name +

@@ -46,22 +46,33 @@ class TemplateResolver {
     static TemplateResolver with_default_paths(const std::filesystem::path& state_dir);
 
     // `ref` is a template name, a path to a file, or inline JSON/YAML text.
-    ResolvedTemplate resolve(const std::string& ref) const;
+    // `source` names the file inline text was read from by a client
+    // ("client:/home/me/t.yaml"): errors name it, and quote none of it.
+    ResolvedTemplate resolve(const std::string& ref, const std::string& source = "") const;
 
     // Checks one file (and its extends chain); throws on the first problem.
     ResolvedTemplate validate_file(const std::filesystem::path& file) const;
 
     std::vector<TemplateInfo> list() const;
 
+    // For a remote client: a template it names by path (its ref, or the
+    // `extends` of its inline text) is refused, not read on this host; a
+    // template found by name may still extend files beside it.
+    TemplateResolver& refuse_caller_paths() {
+        caller_paths_ = false;
+        return *this;
+    }
+
   private:
     struct Loaded;
-    Loaded load_ref(const std::string& ref,
-                    const std::optional<std::filesystem::path>& base_dir) const;
+    Loaded load_ref(const std::string& ref, const std::optional<std::filesystem::path>& base_dir,
+                    const std::string& source = "") const;
     ResolvedTemplate resolve_loaded(Loaded loaded, std::vector<std::string> chain) const;
     std::optional<std::filesystem::path> find_named(const std::string& name, bool* builtin) const;
 
     std::vector<std::filesystem::path> user_dirs_;
     std::vector<std::filesystem::path> builtin_dirs_;
+    bool caller_paths_ = true;
 };
 
 // One key as a JSON pointer token (RFC 6901: "~" is "~0", "/" is "~1"), so

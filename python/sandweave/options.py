@@ -16,6 +16,7 @@ from typing import Any, Callable, Dict, Generator, Mapping, Optional, Tuple, Typ
 
 from ._aio import Call, Step
 from .client import Connection, resolve_connection
+from .errors import NotFound, UsageError
 from .snapshot import Snapshot
 
 __all__ = ["CreateOptions", "Template", "takes_create_options", "create"]
@@ -76,23 +77,69 @@ def takes_create_options(op: F) -> F:
     return checked  # type: ignore[return-value]
 
 
-def template_param(template: Optional[Template], conn: Connection) -> Optional[str]:
-    """The ``template`` request parameter: a name, a path, or inline JSON.
+#: The largest template file the worker reads (and so the SDK sends).
+MAX_TEMPLATE_BYTES = 1 << 20
 
-    A mapping is sent as JSON text; a path object (``pathlib.Path``) is made
-    absolute for a local worker, whose working directory is not this process's
-    once this process changes directory. A string goes as it is: the worker
-    tells a name from a path from inline text.
+
+def _is_inline(text: str) -> bool:
+    """Inline template text, as the worker tells it: JSON or YAML of several lines."""
+    stripped = text.lstrip(" \t\r\n")
+    return stripped.startswith("{") or (bool(stripped) and "\n" in text)
+
+
+def _is_template_file(text: str) -> bool:
+    """A path rather than a template name, as the worker tells it."""
+    return not _is_inline(text) and ("/" in text or text.endswith((".yaml", ".yml", ".json")))
+
+
+def _read_template_file(path: str) -> Tuple[str, Optional[str]]:
+    """A template file's text, read here, and the ``template_source`` naming it.
+
+    A worker never reads a client's template files (not even through a local
+    ``serve``): the file is read on this machine and sent as its content. Its
+    ``extends`` may name an installed template, which resolves on the worker.
+    """
+    full = os.path.abspath(path)
+    try:
+        with open(full, "rb") as f:
+            data = f.read(MAX_TEMPLATE_BYTES + 1)
+    except FileNotFoundError:
+        raise NotFound(f"template file {path}: not found") from None
+    except OSError as e:
+        raise UsageError(f"template file {path}: {e.strerror}") from None
+    if len(data) > MAX_TEMPLATE_BYTES:
+        raise UsageError(f"template file {path}: larger than {MAX_TEMPLATE_BYTES} bytes")
+    try:
+        text = data.decode("utf-8")
+    except UnicodeDecodeError as e:
+        raise UsageError(f"template file {path}: not UTF-8 (byte {e.start})") from None
+    if not text.strip():
+        raise UsageError(f"template file {path}: empty template")
+    if not _is_inline(text):
+        text += "\n"  # one line of YAML is inline text once it has a line break
+    source = "client:" + full
+    return text, (source if len(source) <= 4096 and "\n" not in source and "\r" not in source else None)
+
+
+def template_param(template: Optional[Template], conn: Connection) -> Tuple[Optional[str], Optional[str]]:
+    """The ``template`` and ``template_source`` request parameters.
+
+    A mapping is sent as JSON text; a name or inline text goes as it is. A
+    file (a ``pathlib.Path``, or a string the worker would take for a path:
+    one with a ``/`` or ending in ``.yaml``, ``.yml`` or ``.json``) is read
+    here and sent as its content, with ``template_source`` naming it, whatever
+    the connection: a worker reads no template file its client names.
     """
     if template is None:
-        return None
+        return None, None
     if isinstance(template, Mapping):
-        return json.dumps(template)
+        return json.dumps(template), None
     if isinstance(template, os.PathLike):
-        path = os.fspath(template)
-        return os.path.abspath(path) if conn.host == "local" else path
+        return _read_template_file(os.fspath(template))
     if isinstance(template, str):
-        return template
+        if _is_template_file(template):
+            return _read_template_file(template)
+        return template, None
     raise TypeError(f"template: expected a name, a path or a dict, got {type(template).__name__}")
 
 
@@ -105,9 +152,11 @@ def _params(conn: Connection, template: Optional[Template], options: Mapping[str
             if seconds <= 0:
                 raise ValueError(f"{key}: must be positive, got {seconds!r}")
             params[key + "_ms"] = max(1, int(round(seconds * 1000)))
-    tpl = template_param(template, conn)
+    tpl, source = template_param(template, conn)
     if tpl is not None:
         params["template"] = tpl
+    if source is not None:
+        params["template_source"] = source
     snapshot = options.get("snapshot")
     if snapshot is not None:
         params["from_snapshot"] = snapshot.id if isinstance(snapshot, Snapshot) else snapshot

@@ -50,10 +50,11 @@ class Sandbox:
     ) -> Generator[Step, Any, None]:
         """Creates and starts a sandbox.
 
-        - ``template``: a template name, a file path on the worker, inline
-          JSON/YAML text, or a dict such as ``{"extends": "coding",
-          "runtime_options": {"audit_max_bytes": 8 * 1024**3}}``; default the
-          worker's (``base``).
+        - ``template``: a template name, a file on this machine (read here
+          and sent as its content; its ``extends`` may name an installed
+          template, not another file), inline JSON/YAML text, or a dict such
+          as ``{"extends": "coding", "runtime_options": {"audit_max_bytes":
+          8 * 1024**3}}``; default the worker's (``base``).
         - ``name`` (unique on the worker).
         - ``hidepid`` (0, 1, 2) and ``audit`` (bool): explicit values win over
           the template and the snapshot.

@@ -38,6 +38,26 @@ def test_unknown_template(state_dir: str) -> None:
         asyncio.run(Sandbox.create.aio(template="no-such-template"))
 
 
+def test_template_file_is_read_here(state_dir: str, tmp_path: Path) -> None:
+    """A template file is read by the SDK and sent as content: the worker reads none."""
+    f = tmp_path / "mine.yaml"
+    f.write_text("extends: base\nlabels: {origin: client-file}")  # one line, no newline
+    for tpl in (f, str(f)):
+        with Sandbox(template=tpl) as env:
+            assert env.spec["labels"]["origin"] == "client-file"
+            assert env.spec["template"] == f"client:{f}"
+    secret = tmp_path / "secret"
+    secret.write_text("root:$6$T0PS3CRET$x:20228:0:99999:7:::\n")
+    for tpl in (secret, str(secret), "/etc/shadow"):
+        with pytest.raises(UsageError) as err:
+            Sandbox(template=tpl)
+        assert "T0PS3CRET" not in err.value.message and "root:" not in err.value.message
+        one_line(err.value)
+    with pytest.raises(NotFound) as missing:
+        Sandbox(template=tmp_path / "missing.yaml")
+    assert str(tmp_path / "missing.yaml") in missing.value.message
+
+
 def test_bad_user(state_dir: str) -> None:
     with pytest.raises(UsageError) as err:
         Sandbox(template="base", user="abc")

@@ -142,7 +142,10 @@ printf 'extends: base\nlabels:\n  \xff: x\n' >"$T/key-ff.yaml"
 bad "template key not UTF-8 (byte 0xFF)" 2 "key-ff\.yaml.* line 3: a key in labels: not UTF-8 \(byte 0xFF" sw create --template "$T/key-ff.yaml"
 bad "inline template not UTF-8" 2 "labels\.k: not UTF-8" sw create --template $'{"extends": "base", "labels": {"k": "\xff"}}'
 printf 'extends: base\nenvv:\n  A: "1"\n' >"$T/unknown-top.yaml"
-bad "unknown top-level key" 2 "envv.*did you mean 'env'" sw template validate "$T/unknown-top.yaml"
+# A file's unknown top-level key is not quoted (the file may be no template at
+# all, /etc/shadow): its line and the hint say where and what.
+bad "unknown top-level key" 2 "unknown-top\.yaml.* line 2: template: unknown key \(did you mean 'env'" sw template validate "$T/unknown-top.yaml"
+assert_no_match "unknown top-level key: the file's text is not quoted" "envv" "$LAST_ERR"
 
 printf 'extends: base\nruntime_options:\n  hidepid: "two"\n' >"$T/hidepid-two.yaml"
 bad "hidepid: \"two\"" 2 "hidepid-two\.yaml.*hidepid.*two" sw create --template "$T/hidepid-two.yaml"

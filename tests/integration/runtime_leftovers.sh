@@ -13,10 +13,15 @@
 #      fault point (create.launched); then `rm`, and again `prune`;
 #   3. the same, with the sandbox's directory and name then removed by hand
 #      (as an rm that knew nothing of them left them): doctor names them at
-#      once, and prune removes them.
+#      once, and prune removes them;
+#   4. runsc's state and lock of a sandbox the store does not have (what a
+#      runsc killed after it wrote its state leaves, made here from a real
+#      sandbox's state file): doctor names them and prune removes them, but
+#      not while a runsc (here: flock) still holds the lock.
 # After each: no cgroup of this test's sandboxes in any hierarchy, no runsc
-# lock without its state, and doctor says there are no leftovers. Only ids
-# this state directory had are looked at: other tests' cgroups are not ours.
+# lock without its state, no runsc file of a sandbox the store does not
+# have, and doctor says there are no leftovers. Only ids this state
+# directory had are looked at: other tests' cgroups are not ours.
 source "$(dirname "${BASH_SOURCE[0]}")/lib.sh"
 require_root
 sw_setup
@@ -57,6 +62,16 @@ locks_without_state() {
         [[ -e "$f" && ! -e "${f%.lock}.state" ]] && basename "$f"
     done
 }
+# runsc's files (state or lock) of a sandbox this store does not have.
+runsc_files_unknown() {
+    local f id
+    for f in "$STATE"/runsc/sw-*; do
+        [[ -e "$f" ]] || continue
+        id="$(basename "$f")"
+        id="${id%%_sandbox:*}"
+        [[ -d "$STATE/sandboxes/$id" ]] || basename "$f"
+    done
+}
 doctor_leftovers_ok() {
     sw doctor --json 2>/dev/null | jq -r '.checks[] | select(.name == "leftovers") | .ok'
 }
@@ -66,6 +81,7 @@ assert_nothing_left() {  # LABEL
     assert_true "$label: the test saw its sandboxes' ids" test -s "$IDS"
     assert_eq "$label: no host cgroup of this test's sandboxes in any hierarchy" "" "$(cgroups_left)"
     assert_eq "$label: no runsc lock without its state" "" "$(locks_without_state)"
+    assert_eq "$label: no runsc file of a sandbox the store does not have" "" "$(runsc_files_unknown)"
     assert_eq "$label: doctor reports no leftovers" true "$(doctor_leftovers_ok)"
 }
 
@@ -222,6 +238,46 @@ if [[ -n "$ID" ]]; then
         "$(jq -r '.checks[] | select(.name == "leftovers") | .detail' <<<"$LAST_OUT")"
     assert_exit "prune of the forgotten runtime, at once" 0 sw prune
     assert_nothing_left "a runtime whose sandbox is gone from the store, then prune"
+fi
+# --- 4. runsc's state and lock of a sandbox the store does not have ------------------------
+
+# Made from a real sandbox's state file, as a runsc killed after it wrote it
+# leaves one: another id throughout, still "creating", its processes gone.
+REAL="$(sw_create --template base)"
+if [[ -n "$REAL" ]]; then
+    GHOST="sw-$(head -c 6 /dev/urandom | od -An -tx1 | tr -d ' \n')"
+    echo "$GHOST" >>"$IDS"
+    true &
+    dead=$!
+    wait "$dead"
+    base="$STATE/runsc/${GHOST}_sandbox:$GHOST"
+    sed "s/$REAL/$GHOST/g" "$STATE/runsc/${REAL}_sandbox:$REAL.state" |
+        jq -c --argjson pid "$dead" '.status = "creating" | .sandbox.pid = $pid | .goferPid = $pid' \
+            >"$base.state"
+    : >"$base.lock"
+    assert_exit "rm of the real sandbox" 0 sw rm "$REAL"
+    capture sw doctor --json
+    assert_eq "ghost state: doctor reports leftovers" false \
+        "$(jq -r '.checks[] | select(.name == "leftovers") | .ok' <<<"$LAST_OUT")"
+    assert_match "ghost state: doctor names the sandbox, and prune" \
+        "runtime files of 1 sandbox.*$GHOST.*prune" \
+        "$(jq -r '.checks[] | select(.name == "leftovers") | .detail' <<<"$LAST_OUT")"
+    # A runsc holding the lock is alive and owns them.
+    python3 -c 'import fcntl, sys, time
+f = open(sys.argv[1], "a")
+fcntl.flock(f, fcntl.LOCK_EX)
+time.sleep(600)' "$base.lock" &
+    holder=$!
+    wait_for 5 bash -c '! flock -n "$1" true' _ "$base.lock"
+    assert_exit "prune while a runsc holds the lock" 0 sw prune
+    assert_true "... leaves the state" test -e "$base.state"
+    assert_true "... and the lock" test -e "$base.lock"
+    kill "$holder" 2>/dev/null
+    wait "$holder" 2>/dev/null
+    assert_exit "prune once nothing holds it" 0 sw prune
+    assert_true "... removes the state" test ! -e "$base.state"
+    assert_true "... and the lock" test ! -e "$base.lock"
+    assert_nothing_left "runsc state of a sandbox the store does not have, then prune"
 fi
 assert_no_leftovers "end"
 

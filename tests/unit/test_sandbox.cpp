@@ -345,4 +345,44 @@ TEST_SUITE("sandbox") {
         for (const auto& kept : {young_job, old_local, live_job})
             CHECK(fs::exists(f.store.sandbox_dir(kept)));
     }
+
+    TEST_CASE("runtime leftovers: runsc's state of a sandbox the store does not have") {
+        FakeContext f;
+        fs::path runsc_root = f.store.runsc_root();
+        make_dirs(runsc_root);
+        auto file = [&](const std::string& id, const char* ext) {
+            return runsc_root / (id + "_sandbox:" + id + ext);
+        };
+        auto state = [](pid_t pid) {
+            return "{\"status\":\"creating\",\"sandbox\":{\"pid\":" + std::to_string(pid) +
+                   "},\"goferPid\":0}";
+        };
+        // A runsc killed after it wrote its state: its sandbox process is gone.
+        const std::string dead = "sw-aaaaaaaaaaaa";
+        write_file_atomic(file(dead, ".state"), state(0));
+        write_file_atomic(file(dead, ".lock"), "");
+        // Its sandbox process still there, naming its bundle: an orphan to kill.
+        const std::string orphan = "sw-bbbbbbbbbbbb";
+        write_file_atomic(file(orphan, ".state"), state(::getpid()));
+        f.host.processes.push_back(
+            {::getpid(),
+             "runsc-sandbox boot --bundle=" + (f.store.sandbox_dir(orphan) / "bundle").string()});
+        // A live container that is not one of ours (its process names no
+        // bundle of this store): left alone.
+        const std::string foreign = "sw-cccccccccccc";
+        write_file_atomic(file(foreign, ".state"), state(::getppid()));
+        write_file_atomic(file(foreign, ".lock"), "");
+
+        auto found = runtime_leftovers(f.ctx);
+        std::sort(found.begin(), found.end());
+        CHECK(found == std::vector<std::string>{dead, orphan});
+        CHECK(sweep_runtime_leftovers(f.ctx) == 2);
+        CHECK_FALSE(fs::exists(file(dead, ".state")));
+        CHECK_FALSE(fs::exists(file(dead, ".lock")));
+        CHECK_FALSE(fs::exists(file(orphan, ".state")));
+        CHECK(f.host.kill_calls == std::vector<std::pair<pid_t, int>>{{::getpid(), SIGKILL}});
+        CHECK(fs::exists(file(foreign, ".state")));
+        CHECK(fs::exists(file(foreign, ".lock")));
+        CHECK(runtime_leftovers(f.ctx).empty());
+    }
 }  // TEST_SUITE

@@ -9,7 +9,9 @@
 #include <string>
 
 #include "lib/core/error.hpp"
+#include "lib/core/fsutil.hpp"
 #include "lib/spec/template.hpp"
+#include "tests/unit/fixtures.hpp"
 
 using namespace sandweave;
 namespace fs = std::filesystem;
@@ -384,5 +386,101 @@ TEST_SUITE("template bad input") {
         CHECK(t.origin.at("/labels/app.example~1tier") == "inline");
         CHECK(t.origin.at("/labels/a~0b") == "inline");
         CHECK(t.doc.contains(nlohmann::json::json_pointer("/labels/app.example~1tier")));
+    }
+}
+
+TEST_SUITE("template hostile input") {
+    // Nine levels of nine aliases: 9^9 nodes once expanded, a few hundred bytes.
+    std::string alias_bomb(const std::string& indent) {
+        const std::string levels = "abcdefghi";
+        std::string out = indent +
+                          "a: &a [\"lol\",\"lol\",\"lol\",\"lol\",\"lol\",\"lol\",\"lol\"," +
+                          "\"lol\",\"lol\"]\n";
+        for (std::size_t i = 1; i < levels.size(); ++i) {
+            out += indent + levels[i] + ": &" + levels[i] + " [";
+            for (int j = 0; j < 9; ++j) out += std::string(j ? "," : "") + "*" + levels[i - 1];
+            out += "]\n";
+        }
+        return out;
+    }
+
+    TEST_CASE("an alias bomb is refused at once, inline or in a file, naming where it is") {
+        TemplateResolver r({}, {builtins});
+        auto inl = error_of([&] { r.resolve("image: base\nlabels:\n" + alias_bomb("  ")); });
+        CHECK(inl.code() == ErrorCode::usage);
+        CHECK(contains(inl.what(), "inline template"));
+        CHECK(contains(inl.what(), "aliases"));
+
+        test::TempDir dir("template");
+        // Under a template key (walked), and as the issue's top-level keys.
+        write_file_atomic(dir.path / "under-env.yaml", "extends: base\nenv:\n" + alias_bomb("  "));
+        write_file_atomic(dir.path / "top.yaml", "image: base\n" + alias_bomb("x"));
+        auto under = error_of([&] { r.resolve((dir.path / "under-env.yaml").string()); });
+        CHECK(under.code() == ErrorCode::usage);
+        CHECK(contains(under.what(), "under-env.yaml"));
+        CHECK(contains(under.what(), "aliases"));
+        auto top = error_of([&] { r.resolve((dir.path / "top.yaml").string()); });
+        CHECK(top.code() == ErrorCode::usage);
+        CHECK(contains(top.what(), "top.yaml"));
+        CHECK(contains(top.what(), "line 2"));
+    }
+
+    TEST_CASE("anchors and aliases of an ordinary size still resolve") {
+        TemplateResolver r({}, {builtins});
+        auto t = r.resolve("image: base\nenv: &e {A: \"1\", B: \"2\"}\nlabels: *e\n");
+        CHECK(t.doc.at("labels") == json({{"A", "1"}, {"B", "2"}}));
+        CHECK(t.doc.at("env").at("B") == "2");
+    }
+
+    TEST_CASE("a file that is not a template is never quoted in the error") {
+        test::TempDir dir("template");
+        const std::string secret = "root:$6$s3cretHash$abcdef:20228:0:99999:7:::";
+        write_file_atomic(dir.path / "shadow", secret + "\ndaemon:*:20228:0:99999:7:::\n");
+        write_file_atomic(dir.path / "conf.yaml", "password: hunter2\nimage: base\n");
+        write_file_atomic(dir.path / "list.yaml", "- hunter2\n- image\n");
+        write_file_atomic(dir.path / "escape.yaml", "image: \"a\\qhunter2\"\n");
+        TemplateResolver r({}, {builtins});
+        for (const char* name : {"shadow", "conf.yaml", "list.yaml", "escape.yaml"}) {
+            CAPTURE(name);
+            auto e = error_of([&] { r.resolve((dir.path / name).string()); });
+            std::string msg = e.what();
+            CAPTURE(msg);
+            CHECK(e.code() == ErrorCode::usage);
+            CHECK(contains(msg, (dir.path / name).string()));
+            CHECK(contains(msg, "line 1"));
+            CHECK_FALSE(contains(msg, "s3cret"));
+            CHECK_FALSE(contains(msg, "root:"));
+            CHECK_FALSE(contains(msg, "hunter2"));
+            CHECK_FALSE(contains(msg, "password"));
+        }
+        CHECK(contains(error_of([&] { r.resolve((dir.path / "shadow").string()); }).what(),
+                       "expected a map of template keys"));
+        // A client's file, read there and sent as text: named, not quoted.
+        auto sent = error_of(
+            [&] { r.resolve(secret + "\ndaemon:*:20228:0:99999:7:::\n", "client:/etc/shadow"); });
+        CHECK(sent.code() == ErrorCode::usage);
+        CHECK(contains(sent.what(), "template 'client:/etc/shadow' line 1"));
+        CHECK_FALSE(contains(sent.what(), "s3cret"));
+    }
+
+    TEST_CASE("a remote caller's template paths are refused, not read") {
+        test::TempDir dir("template");
+        write_file_atomic(dir.path / "t.yaml", "image: base\n");
+        TemplateResolver r({fixtures / "user"}, {builtins});
+        r.refuse_caller_paths();
+        for (const std::string& ref : {(dir.path / "t.yaml").string(), std::string("/etc/shadow"),
+                                       std::string("../../etc/passwd"), std::string("t.yaml")}) {
+            CAPTURE(ref);
+            auto e = error_of([&] { r.resolve(ref); });
+            CHECK(e.code() == ErrorCode::usage);
+            CHECK(contains(e.what(), "not read for a remote client"));
+        }
+        // Nor through the extends of inline text.
+        auto ext = error_of([&] { r.resolve(R"({"extends": "/etc/shadow"})"); });
+        CHECK(contains(ext.what(), "not read for a remote client"));
+        // Names resolve, and a named template's own extends by path (beside it) too.
+        CHECK(r.resolve("base").doc.at("image") == "base");
+        CHECK(r.resolve("by-path").chain.size() >= 2);
+        CHECK(r.resolve(R"({"extends": "child"})").chain.size() == 4);
     }
 }
