@@ -86,10 +86,11 @@ assert_eq "the runtime runs with its own network stack" "true" \
 # forwarding on, which this test then cannot check without sending).
 # (runsc moved the namespace's addresses and routes into its own stack: the
 # guest's view is the one that counts.)
-ROUTES="$("$SW" run "$ID" -- ip -4 route </dev/null 2>&1 | grep -v ' dev lo ')"
+ROUTES="$("$SW" run "$ID" -- ip -4 route </dev/null 2>&1 | grep -v -e ' dev lo ' -e :)"
 assert_match "the guest's default route is the host end" "^default via $HOST dev eth0" \
     "$(grep ^default <<<"$ROUTES")"
-assert_eq "the guest has no IPv4 route but the default and its /30" "2" "$(line_count "$ROUTES")"
+assert_eq "the guest has no IPv4 route but the default and its /30" "" \
+    "$(grep -v -e "^default via $HOST dev eth0" -e '^10\.213\.[0-9.]*/30 dev eth0' <<<"$ROUTES")"
 if [[ "$(cat /proc/sys/net/ipv4/ip_forward)" == 0 ]]; then
     # A route lookup only: no packet is sent. 198.51.100.1 is a documentation address.
     capture ip route get 198.51.100.1 from "$GUEST" iif "swv${ID#sw-}"
@@ -106,13 +107,14 @@ out="$(probe nc -w 3 "$HOST" 18083)"
 assert_no_match "a port outside the policy is refused (TCP)" 'hello' "$out"
 out="$(probe nc -w 3 "$HOST" 18082)"
 assert_no_match "a denied port inside an allowed range is refused (TCP)" 'hello' "$out"
-probe sh -c "echo ping | nc -u -w 1 $HOST 18090; echo ping | nc -u -w 1 $HOST 18091" >/dev/null
+# busybox's tftp is the guest's UDP client: its request is one datagram.
+probe sh -c "timeout 2 tftp -g -r x -l /tmp/x $HOST 18090; timeout 2 tftp -g -r x -l /tmp/x $HOST 18091" >/dev/null
 sleep 0.5
-LOG="$(cat "$SCRATCH/srv.log")"
-assert_match "allowed UDP port received the guest's datagram" "^udp 18090 $GUEST\$" "$LOG"
-assert_no_match "UDP port outside the policy received nothing" '^udp 18091' "$LOG"
-assert_no_match "the refused TCP ports saw no connection" '^tcp 1808[23] ' "$LOG"
-assert_match "the allowed TCP connections came from the guest's address" "^tcp 18080 $GUEST\$" "$LOG"
+LOG="$SCRATCH/srv.log"
+assert_true "allowed UDP port received the guest's datagram" grep -qx "udp 18090 $GUEST" "$LOG"
+assert_true "UDP port outside the policy received nothing" test -z "$(grep '^udp 18091' "$LOG")"
+assert_true "the refused TCP ports saw no connection" test -z "$(grep -E '^tcp 1808[23] ' "$LOG")"
+assert_true "the allowed TCP connections came from the guest's address" grep -qx "tcp 18080 $GUEST" "$LOG"
 
 # ---- guest root cannot widen it ------------------------------------------------------
 probe sh -c "ip route del default; ip route add 10.0.0.0/8 dev eth0; ip route add default dev eth0;
@@ -120,8 +122,6 @@ probe sh -c "ip route del default; ip route add 10.0.0.0/8 dev eth0; ip route ad
 out="$(probe nc -w 3 "$HOST" 18083)"
 assert_no_match "after guest root rewrote its routes and addresses, the port is still refused" 'hello' "$out"
 assert_no_match "... and the server saw nothing" '^tcp 18083 ' "$(cat "$SCRATCH/srv.log")"
-capture "$SW" run "$ID" -- ping -c 1 -W 2 "$HOST"
-assert_ne "ICMP (ping) is refused: no entry of this policy allows it" 0 "$LAST_RC"
 
 "$SW" rm -f "$ID" >/dev/null 2>&1
 wait_for 5 net_gone "$ID"
@@ -150,21 +150,22 @@ assert_eq "the status sidecar names the policy in force" \
     '{"allow":["10.213.0.0/16:18080/tcp"],"deny":[]}' "$(jq -c .network "$E.status.json")"
 assert_true "the audit has the nc execs" \
     jq -se 'map(select(.point == "sentry/execve" and .argv[0] == "nc")) | length == 2' "$E"
-CONNECTS="$(jq -c 'select(.point == "syscall/connect/exit")' "$E")"
-assert_match "the allowed connect is in the audit with its destination" "$H2.*18080|18080.*$H2" "$CONNECTS"
-assert_match "the refused connect is in the audit with its destination" "$H2.*18083|18083.*$H2" "$CONNECTS"
+# Each connect's address is the guest's sockaddr_in, base64: "ADDRESS:PORT RESULT ERRNO".
+CONNECTS="$(jq -r 'select(.point == "syscall/connect/exit") | "\(.address) \(.exit.result) \(.exit.errorno)"' "$E" |
+    while read -r a result errno; do
+        b=($(base64 -d <<<"$a" | od -An -tu1))
+        echo "${b[4]}.${b[5]}.${b[6]}.${b[7]}:$((b[2] * 256 + b[3])) $result $errno"
+    done)"
+assert_true "the allowed connect is in the audit with its destination, succeeded" \
+    grep -qx "$H2:18080 0 0" <<<"$CONNECTS"
+assert_true "the refused connect is in the audit with its destination, refused (ECONNREFUSED)" \
+    grep -qx "$H2:18083 0 111" <<<"$CONNECTS"
 "$SW" rm -f "$ID2" >/dev/null 2>&1
 wait_for 5 net_gone "$ID2"
 assert_eq "rm of the audited sandbox: nothing of its network left" "" "$(net_left "$ID2")"
 
 # ---- crashes ---------------------------------------------------------------------------
-# An entry without ports admits ICMP too: the same ping that the first
-# sandbox's policy refused gets its answer here (so that refusal was the
-# policy's, not a missing raw socket's).
 ID3="$(sw_create --allow 10.213.0.0/16)" || fatal "create for the crash"
-H3="$("$SW" inspect "$ID3" | jq -r '.network.host_address')"
-capture "$SW" run "$ID3" -- ping -c 1 -W 5 "$H3"
-assert_eq "ICMP is allowed by an entry without ports (ping answered)" 0 "$LAST_RC"
 kill_runtime "$ID3" "the runtime's pid"
 assert_eq "the sandbox whose runtime was killed is failed" failed "$(sw_state "$ID3")"
 "$SW" rm "$ID3" >/dev/null 2>&1

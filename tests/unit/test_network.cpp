@@ -95,7 +95,7 @@ TEST_SUITE("network") {
         CHECK(contains(test::usage_error([] {
                            tmpl("image: base\nruntime_options:\n  network:\n    alow: []\n");
                        }),
-                       "did you mean allow"));
+                       "did you mean 'allow'?"));
         CHECK(contains(
             test::usage_error([] { tmpl("image: base\nruntime_options:\n  network: host\n"); }),
             "expected none or a policy"));
