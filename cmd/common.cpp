@@ -237,6 +237,18 @@ void add_create_flags(CLI::App& sub, CreateFlags& f, bool with_user) {
     sub.add_option("--memory", f.memory,
                    "Memory limit, overriding the template's (e.g. 512MiB, 2GiB)")
         ->type_name("SIZE");
+    sub.add_option("--network", f.network,
+                   "none: no network, whatever the template says (see sandweave-create(1))")
+        ->type_name("none");
+    sub.add_option("--allow", f.allow,
+                   "Let the guest reach CIDR[:PORTS[/tcp|udp]] (repeatable; adds to the "
+                   "template's policy)")
+        ->type_name("DEST")
+        ->allow_extra_args(false);
+    sub.add_option("--deny", f.deny,
+                   "Refuse CIDR[:PORTS[/tcp|udp]], even when allowed (repeatable)")
+        ->type_name("DEST")
+        ->allow_extra_args(false);
 }
 
 void check_user_flag(const std::string& flag, const std::string& value) {
@@ -299,6 +311,19 @@ api::CreateParams to_create_params(const CreateFlags& f, const CLI::App& sub) {
             throw Error(ErrorCode::usage,
                         "--memory '" + f.memory + "': expected a size (e.g. 512MiB, 2GiB)");
     }
+    if (!f.network.empty()) {
+        if (f.network != "none")
+            throw Error(ErrorCode::usage,
+                        "--network '" + f.network +
+                            "': expected none (a policy is given with --allow and --deny)");
+        if (!f.allow.empty() || !f.deny.empty())
+            throw Error(ErrorCode::usage,
+                        "--network none cannot be combined with --allow or --deny");
+        p.network = f.network;
+    }
+    // Each entry is checked by the worker (lib/spec/network.hpp), which names it.
+    if (!f.allow.empty()) p.allow = f.allow;
+    if (!f.deny.empty()) p.deny = f.deny;
     return p;
 }
 

@@ -117,6 +117,8 @@ struct CreateFlags {
     std::string ttl;
     std::string idle_timeout;
     std::string cpus, memory;
+    std::string network;
+    std::vector<std::string> allow, deny;
 };
 void add_create_flags(CLI::App& sub, CreateFlags& f, bool with_user = true);
 // `sub` tells which flags were given explicitly (a default template is not).

@@ -46,6 +46,7 @@ readonly PATCHED_PKGS=(
   gvisor.dev/gvisor/pkg/sentry/syscalls/linux
   gvisor.dev/gvisor/pkg/sentry/kernel/auth
   gvisor.dev/gvisor/runsc/cmd
+  gvisor.dev/gvisor/runsc/sandbox
 )
 
 log() { printf 'build-runsc: %s\n' "$*" >&2; }

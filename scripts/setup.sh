@@ -40,9 +40,10 @@ packages=(
   busybox-static debootstrap procps util-linux python3 python3-pip python3-setuptools python3-wheel
   skopeo umoci  # image import
   libcpp-httplib-dev  # sandweave e2b: the HTTP server
+  libnftables-dev iproute2  # sandbox networks: the egress policy's rules, the namespace and veth
 )
 if [ "$test_deps" = 1 ]; then
-  packages+=(clang clang-format libclang-rt-14-dev jq bc iproute2 libc6-dev openssh-server openssh-client tmux python3-pytest)
+  packages+=(clang clang-format libclang-rt-14-dev jq bc iproute2 nftables libc6-dev openssh-server openssh-client tmux python3-pytest)
   packages+=(zsh fish)  # the completion scripts are checked with each shell
 fi
 

@@ -24,6 +24,7 @@
 #include "lib/sandbox/image.hpp"
 #include "lib/sandbox/pool.hpp"
 #include "lib/sandbox/snapshot.hpp"
+#include "lib/spec/network.hpp"
 #include "lib/spec/template.hpp"
 
 namespace sandweave::api {
@@ -114,6 +115,23 @@ CreateRequest to_create_request(const CreateParams& p) {
     if (p.memory && *p.memory == 0) throw Error(ErrorCode::usage, "memory 0: must be positive");
     req.flags.cpus = p.cpus;
     req.flags.memory = p.memory;
+    if (p.network && *p.network != "none")
+        throw Error(ErrorCode::usage, "network '" + *p.network +
+                                          "': expected none (a policy is given by allow and deny)");
+    req.flags.network_none = p.network.has_value();
+    auto destinations = [](const char* what, const std::optional<std::vector<std::string>>& list) {
+        std::vector<Destination> out;
+        for (const auto& text : list.value_or(std::vector<std::string>{})) {
+            auto parsed = parse_destination(text);
+            if (!parsed.dest)
+                throw Error(ErrorCode::usage,
+                            std::string(what) + " '" + text + "': " + parsed.error);
+            out.push_back(*parsed.dest);
+        }
+        return out;
+    };
+    req.flags.allow = destinations("allow", p.allow);
+    req.flags.deny = destinations("deny", p.deny);
     return req;
 }
 

@@ -171,6 +171,10 @@ struct CreateParams {
     // Slurm job's --cpus-per-task and --mem).
     std::optional<double> cpus;
     std::optional<std::uint64_t> memory;  // bytes
+    // The network (lib/spec/network.hpp): "none" whatever the template says,
+    // or destinations added to the template's egress policy.
+    std::optional<std::string> network;
+    std::optional<std::vector<std::string>> allow, deny;
     // Through a controller: made in slot `slot` (0-based) of the reservation
     // `reservation` (batch.reserve: a Slurm job array) instead of an
     // allocation of its own; waits while Slurm keeps that slot pending.
@@ -183,6 +187,9 @@ struct CreateParams {
         v.optional("slot", slot);
         v.optional("cpus", cpus);
         v.optional("memory", memory);
+        v.optional("network", network);
+        v.optional("allow", allow);
+        v.optional("deny", deny);
         v.optional("template_source", template_source);
         v.optional("pool", pool);
         v.optional("ttl_ms", ttl_ms);
@@ -444,6 +451,9 @@ struct PoolCreateParams {
         v.optional("template_source", options.template_source);
         v.optional("ttl_ms", options.ttl_ms);
         v.optional("idle_timeout_ms", options.idle_timeout_ms);
+        v.optional("network", options.network);
+        v.optional("allow", options.allow);
+        v.optional("deny", options.deny);
     }
 };
 

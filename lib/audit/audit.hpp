@@ -121,6 +121,9 @@ struct Status {
     // for points whose context fields differ from the shared set.
     std::vector<TracePoint> points;
     std::optional<std::string> error;
+    // The network policy in force ("none" or {"allow": [...], "deny": [...]}),
+    // when the exporter knew it; null otherwise.
+    nlohmann::json network;
 
     // False for a live view (live_status): no flush barrier was run, so
     // `complete` is always false and the figures may trail what was received.
@@ -169,9 +172,11 @@ Status barrier(const std::filesystem::path& dir, std::optional<std::uint64_t> se
 // Barrier, then copy exactly that prefix to dest (0600, temp + fsync + rename)
 // and write dest + ".status.json" the same way. An older sidecar is removed
 // first; on failure no sidecar claims completeness (a complete:false one with
-// "error" is left when it can be written) and Error is thrown.
+// "error" is left when it can be written) and Error is thrown. `network`
+// (the sandbox's network: "none" or its egress policy) is named in the sidecar.
 Status export_log(const std::filesystem::path& dir, const std::filesystem::path& dest,
-                  std::optional<std::uint64_t> sentry_dropped);
+                  std::optional<std::uint64_t> sentry_dropped,
+                  const nlohmann::json& network = nullptr);
 
 // The writer's current status without a barrier (bytes etc. are the last
 // durable prefix; `counters.written_*` show what is written but not yet synced).

@@ -750,7 +750,7 @@ Status finish(const fs::path& dir, std::optional<std::uint64_t> sentry_dropped) 
 // ------------------------------------------------------------ export ------
 
 Status export_log(const fs::path& dir, const fs::path& dest,
-                  std::optional<std::uint64_t> sentry_dropped) {
+                  std::optional<std::uint64_t> sentry_dropped, const nlohmann::json& network) {
     const fs::path sidecar = dest.string() + ".status.json";
     const fs::path dest_dir = dest.parent_path().empty() ? fs::path(".") : dest.parent_path();
     // An older sidecar must never survive next to a new (or failed) export.
@@ -767,6 +767,7 @@ Status export_log(const fs::path& dir, const fs::path& dest,
     remove_stale_temps(dest);
     remove_stale_temps(sidecar);
     Status st = barrier(dir, sentry_dropped);
+    st.network = network;
     fs::path tmp;
     try {
         if (dest.filename().empty()) throw Error(ErrorCode::usage, "export path names no file");

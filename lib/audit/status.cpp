@@ -218,6 +218,7 @@ nlohmann::json to_json(const Status& s) {
         {"points", points},
     };
     if (!differing.empty()) j["point_context_fields"] = differing;
+    if (!s.network.is_null()) j["network"] = s.network;
     if (s.error) j["error"] = *s.error;
     if (!s.exported_at.empty()) j["exported_at"] = s.exported_at;
     if (!s.path.empty()) j["path"] = s.path;
@@ -235,6 +236,7 @@ Status status_from_json(const nlohmann::json& j) {
     s.sandbox_id = j.value("sandbox_id", "");
     s.runtime_version = j.value("runtime_version", "");
     s.sha256 = j.value("sha256", "");
+    if (auto it = j.find("network"); it != j.end()) s.network = *it;
     s.barrier = j.value("barrier", true);
     s.writer_running = j.value("writer_running", false);
     s.connected = j.value("connected", false);

@@ -75,6 +75,10 @@ struct Episode {
     std::vector<std::string> env;                 // KEY=VALUE
     std::optional<std::int64_t> timeout_ms;
     std::map<std::string, std::string> labels;
+    // "network": "none", or {"allow": [...], "deny": [...]} added to the
+    // template's egress policy (lib/spec/network.hpp).
+    std::optional<std::string> network;
+    std::optional<std::vector<std::string>> allow, deny;
 };
 
 // Reads and checks the whole file; throws Error(usage) "FILE:LINE: what".

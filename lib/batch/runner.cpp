@@ -238,6 +238,9 @@ api::CreateParams create_params(const Episode& e, const Options& o, const std::s
     p.audit = e.audit;
     p.user = e.user;
     p.labels = e.labels;
+    p.network = e.network;
+    p.allow = e.allow;
+    p.deny = e.deny;
     p.labels[batch_label] = key;
     p.labels[episode_label] = e.id;
     p.ttl_ms = e.timeout_ms ? *e.timeout_ms + ttl_margin_ms : no_timeout_ttl_ms;
@@ -543,7 +546,8 @@ bool one_kind(const Runner::State& s) {
     for (std::size_t i : s.todo) {
         const Episode& b = s.episodes[i];
         if (b.template_ref != a.template_ref || b.hidepid != a.hidepid || b.audit != a.audit ||
-            b.user != a.user || !b.labels.empty())
+            b.user != a.user || !b.labels.empty() || b.network != a.network || b.allow != a.allow ||
+            b.deny != a.deny)
             return false;
     }
     return true;

@@ -20,9 +20,9 @@ namespace {
 using json = nlohmann::json;
 
 const std::vector<std::string>& known_keys() {
-    static const std::vector<std::string> keys = {"id",        "template", "hidepid", "audit",
-                                                  "user",      "command",  "script",  "files_in",
-                                                  "files_out", "env",      "timeout", "labels"};
+    static const std::vector<std::string> keys = {
+        "id",       "template",  "hidepid", "audit",   "user",   "command", "script",
+        "files_in", "files_out", "env",     "timeout", "labels", "network"};
     return keys;
 }
 
@@ -124,6 +124,23 @@ void read_key(Episode& e, const std::string& key, const json& v, const std::stri
         if (!v.is_number() || !(v.get<double>() > 0) || v.get<double>() > 7 * 24 * 3600.0)
             bad(where, "'timeout': expected seconds, more than 0 and at most a week");
         e.timeout_ms = static_cast<std::int64_t>(std::ceil(v.get<double>() * 1000));
+    } else if (key == "network") {
+        if (v.is_string() && v.get<std::string>() == "none") {
+            e.network = "none";
+            return;
+        }
+        if (!v.is_object())
+            bad(where, "'network': expected \"none\" or {\"allow\": [...], \"deny\": [...]}");
+        for (const auto& [k, list] : v.items()) {
+            if (k != "allow" && k != "deny")
+                bad(where, "'network." + k + "': unknown key (allow, deny)");
+            if (!list.is_array())
+                bad(where, "'network." + k + "': expected a list of destinations");
+            // Each entry is checked by the worker at create, which names it.
+            std::vector<std::string> texts;
+            for (const auto& d : list) texts.push_back(string_of(d, where, "network." + k));
+            (k == "allow" ? e.allow : e.deny) = texts;
+        }
     } else if (key == "labels") {
         e.labels = string_map(v, where, key);
         for (const auto& [k, val] : e.labels) {
@@ -153,7 +170,7 @@ Episode parse_episode(std::string_view text, const std::string& where) {
         if (std::find(keys.begin(), keys.end(), key) == keys.end())
             bad(where, "unknown key '" + key + "'" + did_you_mean(key, keys) +
                            " (known: id, template, hidepid, audit, user, command, script, "
-                           "files_in, files_out, env, timeout, labels)");
+                           "files_in, files_out, env, timeout, labels, network)");
     }
     if (!doc.contains("id")) bad(where, "'id' is required");
     if (doc.contains("command") == doc.contains("script"))

@@ -98,6 +98,8 @@ json build_oci_config(const BundleInput& in) {
     json annotations = json::object();
     for (const auto& [k, v] : guest_limit_annotations(in.spec.resources)) annotations[k] = v;
 
+    json network_ns{{"type", "network"}};
+    if (!in.netns.empty()) network_ns["path"] = in.netns.string();
     SandboxSpec root_spec = in.spec;
     root_spec.user = UserSpec{0, 0};
     return json{
@@ -116,7 +118,7 @@ json build_oci_config(const BundleInput& in) {
         {"mounts", mounts},
         {"linux",
          {{"namespaces", json::array({{{"type", "pid"}},
-                                      {{"type", "network"}},
+                                      network_ns,
                                       {{"type", "ipc"}},
                                       {{"type", "uts"}},
                                       {{"type", "mount"}}})},

@@ -36,6 +36,9 @@ struct BundleInput {
     // Host directory bound at the guest's /tmp (guest_tmp_dir); empty: none,
     // and runsc puts an in-memory tmpfs there.
     std::filesystem::path tmp_dir;
+    // The network namespace runsc joins (lib/sandbox/network.hpp); empty:
+    // a new one of its own, which --network=none leaves without interfaces.
+    std::filesystem::path netns;
 };
 
 nlohmann::json build_oci_config(const BundleInput& in);

@@ -143,7 +143,8 @@ audit::Status export_audit(Context& ctx, const std::string& ref, const fs::path&
         dropped = sentry_dropped(runsc, r.id);
     }
     return with_context("exporting the audit log of " + r.id, [&] {
-        return audit::export_log(audit_dir(ctx.store, r.id), dest, dropped);
+        return audit::export_log(audit_dir(ctx.store, r.id), dest, dropped,
+                                 to_json(r.spec)["runtime_options"]["network"]);
     });
 }
 

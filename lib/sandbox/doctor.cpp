@@ -8,6 +8,7 @@
 #include "lib/core/fsutil.hpp"
 #include "lib/runtime/runsc.hpp"
 #include "lib/sandbox/features.hpp"
+#include "lib/sandbox/network.hpp"
 
 namespace sandweave {
 
@@ -60,6 +61,31 @@ DoctorCheck overlay_check(Host& host, const fs::path& state) {
 // removals and pool removals cut short, names of removed sandboxes. All of
 // it is what `prune` clears.
 namespace {
+
+// Sandboxes with an egress policy (lib/sandbox/network.hpp): optional, as
+// `network: none` needs none of it.
+DoctorCheck network_check() {
+    NetworkStatus st = network_status();
+    return DoctorCheck{"network", st.ok, false, st.detail};
+}
+
+// Namespaces, veths and rules of sandboxes that no longer exist.
+DoctorCheck network_leftovers_check(Context& ctx) {
+    DoctorCheck c{"network-leftovers", true, false, ""};
+    try {
+        auto ids = network_leftovers(ctx);
+        c.ok = ids.empty();
+        c.detail = ids.empty()
+                       ? "none"
+                       : "the network namespace, veth or rules of " + std::to_string(ids.size()) +
+                             " removed sandbox(es) (" + ids.front() +
+                             (ids.size() > 1 ? ", ..." : "") + "): `sandweave prune` removes them";
+    } catch (const std::exception& e) {
+        c.ok = false;
+        c.detail = std::string("could not check: ") + e.what();
+    }
+    return c;
+}
 
 DoctorCheck leftovers_check(Context& ctx) {
     DoctorCheck c{"leftovers", true, false, ""};
@@ -211,6 +237,8 @@ std::vector<DoctorCheck> run_doctor(Context& ctx) {
                         : "missing: image coding cannot be built (apt-get install debootstrap)";
     out.push_back(deboot);
     out.push_back(leftovers_check(ctx));
+    out.push_back(network_check());
+    out.push_back(network_leftovers_check(ctx));
     return out;
 }
 

@@ -330,6 +330,14 @@ json pool_request_to_json(const CreateRequest& r) {
     if (r.flags.idle_timeout) j["idle_timeout_ms"] = r.flags.idle_timeout->count();
     if (r.flags.cpus) j["cpus"] = *r.flags.cpus;
     if (r.flags.memory) j["memory"] = *r.flags.memory;
+    if (r.flags.network_none) j["network"] = "none";
+    for (const auto& [key, list] :
+         {std::pair{"allow", &r.flags.allow}, std::pair{"deny", &r.flags.deny}}) {
+        if (list->empty()) continue;
+        json texts = json::array();
+        for (const auto& d : *list) texts.push_back(d.str());
+        j[key] = texts;
+    }
     return j;
 }
 
@@ -348,6 +356,12 @@ CreateRequest pool_request_from_json(const json& j, const std::string& pool) {
         r.flags.idle_timeout = std::chrono::milliseconds(j["idle_timeout_ms"].get<std::int64_t>());
     if (j.contains("cpus")) r.flags.cpus = j["cpus"].get<double>();
     if (j.contains("memory")) r.flags.memory = j["memory"].get<std::uint64_t>();
+    r.flags.network_none = j.value("network", std::string()) == "none";
+    if (j.contains("allow") || j.contains("deny")) {
+        EgressPolicy p = egress_policy_from_json(j);
+        r.flags.allow = p.allow;
+        r.flags.deny = p.deny;
+    }
     r.pool = pool;
     return r;
 }

@@ -21,6 +21,7 @@
 #include "lib/sandbox/features.hpp"
 #include "lib/sandbox/image.hpp"
 #include "lib/sandbox/limit_usage.hpp"
+#include "lib/sandbox/network.hpp"
 #include "lib/sandbox/snapshot.hpp"
 
 namespace sandweave {
@@ -138,6 +139,8 @@ void stop_runtime(Context& ctx, const SandboxRecord& r) {
     }
     fs::path rootfs = ctx.store.sandbox_dir(r.id) / "rootfs";
     if (ctx.host.is_mounted(rootfs)) ctx.host.unmount(rootfs);
+    // Its rules, namespace and veth, once nothing runs in it (cheap without).
+    teardown_network(ctx, r.id);
 }
 
 SandboxState live_state(const SandboxRecord& r,
@@ -345,9 +348,21 @@ void start_audit_writer(Context& ctx, SandboxRecord& r) {
     SANDWEAVE_FAULT_POINT("create.writer-started");
 }
 
-void write_bundle_config(const CreatePlan& plan, const fs::path& dir) {
-    BundleInput in{plan.spec, dir / "rootfs", plan.init, "sandweave",
-                   guest_tmp_dir(dir / "rootfs")};
+// Its namespace, veth and rules before runsc exists (lib/sandbox/network.hpp):
+// the runtime starts in the namespace with the policy already in force.
+void make_network(Context& ctx, SandboxRecord& r) {
+    r.network = to_json(setup_network(ctx, r.id, *r.spec.runtime.egress));
+    ctx.store.save(r, Durability::live);
+    SANDWEAVE_FAULT_POINT("create.network");
+}
+
+void write_bundle_config(const CreatePlan& plan, const SandboxRecord& r, const fs::path& dir) {
+    BundleInput in{plan.spec,
+                   dir / "rootfs",
+                   plan.init,
+                   "sandweave",
+                   guest_tmp_dir(dir / "rootfs"),
+                   r.network ? fs::path(netns_path(r.id)) : fs::path()};
     // Read once, by the runsc started next; a host crash ends what it describes.
     write_file_atomic(dir / "bundle/config.json", build_oci_config(in).dump(2), 0600,
                       Durability::live);
@@ -376,7 +391,8 @@ void build_sandbox(Context& ctx, const CreatePlan& plan, SandboxRecord& r) {
         start_audit_writer(ctx, r);
         launch = prepare_launch(ctx, plan, r, dir);
     }
-    write_bundle_config(plan, dir);
+    if (spec.runtime.egress) make_network(ctx, r);
+    write_bundle_config(plan, r, dir);
     launch->go();
     SANDWEAVE_FAULT_POINT("create.launched");
     save_running_record(ctx, r);
@@ -695,6 +711,7 @@ int sweep_abandoned_creates(Context& ctx) {
             }
             kill_leftover_processes(ctx, dir.string() + "/");
             remove_runtime_leftovers(ctx, a.id);
+            teardown_network(ctx, a.id);
             if (ctx.host.is_mounted(dir / "rootfs")) ctx.host.unmount(dir / "rootfs");
             ctx.store.objects(sandbox_kind).remove(a.id);
             ++swept;
@@ -822,6 +839,9 @@ std::vector<std::string> prune_sandboxes(Context& ctx) {
                    " sandbox(es) whose runtime was killed");
     if (int n = sweep_audit_aliases())
         log().info("removed " + std::to_string(n) + " audit socket alias(es) of removed sandboxes");
+    if (int n = sweep_network_leftovers(ctx))
+        log().info("removed the network namespaces, veths and rules of " + std::to_string(n) +
+                   " sandbox(es) that no longer exist");
     std::vector<std::string> removed;
     for (const auto& v : list_sandboxes(ctx)) {
         if (v.live != SandboxState::stopped && v.live != SandboxState::failed) continue;

@@ -202,17 +202,22 @@ Error unknown_kind(const std::string& k) {
 }  // namespace
 
 SnapshotKind choose_snapshot_kind(const std::string& requested, bool audit,
-                                  const std::string& sandbox_id) {
+                                  const std::string& sandbox_id, bool network) {
     if (!known_kind(requested)) throw unknown_kind(requested);
     SnapshotKind kind = requested == "fs"       ? SnapshotKind::fs
                         : requested == "memory" ? SnapshotKind::memory
-                        : audit                 ? SnapshotKind::fs
+                        : audit || network      ? SnapshotKind::fs
                                                 : SnapshotKind::memory;
     if (kind == SnapshotKind::memory && audit)
         throw Error(ErrorCode::usage,
                     "snapshot: sandbox " + sandbox_id +
                         " has audit on, which rejects memory snapshots (trace continuity "
                         "across a live restore is not supported); take an fs snapshot");
+    if (kind == SnapshotKind::memory && network)
+        throw Error(ErrorCode::usage,
+                    "snapshot: sandbox " + sandbox_id +
+                        " has a network, whose stack a memory snapshot cannot restore; take an "
+                        "fs snapshot");
     return kind;
 }
 
@@ -330,7 +335,8 @@ SnapshotRecord create_snapshot(Context& ctx, const SnapshotRequest& req) {
     SandboxRecord r = ctx.store.load(id);
     Runsc runsc(ctx.runner, r.runsc, r.runsc_flags);
     require_running(runsc, r);
-    SnapshotKind kind = choose_snapshot_kind(req.kind, r.spec.runtime.audit, id);
+    SnapshotKind kind =
+        choose_snapshot_kind(req.kind, r.spec.runtime.audit, id, r.spec.runtime.egress.has_value());
 
     fs::path root = snapshots_root(ctx);
     sweep_abandoned(ctx, root);
@@ -394,6 +400,13 @@ std::string remove_snapshot(Context& ctx, const std::string& ref) {
 
 SandboxSpec spec_for_restore(const SnapshotRecord& snap, const FlagOverrides& flags) {
     if (snap.kind == SnapshotKind::memory) {
+        // The saved network stack names a namespace and addresses that went
+        // with the source; a restore gets new ones.
+        if (snap.spec.runtime.egress)
+            throw Error(ErrorCode::usage,
+                        "snapshot " + snap.id +
+                            " is a memory snapshot of a sandbox with a network: restoring "
+                            "its network stack is not supported; take a filesystem snapshot");
         if (flags.audit && *flags.audit)
             throw Error(ErrorCode::usage,
                         "snapshot " + snap.id +

@@ -41,10 +41,11 @@ struct SnapshotRequest {
 SnapshotRecord create_snapshot(Context& ctx, const SnapshotRequest& req);
 
 // The kind a request gets: fs or memory as asked, auto is fs when the sandbox
-// has audit on and memory otherwise. A memory snapshot of an audited sandbox is
-// refused, and so is an unknown kind (both exit 2).
+// has audit on or a network and memory otherwise. A memory snapshot of an
+// audited sandbox or one with a network is refused, and so is an unknown kind
+// (all exit 2).
 SnapshotKind choose_snapshot_kind(const std::string& requested, bool audit,
-                                  const std::string& sandbox_id);
+                                  const std::string& sandbox_id, bool network = false);
 std::vector<SnapshotRecord> list_snapshots(Context& ctx);
 // Finishes what killed snapshot commands left: a source left paused is
 // resumed, one left stopped by a memory checkpoint is restored from it, and

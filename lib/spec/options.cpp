@@ -40,6 +40,40 @@ std::string tmpl_origin(const ResolvedTemplate& tmpl, const std::string& ptr) {
     return "template " + (it != tmpl.origin.end() ? it->second : tmpl.name);
 }
 
+// The template's network (none or a policy), then the flags: --network none
+// clears it, --allow and --deny add to it. Its origin names both layers when
+// both gave entries.
+void resolve_network(SandboxSpec& s, const ResolvedTemplate& tmpl, const FlagOverrides& flags) {
+    const std::string ptr = "/runtime_options/network";
+    json::json_pointer jp(ptr);
+    if (flags.network_none) {
+        if (!flags.allow.empty() || !flags.deny.empty())
+            throw Error(ErrorCode::usage, "a network of none has nothing to allow or deny");
+        s.origin[ptr] = "flag";
+        return;
+    }
+    std::string origin = "default";
+    if (tmpl.doc.contains(jp)) {
+        origin = tmpl_origin(tmpl, ptr);
+        // A policy's leaves are its lists: one template set them all, or the
+        // child's lists replaced the parent's one by one.
+        for (const char* list : {"/allow", "/deny"})
+            if (tmpl.origin.count(ptr + list)) origin = tmpl_origin(tmpl, ptr + list);
+        if (const json& n = tmpl.doc.at(jp); n.is_object())
+            s.runtime.egress = egress_policy_from_json(n);
+    }
+    if (!flags.allow.empty() || !flags.deny.empty()) {
+        if (!s.runtime.egress) s.runtime.egress = EgressPolicy{};
+        s.runtime.egress->allow.insert(s.runtime.egress->allow.end(), flags.allow.begin(),
+                                       flags.allow.end());
+        s.runtime.egress->deny.insert(s.runtime.egress->deny.end(), flags.deny.begin(),
+                                      flags.deny.end());
+        origin = origin == "default" || !tmpl.doc.at(jp).is_object() ? "flag" : origin + " + flag";
+    }
+    s.runtime.network = s.runtime.egress ? "sandbox" : "none";
+    s.origin[ptr] = origin;
+}
+
 }  // namespace
 
 SandboxSpec resolve_spec(const ResolvedTemplate& tmpl, const json* snapshot_settings,
@@ -60,8 +94,7 @@ SandboxSpec resolve_spec(const ResolvedTemplate& tmpl, const json* snapshot_sett
                         [](const json& j) { return j.get<std::uint64_t>(); });
     pick<std::string>(s.runtime.platform, "/runtime_options/platform", s, tmpl, nullptr, snap_label,
                       std::nullopt, [](const json& j) { return j.get<std::string>(); });
-    pick<std::string>(s.runtime.network, "/runtime_options/network", s, tmpl, nullptr, snap_label,
-                      std::nullopt, [](const json& j) { return j.get<std::string>(); });
+    resolve_network(s, tmpl, flags);
 
     pick<UserSpec>(s.user, "/user", s, tmpl, nullptr, snap_label, flags.user,
                    [](const json& j) { return *parse_user(j.get<std::string>()); });
@@ -172,7 +205,7 @@ json to_json(const SandboxSpec& s) {
           {"audit", s.runtime.audit},
           {"audit_max_bytes", s.runtime.audit_max_bytes},
           {"platform", s.runtime.platform},
-          {"network", s.runtime.network}}},
+          {"network", s.runtime.egress ? to_json(*s.runtime.egress) : json("none")}}},
         {"labels", s.labels},
         {"origin", s.origin},
     };
@@ -204,7 +237,9 @@ SandboxSpec spec_from_json(const json& j) {
     s.runtime.audit = rt.value("audit", false);
     s.runtime.audit_max_bytes = rt.value("audit_max_bytes", default_audit_max_bytes);
     s.runtime.platform = rt.value("platform", std::string("ptrace"));
-    s.runtime.network = rt.value("network", std::string("none"));
+    if (rt.contains("network") && rt["network"].is_object())
+        s.runtime.egress = egress_policy_from_json(rt["network"]);
+    s.runtime.network = s.runtime.egress ? "sandbox" : "none";
     s.labels = j.value("labels", std::map<std::string, std::string>{});
     s.origin = j.value("origin", std::map<std::string, std::string>{});
     if (j.contains("desktop")) {

@@ -14,6 +14,7 @@
 #include <nlohmann/json.hpp>
 
 #include "lib/core/units.hpp"
+#include "lib/spec/network.hpp"
 #include "lib/spec/template.hpp"
 
 namespace sandweave {
@@ -25,7 +26,12 @@ struct RuntimeOptions {
     bool audit = false;
     std::uint64_t audit_max_bytes = default_audit_max_bytes;
     std::string platform = "ptrace";
+    // runsc's --network: "none", or "sandbox" (the runtime's own network
+    // stack in a namespace sandweave makes) exactly when `egress` is set.
     std::string network = "none";
+    // `network: none` when unset; else what the guest may reach
+    // (lib/spec/network.hpp), enforced by lib/sandbox/network.hpp.
+    std::optional<EgressPolicy> egress;
 };
 
 struct Resources {
@@ -82,6 +88,10 @@ struct FlagOverrides {
     std::optional<std::chrono::milliseconds> idle_timeout;
     std::optional<double> cpus;
     std::optional<std::uint64_t> memory;
+    // --network none: no network whatever the template says; --allow and
+    // --deny add entries to the template's policy (or to an empty one).
+    bool network_none = false;
+    std::vector<Destination> allow, deny;
 };
 
 // `snapshot_settings` is a filesystem snapshot's saved runtime_options object

@@ -11,6 +11,7 @@
 #include "lib/core/fsutil.hpp"
 #include "lib/core/json_input.hpp"
 #include "lib/core/units.hpp"
+#include "lib/spec/network.hpp"
 
 namespace sandweave {
 
@@ -264,11 +265,39 @@ json validate_resources(const YAML::Node& n, const Where& w, const std::string& 
     return validate_map(n, w, key, table);
 }
 
+// `none`, or an egress policy {allow: [...], deny: [...]} (lib/spec/network.hpp):
+// each entry checked where it stands, so an error names its line.
+json as_network(const YAML::Node& n, const Where& w, const std::string& key) {
+    if (n.IsScalar()) {
+        if (scalar_text(n) == "none") return "none";
+        fail(w, n, key, "expected none or a policy {allow: [...], deny: [...]}, got " + shown(n));
+    }
+    if (!n.IsMap()) fail(w, n, key, "expected none or a policy {allow: [...], deny: [...]}");
+    json out = json::object();
+    for (const auto& kv : n) {
+        std::string k = kv.first.Scalar();
+        if (k != "allow" && k != "deny")
+            fail(w, kv.first, key + "." + k, "unknown key" + did_you_mean(k, {"allow", "deny"}));
+        if (!kv.second.IsSequence())
+            fail(w, kv.second, key + "." + k,
+                 "expected a list of destinations, got " + shown(kv.second));
+        json list = json::array();
+        for (const auto& e : kv.second) {
+            if (!e.IsScalar()) fail(w, e, key + "." + k, "expected a destination, got " + shown(e));
+            auto parsed = parse_destination(scalar_text(e));
+            if (!parsed.dest) fail(w, e, key + "." + k, scalar_text(e) + ": " + parsed.error);
+            list.push_back(parsed.dest->str());
+        }
+        out[k] = list;
+    }
+    return out;
+}
+
 json validate_runtime_options(const YAML::Node& n, const Where& w, const std::string& key) {
     static const Table table = {
-        {"hidepid", as_hidepid},       {"audit", as_bool},
-        {"audit_max_bytes", as_size},  {"platform", one_of({"ptrace", "kvm"})},
-        {"network", one_of({"none"})},
+        {"hidepid", as_hidepid},      {"audit", as_bool},
+        {"audit_max_bytes", as_size}, {"platform", one_of({"ptrace", "kvm"})},
+        {"network", as_network},
     };
     return validate_map(n, w, key, table);
 }

@@ -291,6 +291,7 @@ json to_json(const SandboxRecord& r) {
     if (r.expires_at_ms) j["expires_at_ms"] = *r.expires_at_ms;
     if (r.ended_by) j["ended_by"] = *r.ended_by;
     if (r.limits_at_stop) j["limits_at_stop"] = *r.limits_at_stop;
+    if (r.network) j["network"] = *r.network;
     j["agent"] = r.agent;
     if (!r.pool.empty()) {
         json p{{"name", r.pool}, {"state", r.pool_state}};
@@ -318,6 +319,7 @@ SandboxRecord record_from_json(const json& j) {
     if (j.contains("ended_by")) r.ended_by = j["ended_by"].get<std::string>();
     if (j.contains("limits_at_stop") && j["limits_at_stop"].is_object())
         r.limits_at_stop = j["limits_at_stop"];
+    if (j.contains("network") && j["network"].is_object()) r.network = j["network"];
     r.agent = j.value("agent", false);
     if (j.contains("pool")) {
         const json& p = j["pool"];

@@ -148,6 +148,9 @@ struct SandboxRecord {
     // (lib/sandbox/limit_usage.hpp's JSON), so inspect of a stopped sandbox
     // still says what happened; the store does not look inside.
     std::optional<nlohmann::json> limits_at_stop;
+    // Where its network is on the host (lib/sandbox/network.hpp's
+    // NetworkLink), when its spec has an egress policy.
+    std::optional<nlohmann::json> network;
     // Created with the guest agent's channel (docs/agent.md); records from
     // older versions have none and run commands through runsc exec.
     bool agent = false;

@@ -40,6 +40,7 @@ class CreateOptions(TypedDict, total=False):
     idle_timeout: Optional[float]
     cpus: Optional[float]
     memory: Optional[int]
+    network: Union[None, str, Mapping[str, Any]]
     connection: Union[None, str, Connection]
     state_dir: Optional[str]
 
@@ -165,7 +166,30 @@ def _params(conn: Connection, template: Optional[Template], options: Mapping[str
             params[key] = options[key]
     if options.get("labels") is not None:
         params["labels"] = dict(options["labels"])
+    params.update(_network_params(options.get("network")))
     return params
+
+
+def _network_params(network: Any) -> Dict[str, Any]:
+    """``"none"``, or ``{"allow": [...], "deny": [...]}`` added to the template's policy."""
+    if network is None:
+        return {}
+    if network == "none":
+        return {"network": "none"}
+    if isinstance(network, Mapping):
+        unknown = set(network) - {"allow", "deny"}
+        if unknown:
+            raise ValueError(f"network: unknown key(s) {sorted(unknown)}: expected allow and deny")
+        out: Dict[str, Any] = {}
+        for key in ("allow", "deny"):
+            entries = network.get(key)
+            if entries is None:
+                continue
+            if isinstance(entries, str) or not all(isinstance(e, str) for e in entries):
+                raise TypeError(f"network: {key}: expected a list of destination strings")
+            out[key] = list(entries)
+        return out
+    raise TypeError(f'network: expected "none" or {{"allow": [...], "deny": [...]}}, got {network!r}')
 
 
 def create(

@@ -68,6 +68,10 @@ class Sandbox:
         - ``cpus`` (float) and ``memory`` (bytes): override the template's
           ``resources``; through a ``weave://`` controller they also size the
           Slurm job (``--cpus-per-task``, ``--mem``).
+        - ``network``: ``"none"`` (no network, whatever the template says), or
+          ``{"allow": [...], "deny": [...]}``, destinations
+          ``"CIDR[:PORTS[/tcp|udp]]"`` added to the template's egress policy
+          (``sandweave create --allow/--deny``).
         - ``connection``: ``"local"`` (default, or ``SANDWEAVE_HOST``),
           ``"ssh://user@host"``, or a :class:`~sandweave.Connection`;
           ``state_dir``: the worker's state directory.

@@ -44,6 +44,7 @@ OPTIONS = [
     "idle_timeout",
     "cpus",
     "memory",
+    "network",
     "connection",
     "state_dir",
 ]

@@ -1,0 +1,426 @@
+#include "lib/sandbox/network.hpp"
+
+#include <arpa/inet.h>
+#include <sys/stat.h>
+#include <unistd.h>
+
+#include <cctype>
+#include <chrono>
+#include <filesystem>
+#include <fstream>
+#include <functional>
+#include <set>
+
+#include "lib/core/error.hpp"
+#include "lib/core/fsutil.hpp"
+#include "lib/core/log.hpp"
+#include "lib/core/nftables.hpp"
+#include "lib/sandbox/sandbox.hpp"
+
+namespace sandweave {
+
+namespace fs = std::filesystem;
+using nlohmann::json;
+
+namespace {
+
+constexpr int slot_count = 16384;  // /30s in 10.213.0.0/16
+constexpr const char* netns_prefix = "sandweave-";
+constexpr const char* iface_prefix = "swv";
+constexpr const char* chain_prefix = "sandbox-";
+// Host-wide, not per state directory: namespaces, interfaces and addresses are.
+constexpr const char* network_lock = "/run/sandweave-network.lock";
+
+json table_ref() {
+    return {{"family", "inet"}, {"name", nft_table_name}};
+}
+
+json with_table(json obj) {
+    obj["family"] = "inet";
+    obj["table"] = nft_table_name;
+    return obj;
+}
+
+json match(json left, json right, const char* op = "==") {
+    return {{"match", {{"op", op}, {"left", std::move(left)}, {"right", std::move(right)}}}};
+}
+
+json iifname() {
+    return {{"meta", {{"key", "iifname"}}}};
+}
+
+// The statements that match one destination entry.
+json destination_match(const Destination& d) {
+    json stmts = json::array();
+    char buf[INET6_ADDRSTRLEN] = {};
+    ::inet_ntop(d.family == 4 ? AF_INET : AF_INET6, d.addr.data(), buf, sizeof buf);
+    const int bits = d.family == 4 ? 32 : 128;
+    json addr = d.prefix == bits ? json(buf) : json{{"prefix", {{"addr", buf}, {"len", d.prefix}}}};
+    stmts.push_back(match(
+        {{"payload", {{"protocol", d.family == 4 ? "ip" : "ip6"}, {"field", "daddr"}}}}, addr));
+    if (!d.proto.empty())
+        stmts.push_back(match({{"meta", {{"key", "l4proto"}}}}, d.proto));
+    else if (!d.any_port())
+        stmts.push_back(match({{"meta", {{"key", "l4proto"}}}}, {{"set", {"tcp", "udp"}}}));
+    if (!d.any_port()) {
+        json ports =
+            d.port_lo == d.port_hi ? json(d.port_lo) : json{{"range", {d.port_lo, d.port_hi}}};
+        stmts.push_back(match({{"payload", {{"protocol", "th"}, {"field", "dport"}}}}, ports));
+    }
+    return stmts;
+}
+
+json add_rule(const std::string& chain, json expr) {
+    return {{"add", {{"rule", with_table({{"chain", chain}, {"expr", std::move(expr)}})}}}};
+}
+
+std::string ip_program() {
+    for (const char* p : {"/usr/sbin/ip", "/sbin/ip", "/usr/bin/ip", "/bin/ip"})
+        if (::access(p, X_OK) == 0) return p;
+    throw Error(ErrorCode::runtime, "ip (iproute2) not found: apt-get install iproute2");
+}
+
+// One `ip` call (argv only); throws with its error line.
+std::string ip(Context& ctx, std::vector<std::string> args) {
+    Command c;
+    c.argv = {ip_program()};
+    c.argv.insert(c.argv.end(), args.begin(), args.end());
+    c.timeout = std::chrono::seconds(10);
+    CommandResult r = ctx.runner.run(c);
+    if (!r.ok()) {
+        std::string what;
+        for (const auto& a : args) what += " " + a;
+        throw Error(ErrorCode::runtime, "ip" + what + ": " + r.describe());
+    }
+    return r.out;
+}
+
+bool path_exists(const fs::path& p) {
+    std::error_code ec;
+    return fs::exists(p, ec);
+}
+
+// Slots whose host address is on some interface of this namespace.
+std::set<int> used_slots(Context& ctx) {
+    std::set<int> used;
+    json links = json::parse(ip(ctx, {"-j", "-4", "addr", "show"}), nullptr, false);
+    if (!links.is_array()) return used;
+    for (const auto& l : links)
+        for (const auto& a : l.value("addr_info", json::array())) {
+            in_addr in{};
+            if (::inet_pton(AF_INET, a.value("local", std::string()).c_str(), &in) != 1) continue;
+            std::uint32_t v = ntohl(in.s_addr);
+            if ((v >> 16) == ((10u << 8) | 213u)) used.insert(static_cast<int>((v & 0xffff) / 4));
+        }
+    return used;
+}
+
+int pick_slot(const std::string& id, const std::set<int>& used) {
+    int start = static_cast<int>(std::hash<std::string>{}(id) % slot_count);
+    for (int i = 0; i < slot_count; ++i) {
+        int n = (start + i) % slot_count;
+        if (!used.count(n)) return n;
+    }
+    throw Error(ErrorCode::runtime, std::string("no free address left in ") + network_range + " (" +
+                                        std::to_string(slot_count) + " sandboxes with a network)");
+}
+
+bool nft_table_exists() {
+    return nft_try(json::array({{{"list", {{"table", table_ref()}}}}}));
+}
+
+// The namespace's inode, or 0.
+ino_t netns_inode(const std::string& id) {
+    struct stat st {};
+    if (::stat(netns_path(id).c_str(), &st) != 0) return 0;
+    return st.st_ino;
+}
+
+bool netns_in_use(ino_t ino) {
+    std::error_code ec;
+    const std::string want = "net:[" + std::to_string(ino) + "]";
+    for (const auto& e : fs::directory_iterator("/proc", ec)) {
+        std::string pid = e.path().filename().string();
+        if (pid.empty() || !std::isdigit(static_cast<unsigned char>(pid[0]))) continue;
+        std::error_code lec;
+        auto target = fs::read_symlink(e.path() / "ns/net", lec);
+        if (!lec && target.string() == want) return true;
+    }
+    return false;
+}
+
+std::vector<std::string> names_with_prefix(const fs::path& dir, const std::string& prefix) {
+    std::vector<std::string> out;
+    std::error_code ec;
+    for (const auto& e : fs::directory_iterator(dir, ec)) {
+        std::string n = e.path().filename().string();
+        if (n.rfind(prefix, 0) == 0) out.push_back(n.substr(prefix.size()));
+    }
+    return out;
+}
+
+std::vector<std::string> policy_chain_ids() {
+    std::vector<std::string> out;
+    if (!nft_table_exists()) return out;
+    json r;
+    try {
+        r = nft_run(json::array({{{"list", {{"chains", {{"family", "inet"}}}}}}}));
+    } catch (const Error&) {
+        return out;
+    }
+    for (const auto& item : r.value("nftables", json::array())) {
+        if (!item.contains("chain")) continue;
+        const json& c = item["chain"];
+        std::string name = c.value("name", std::string());
+        if (c.value("table", std::string()) == nft_table_name && name.rfind(chain_prefix, 0) == 0)
+            out.push_back(name.substr(std::string(chain_prefix).size()));
+    }
+    return out;
+}
+
+}  // namespace
+
+json to_json(const NetworkLink& l) {
+    return {{"netns", l.netns},
+            {"host_interface", l.host_interface},
+            {"host_address", l.host_address},
+            {"guest_address", l.guest_address},
+            {"prefix", l.prefix}};
+}
+
+std::string netns_name(const std::string& id) {
+    return netns_prefix + id;
+}
+std::string netns_path(const std::string& id) {
+    return "/run/netns/" + netns_name(id);
+}
+// "sw-" + 12 hex digits: "swv" + the hex is 15 characters, the kernel's limit.
+std::string host_interface_name(const std::string& id) {
+    return iface_prefix + (id.rfind("sw-", 0) == 0 ? id.substr(3) : id).substr(0, 12);
+}
+std::string policy_chain_name(const std::string& id) {
+    return chain_prefix + id;
+}
+
+std::pair<std::string, std::string> slot_addresses(int n) {
+    auto addr = [](std::uint32_t v) {
+        in_addr in{htonl(v)};
+        char buf[INET_ADDRSTRLEN] = {};
+        ::inet_ntop(AF_INET, &in, buf, sizeof buf);
+        return std::string(buf);
+    };
+    std::uint32_t base = (10u << 24) | (213u << 16) | static_cast<std::uint32_t>(n) * 4;
+    return {addr(base + 1), addr(base + 2)};
+}
+
+json nft_table_commands() {
+    json cmds = json::array();
+    cmds.push_back({{"add", {{"table", table_ref()}}}});
+    cmds.push_back(
+        {{"add",
+          {{"map", with_table({{"name", "sandboxes"}, {"type", "ifname"}, {"map", "verdict"}})}}}});
+    // Refusals: a TCP reset for TCP (the guest sees "connection refused" at
+    // once), ICMP administratively prohibited for the rest.
+    cmds.push_back({{"add", {{"chain", with_table({{"name", "refuse"}})}}}});
+    cmds.push_back(add_rule("refuse", {match({{"meta", {{"key", "l4proto"}}}}, "tcp"),
+                                       {{"reject", {{"type", "tcp reset"}}}}}));
+    cmds.push_back(
+        add_rule("refuse", {{{"reject", {{"type", "icmpx"}, {"expr", "admin-prohibited"}}}}}));
+    for (const char* hook : {"input", "forward"}) {
+        cmds.push_back({{"add",
+                         {{"chain", with_table({{"name", hook},
+                                                {"type", "filter"},
+                                                {"hook", hook},
+                                                {"prio", 0},
+                                                {"policy", "accept"}})}}}});
+        cmds.push_back(add_rule(hook, {{{"vmap", {{"key", iifname()}, {"data", "@sandboxes"}}}}}));
+        // Fail closed: a sandbox interface with no entry reaches nothing.
+        cmds.push_back(add_rule(
+            hook, {match(iifname(), std::string(iface_prefix) + "*"), {{"drop", nullptr}}}));
+    }
+    cmds.push_back({{"add",
+                     {{"chain", with_table({{"name", "postrouting"},
+                                            {"type", "nat"},
+                                            {"hook", "postrouting"},
+                                            {"prio", 100},
+                                            {"policy", "accept"}})}}}});
+    cmds.push_back(
+        add_rule("postrouting",
+                 {match({{"payload", {{"protocol", "ip"}, {"field", "saddr"}}}},
+                        {{"prefix", {{"addr", "10.213.0.0"}, {"len", 16}}}}),
+                  match({{"meta", {{"key", "oifname"}}}}, std::string(iface_prefix) + "*", "!="),
+                  {{"masquerade", nullptr}}}));
+    return cmds;
+}
+
+json nft_sandbox_commands(const std::string& id, const EgressPolicy& policy) {
+    const std::string chain = policy_chain_name(id);
+    json cmds = json::array();
+    cmds.push_back({{"add", {{"chain", with_table({{"name", chain}})}}}});
+    cmds.push_back(add_rule(
+        chain, {match({{"ct", {{"key", "state"}}}}, json::array({"established", "related"}), "in"),
+                {{"accept", nullptr}}}));
+    for (const auto& d : policy.deny) {
+        json e = destination_match(d);
+        e.push_back({{"goto", {{"target", "refuse"}}}});
+        cmds.push_back(add_rule(chain, e));
+    }
+    for (const auto& d : policy.allow) {
+        json e = destination_match(d);
+        e.push_back({{"accept", nullptr}});
+        cmds.push_back(add_rule(chain, e));
+    }
+    cmds.push_back(add_rule(chain, {{{"goto", {{"target", "refuse"}}}}}));
+    cmds.push_back(
+        {{"add",
+          {{"element", with_table({{"name", "sandboxes"},
+                                   {"elem", json::array({json::array(
+                                                {host_interface_name(id),
+                                                 {{"jump", {{"target", chain}}}}})})}})}}}});
+    return cmds;
+}
+
+namespace {
+
+void make_namespace(Context& ctx, const std::string& id) {
+    with_context("making network namespace " + netns_name(id), [&] {
+        ip(ctx, {"netns", "add", netns_name(id)});
+    });
+}
+
+// Under the host-wide lock: a free /30, the veth, the host end's address.
+NetworkLink make_veth(Context& ctx, const std::string& id) {
+    NetworkLink l{netns_name(id), host_interface_name(id), "", "", 30};
+    with_context("making the veth " + l.host_interface, [&] {
+        FileLock lock(network_lock);
+        auto [host, guest] = slot_addresses(pick_slot(id, used_slots(ctx)));
+        l.host_address = host;
+        l.guest_address = guest;
+        ip(ctx, {"link", "add", l.host_interface, "type", "veth", "peer", "name", "eth0", "netns",
+                 l.netns});
+        ip(ctx, {"addr", "add", host + "/30", "dev", l.host_interface});
+        ip(ctx, {"link", "set", l.host_interface, "up"});
+    });
+    return l;
+}
+
+void configure_guest_end(Context& ctx, const NetworkLink& l) {
+    with_context("configuring the guest end in " + l.netns, [&] {
+        ip(ctx, {"-n", l.netns, "addr", "add", l.guest_address + "/30", "dev", "eth0"});
+        ip(ctx, {"-n", l.netns, "link", "set", "eth0", "up"});
+        ip(ctx, {"-n", l.netns, "link", "set", "lo", "up"});
+        ip(ctx, {"-n", l.netns, "route", "add", "default", "via", l.host_address});
+    });
+}
+
+void install_policy(const std::string& id, const EgressPolicy& policy) {
+    with_context("installing the egress policy", [&] {
+        {
+            FileLock lock(network_lock);
+            if (!nft_table_exists()) nft_run(nft_table_commands());
+        }
+        nft_run(nft_sandbox_commands(id, policy));
+    });
+}
+
+}  // namespace
+
+NetworkLink setup_network(Context& ctx, const std::string& id, const EgressPolicy& policy) {
+    try {
+        make_namespace(ctx, id);
+        NetworkLink l = make_veth(ctx, id);
+        configure_guest_end(ctx, l);
+        install_policy(id, policy);
+        return l;
+    } catch (...) {
+        try {
+            teardown_network(ctx, id);
+        } catch (const std::exception& e) {
+            log().warn("removing the half-made network of " + id + ": " + e.what());
+        }
+        throw;
+    }
+}
+
+void teardown_network(Context& ctx, const std::string& id) {
+    const std::string iface = host_interface_name(id);
+    const bool has_netns = path_exists(netns_path(id));
+    const bool has_iface = path_exists("/sys/class/net/" + iface);
+    // The chain is made after the namespace and removed before it: without
+    // either, there is no chain (and libnftables need not be loaded).
+    if (has_netns || has_iface) {
+        nft_try(json::array({{{"delete",
+                               {{"element", with_table({{"name", "sandboxes"},
+                                                        {"elem", json::array({iface})}})}}}}}));
+        const std::string chain = policy_chain_name(id);
+        nft_try(json::array({{{"flush", {{"chain", with_table({{"name", chain}})}}}},
+                             {{"delete", {{"chain", with_table({{"name", chain}})}}}}}));
+    }
+    if (has_netns) ip(ctx, {"netns", "delete", netns_name(id)});
+    // Gone with the namespace unless a process still holds it (then with that).
+    if (path_exists("/sys/class/net/" + iface)) {
+        try {
+            ip(ctx, {"link", "delete", iface});
+        } catch (const Error& e) {
+            if (path_exists("/sys/class/net/" + iface)) throw;
+        }
+    }
+}
+
+std::vector<std::string> network_leftovers(Context& ctx) {
+    std::set<std::string> ids;
+    for (auto& id : names_with_prefix("/run/netns", netns_prefix)) ids.insert(id);
+    for (auto& hex : names_with_prefix("/sys/class/net", iface_prefix)) ids.insert("sw-" + hex);
+    for (auto& id : policy_chain_ids()) ids.insert(id);
+    std::vector<std::string> out;
+    const auto now = std::chrono::system_clock::now();
+    for (const auto& id : ids) {
+        if (!is_sandbox_id(id) || path_exists(ctx.store.sandbox_dir(id))) continue;
+        if (ino_t ino = netns_inode(id)) {
+            if (netns_in_use(ino)) continue;
+            std::error_code ec;
+            auto t = fs::last_write_time(netns_path(id), ec);
+            if (!ec) {
+                auto made = std::chrono::file_clock::to_sys(t);
+                if (now - made < stale_cgroup_age) continue;
+            }
+        }
+        out.push_back(id);
+    }
+    return out;
+}
+
+int sweep_network_leftovers(Context& ctx) {
+    int n = 0;
+    for (const auto& id : network_leftovers(ctx)) {
+        try {
+            teardown_network(ctx, id);
+            ++n;
+        } catch (const Error& e) {
+            log().warn("removing the network leftovers of " + id + ": " + e.what());
+        }
+    }
+    return n;
+}
+
+NetworkStatus network_status() {
+    NetworkStatus s;
+    try {
+        ip_program();
+        nft_run(json::array({{{"list", {{"tables", {{"family", "inet"}}}}}}}));
+    } catch (const Error& e) {
+        s.detail = std::string(e.what()) + ": sandboxes with a network cannot be made";
+        return s;
+    }
+    s.ok = true;
+    std::ifstream f("/proc/sys/net/ipv4/ip_forward");
+    std::string fwd;
+    std::getline(f, fwd);
+    s.detail = std::string("namespaces, veths and nftables work; ") + network_range +
+               " is sandweave's; IP forwarding is " +
+               (fwd == "1" ? "on (sandboxes reach what their policy allows beyond this host)"
+                           : "off (sandboxes reach only this host's allowed addresses)");
+    return s;
+}
+
+}  // namespace sandweave

@@ -1,0 +1,96 @@
+#pragma once
+// A sandbox's network, when its spec has an egress policy (lib/spec/network.hpp).
+//
+// Shape. Per sandbox, sandweave makes a network namespace `sandweave-ID` and a
+// veth pair: `eth0` inside it, `swvHEX` (the id's hex) in the host's own
+// namespace. Each pair gets one /30 of 10.213.0.0/16 (sandweave's range:
+// 16384 sandboxes), the host end .1, the guest .2, and the guest's default
+// route leads to the host end. runsc (`--network=sandbox`) runs in that
+// namespace (the OCI spec's network namespace path) with its own network stack:
+// guest root can change the guest's routes and send raw packets, but every
+// packet leaves through the veth and arrives at the host end.
+//
+// The policy lives on the host end, out of the guest's reach: one nftables
+// table `inet sandweave` (through libnftables, JSON only) whose input and
+// forward hooks send each packet arriving from a `swv*` interface to its
+// sandbox's chain through a verdict map keyed by interface; a `swv*` packet
+// without an entry (a sandbox being torn down) is dropped. A sandbox's chain:
+// replies of established connections pass; a deny entry refuses (TCP reset,
+// else ICMP administratively prohibited); an allow entry accepts; everything
+// else is refused. So a deny wins over an allow, and the policy covers this
+// host's own addresses (input) as much as others (forward).
+//
+// NAT and forwarding: the table masquerades sandweave's range behind the
+// host's address on every other interface, but sandweave never switches on
+// IP forwarding: whether sandboxes reach beyond this host is the operator's
+// choice (`sysctl net.ipv4.ip_forward=1`); with it off they reach only this
+// host's addresses that the policy allows. IPv6: the guest gets no IPv6
+// address or route (IPv6 entries are enforced but unreachable for now).
+//
+// Teardown (chain, map entry, namespace, and with it the veth) runs when the
+// runtime is stopped: rm, terminate, a failed create, a dead create settled.
+// What a killed sandweave left (a namespace no process holds) is found by
+// network_leftovers and removed by prune.
+
+#include <optional>
+#include <string>
+#include <vector>
+
+#include <nlohmann/json.hpp>
+
+#include "lib/sandbox/context.hpp"
+#include "lib/spec/network.hpp"
+
+namespace sandweave {
+
+inline constexpr const char* network_range = "10.213.0.0/16";
+inline constexpr const char* nft_table_name = "sandweave";
+
+// Where a sandbox's network is on the host, saved in its record.
+struct NetworkLink {
+    std::string netns;           // "sandweave-sw-3f2a..."
+    std::string host_interface;  // "swv3f2a..."
+    std::string host_address;    // "10.213.0.5": the guest's gateway
+    std::string guest_address;   // "10.213.0.6"
+    int prefix = 30;
+};
+nlohmann::json to_json(const NetworkLink& l);
+
+std::string netns_name(const std::string& id);
+std::string netns_path(const std::string& id);  // /run/netns/NAME, the OCI spec's path
+std::string host_interface_name(const std::string& id);
+std::string policy_chain_name(const std::string& id);
+
+// ---- pure: the nftables JSON commands (unit-tested) ----------------------------
+// The table, its verdict map, its base chains and the shared refusal chain:
+// made once, by the first sandbox with a network.
+nlohmann::json nft_table_commands();
+// One sandbox's chain from its policy, and its entry in the map.
+nlohmann::json nft_sandbox_commands(const std::string& id, const EgressPolicy& policy);
+// The /30 of slot `n` (0..16383): {host .1, guest .2}.
+std::pair<std::string, std::string> slot_addresses(int n);
+// ---------------------------------------------------------------------------------
+
+// Makes the namespace, the veth and the rules; on failure removes what it made
+// and throws.
+NetworkLink setup_network(Context& ctx, const std::string& id, const EgressPolicy& policy);
+
+// Removes the chain, the map entry and the namespace (the veth goes with it).
+// Idempotent; cheap when the sandbox never had a network.
+void teardown_network(Context& ctx, const std::string& id);
+
+// Ids whose namespace, host interface or chain remain although no sandbox of
+// this store has them: the namespace held by no process and older than
+// stale_cgroup_age (a create of another state directory may be making one).
+std::vector<std::string> network_leftovers(Context& ctx);
+// Removes them; returns how many ids went. prune calls it.
+int sweep_network_leftovers(Context& ctx);
+
+// doctor: whether networks can be made here, and whether forwarding is on.
+struct NetworkStatus {
+    bool ok = false;
+    std::string detail;
+};
+NetworkStatus network_status();
+
+}  // namespace sandweave
