@@ -73,6 +73,7 @@ CMD_EXCEPTIONS = {
     },
     "cmd/controller.cpp": {
         "lib/weave/controller.hpp": "`sandweave controller` is the controller",
+        "lib/weave/identity.hpp": "`controller token` manages the controller's client tokens",
     },
     "cmd/batch.cpp": {
         "lib/batch/batch.hpp": "`sandweave batch` is the batch runner (a client of the API)",

@@ -33,6 +33,9 @@ struct ClusterConfig {
     // each worker's <state>/snapshots is it); empty: no snapshots through
     // the controller.
     std::string snapshots;
+    // munged's socket on this host (SANDWEAVE_WEAVE_MUNGE_SOCKET): where the
+    // controller checks clients' munge credentials; empty: munged's default.
+    std::string munge_socket;
 };
 ClusterConfig read_cluster_env(const std::filesystem::path& file);
 
@@ -44,10 +47,12 @@ struct ControllerOptions {
     std::filesystem::path state_dir;              // certificate, key, token, fingerprint
     std::filesystem::path cert, key, token_file;  // empty: in state_dir, made at first start
     std::string server_name;
+    std::string munge_socket;  // munged's socket for unmunge; empty: its default
 };
 
 // Listens for TLS clients until `stop_fd` becomes readable; each connection
-// must present the token in hello, then speaks the protocol to `api`.
+// must prove an identity in hello (a token, or a munge credential:
+// lib/weave/identity.hpp), then speaks the protocol to `api` as it.
 void serve_controller(api::Api& api, const ControllerOptions& opts, int stop_fd);
 
 }  // namespace sandweave::weave

@@ -32,6 +32,11 @@
 
 namespace sandweave::weave {
 
+// The label a sandbox carries on its worker naming its owner (a Unix user):
+// its snapshots carry it too, which is how the controller tells whose a
+// snapshot is.
+inline constexpr const char* owner_label = "weave_owner";
+
 // A sandbox and where Slurm put it.
 struct Placed {
     std::string id, name, node;
@@ -43,7 +48,15 @@ struct Placed {
     std::optional<SandboxState> gone;
     std::string why;
     int missing = 0;  // polls in a row whose squeue did not list its job
+    // The Unix user who owns it (lib/weave/identity.hpp; owner_of).
+    std::string owner;
 };
+
+// Whose a sandbox is, from what outlives the controller: its job's user
+// when Slurm runs the job as someone other than the controller's user (a job
+// made as its user), else the owner label the controller gave it at create
+// (on its worker, in `v`); empty when neither says (an admin's to see).
+std::string owner_of(const SandboxView& v, const std::string& job_user);
 
 struct ControllerPool;  // pools.cpp
 
@@ -118,13 +131,18 @@ class ControllerApi final : public api::Api {
     // sandbox is placed), the worker's create with the slurm_job label the
     // epilog looks for, then `name_job` names the job after it. On any
     // failure the job is cancelled.
-    Placed place(api::CreateParams p, slurm::AllocationRequest req,
+    // The job is `owner`'s (a Unix user: `--uid`), and so is the sandbox.
+    Placed place(api::CreateParams p, slurm::AllocationRequest req, const std::string& owner,
                  const std::function<void(long, const std::string&)>& name_job);
-    // The same in a job Slurm already runs for it (a reservation's slot).
-    Placed place_in(long job, api::CreateParams p,
+    // The same in a job Slurm already runs for `owner` (a reservation's slot).
+    Placed place_in(long job, api::CreateParams p, const std::string& owner,
                     const std::function<void(long, const std::string&)>& name_job);
+    // The full id of the caller's snapshot `id` names (its id, name or a
+    // unique prefix); not_found for anyone else's (catalog.cpp).
+    std::string own_snapshot(const std::string& id);
     // A create in a reservation's slot (reservations.cpp).
     SandboxView create_in_slot(const api::CreateParams& p);
+    std::string array_owner(long array, std::vector<nlohmann::json> jobs);
     bool stopping();
 
     // What Slurm says, acted on (watch.cpp): placed sandboxes whose worker
@@ -136,10 +154,12 @@ class ControllerApi final : public api::Api {
     void watch_once(bool first = false);
     void watch_loop();
     void reap_workers(const std::vector<nlohmann::json>& jobs);
-    // Reconnects to a running job's sandbox; cancels the job when its worker
-    // does not know the sandbox.
+    // Reconnects to a running job's sandbox (`job_user`: Slurm's user of the
+    // job, for its owner); cancels the job when its worker does not know the
+    // sandbox.
     // Returns false when it could not reach the worker.
-    bool adopt(long job, const std::string& id, const std::string& node);
+    bool adopt(long job, const std::string& id, const std::string& node,
+               const std::string& job_user);
     // On a broken link: asks Slurm now; a sandbox Slurm calls lost or ended
     // gets that one line instead of the link's error.
     [[noreturn]] void link_failed(const Placed& pl, const Error& e);
@@ -159,8 +179,10 @@ class ControllerApi final : public api::Api {
         }
     }
 
-    // The sandbox an id names: its id, its name, or a unique prefix of its
-    // id; and the params naming it by its full id.
+    // The sandbox an id names among the caller's (an admin's: everyone's):
+    // its id, its name, or a unique prefix of its id; and the params naming
+    // it by its full id. Another user's is "no such sandbox", as one that
+    // does not exist.
     std::pair<Placed, api::IdParams> route(const std::string& id);
 
     template <class R>
@@ -206,6 +228,7 @@ class ControllerApi final : public api::Api {
     // Jobs of sandboxes the controller removes itself (rm, a pool member
     // dropped), until Slurm no longer lists them: not adopted back meanwhile.
     std::set<long> ending_;
+    std::map<long, std::string> array_owners_;  // reservations' users, as Slurm has them
 
     std::mutex pools_mu_;
     std::condition_variable refills_done_;

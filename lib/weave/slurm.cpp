@@ -277,6 +277,14 @@ long task_of(const json& job) {
     return number_at(job, "array_task_id", -1);
 }
 
+std::string user_of(const json& job) {
+    if (auto n = job.find("user_name"); n != job.end() && n->is_string() && !n->empty())
+        return n->get<std::string>();
+    if (auto u = job.find("user_id"); u != job.end() && u->is_number_integer())
+        return std::to_string(u->get<long>());
+    return "";
+}
+
 bool is_ours(const json& job) {
     return job.value("comment", std::string()).rfind(comment_prefix, 0) == 0;
 }

@@ -38,7 +38,7 @@ struct AllocationRequest {
     std::optional<double> cpus;           // --cpus-per-task, rounded up
     std::optional<std::uint64_t> memory;  // bytes: --mem, rounded up to MiB
     // After comment_prefix while the job has no sandbox yet: a pool member's
-    // is ":<pool>", so a pool rm can cancel it while Slurm keeps it pending.
+    // is ":<owner>/<pool>", so a pool rm can cancel it while Slurm keeps it pending.
     std::string comment = {};
 };
 
@@ -95,6 +95,10 @@ std::string state_of(const nlohmann::json& job);
 // index, -1 for none (not an array's, or its array's pending record).
 long array_of(const nlohmann::json& job);
 long task_of(const nlohmann::json& job);
+
+// The Unix user a job belongs to (its user_name; its user_id when the
+// name is unknown).
+std::string user_of(const nlohmann::json& job);
 
 // Whether a job is one of ours (its comment starts with comment_prefix).
 bool is_ours(const nlohmann::json& job);

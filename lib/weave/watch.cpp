@@ -71,7 +71,7 @@ void ControllerApi::watch_once(bool first) {
     // The controller's sandboxes: lost when Slurm says their worker failed,
     // stopped when their job ended (the worker's epilog terminated them).
     std::vector<std::shared_ptr<WorkerLink>> dropped;  // closed outside the lock
-    std::vector<std::tuple<long, std::string, std::string>> to_adopt;
+    std::vector<std::tuple<long, std::string, std::string, std::string>> to_adopt;
     {
         std::lock_guard<std::mutex> g(mu_);
         for (auto& [id, pl] : placed_) {
@@ -81,7 +81,7 @@ void ControllerApi::watch_once(bool first) {
                 // Slurm answers for the node again and the job survived: back.
                 if (pl.gone == SandboxState::lost && st == "RUNNING" && f == failed.end() &&
                     tries_[pl.job] < max_tries)
-                    to_adopt.emplace_back(pl.job, id, pl.node);
+                    to_adopt.emplace_back(pl.job, id, pl.node, std::string());
                 continue;
             }
             std::string job = "job " + std::to_string(pl.job);
@@ -94,7 +94,7 @@ void ControllerApi::watch_once(bool first) {
                 // Its srun ended under a job that runs (here: a slurmd of the
                 // same host restarting ends them): a new link.
                 if (st == "RUNNING" && pl.link && pl.link->exited() && tries_[pl.job] < max_tries)
-                    to_adopt.emplace_back(pl.job, id, pl.node);
+                    to_adopt.emplace_back(pl.job, id, pl.node, std::string());
                 continue;  // COMPLETING: its epilog runs, the final state follows
             } else if (st.empty() && ++pl.missing < missing_polls) {
                 continue;  // a slurmctld that is starting answers with no jobs yet
@@ -158,12 +158,13 @@ void ControllerApi::watch_once(bool first) {
                 if ((st == "RUNNING" || st == "PENDING") && (before || stale))
                     to_cancel.emplace_back(id, "a create that did not finish");
             } else if (st == "RUNNING" && tries_[id] < max_tries) {
-                to_adopt.emplace_back(id, sandbox, node);
+                to_adopt.emplace_back(id, sandbox, node, slurm::user_of(j));
             } else if (st == "NODE_FAIL" && first) {
                 Placed p;
                 p.id = sandbox;
                 p.job = id;
                 p.node = node;
+                p.owner = owner_of({}, slurm::user_of(j));
                 p.view.record.id = sandbox;
                 p.gone = SandboxState::lost;
                 p.why = "worker " + node + " lost: Slurm ended its job " + std::to_string(id) +
@@ -186,8 +187,8 @@ void ControllerApi::watch_once(bool first) {
                    std::to_string(array) + ": no create came for it");
         slurm::cancel_task(array, task);
     }
-    for (const auto& [job, id, node] : to_adopt) {
-        if (!adopt(job, id, node)) ++tries_[job];
+    for (const auto& [job, id, node, owner] : to_adopt) {
+        if (!adopt(job, id, node, owner)) ++tries_[job];
     }
     if (first || ++polls_ % reap_every == 0) reap_workers(jobs);
 }
@@ -232,7 +233,8 @@ void ControllerApi::reap_workers(const std::vector<json>& jobs) {
     }
 }
 
-bool ControllerApi::adopt(long job, const std::string& id, const std::string& node) {
+bool ControllerApi::adopt(long job, const std::string& id, const std::string& node,
+                          const std::string& job_user) {
     Placed p;
     p.id = id;
     p.job = job;
@@ -242,6 +244,7 @@ bool ControllerApi::adopt(long job, const std::string& id, const std::string& no
         p.view = p.link->api().inspect({id});
         p.view.worker = node;
         p.name = p.view.record.name;
+        p.owner = owner_of(p.view, job_user);
     } catch (const Error& e) {
         if (e.code() != ErrorCode::not_found) {
             log().warn("controller: job " + std::to_string(job) + " (sandbox " + id +
@@ -277,7 +280,7 @@ void ControllerApi::link_failed(const Placed& pl, const Error& e) {
     // Slurm still runs the job on a live node: only the link broke (its
     // srun or serve ended). A new one serves the next call; this one's
     // outcome is unknown, so it fails.
-    if (now.link == pl.link) adopt(pl.job, pl.id, pl.node);
+    if (now.link == pl.link) adopt(pl.job, pl.id, pl.node, {});
     throw e;
 }
 
