@@ -27,8 +27,8 @@
 #                         end of each job it terminates (audit barrier first)
 #                         the sandboxes recorded with that job [sandweave on PATH]
 # Needs root: it installs packages, and slurmd starts job steps as the
-# submitting user, which only root can do. slurmctld runs as SlurmUser=slurm
-# and munged as munge, as on a real site (Debian's packages make both users).
+# submitting user, which only root can do (slurmctld and munged also run as
+# root here, to keep the one-machine setup free of extra accounts).
 set -euo pipefail
 
 prog="weave-cluster.sh"
@@ -78,10 +78,6 @@ fi
 
 conf="$dir/etc/slurm.conf"
 munge_socket="$dir/munge/munge.socket"
-# The daemons' users, as a site runs them: slurmctld drops to SlurmUser,
-# munged runs as munge; only slurmd (it starts steps as their users) is root.
-slurm_user=slurm
-munge_user=munge
 
 # Slurm's commands and daemons, pointed at this cluster. SLURM_CONF is given to
 # them only, not exported to every helper this script runs: the daemons pass
@@ -168,7 +164,7 @@ write_conf() {  # FILE: slurm.conf for this cluster
 ClusterName=sandweave
 SlurmctldHost=localhost(127.0.0.1)
 SlurmctldPort=$port_base
-SlurmUser=$slurm_user
+SlurmUser=root
 SlurmdUser=root
 AuthType=auth/munge
 CredType=cred/munge
@@ -286,17 +282,14 @@ share_snapshots() {
 }
 
 prepare_dir() {
-    local n u
+    local n
     umask 022
-    for u in "$slurm_user" "$munge_user"; do
-        id -u "$u" >/dev/null 2>&1 || die "no user $u (Debian's slurmctld and munge packages make them)"
-    done
     mkdir -p "$dir"
     check_searchable
     chmod 0755 "$dir"
     mkdir -p "$dir/etc" "$dir/run" "$dir/log" "$dir/state/ctld"
     # munged insists on a socket directory only its user can write, and a key only it can read.
-    install -d -m 0711 -o "$munge_user" -g "$munge_user" "$dir/munge"
+    install -d -m 0711 "$dir/munge"
     # One snapshot directory every worker shares (as a site's shared
     # filesystem would be): a snapshot taken on one worker restores on any.
     install -d -m 0700 "$dir/snapshots"
@@ -310,12 +303,6 @@ prepare_dir() {
         mungekey --create --keyfile="$dir/munge/munge.key" || die "could not create the munge key"
     fi
     chmod 0600 "$dir/munge/munge.key"
-    chown "$munge_user:" "$dir/munge/munge.key"
-    # slurmctld writes its state and log as SlurmUser.
-    chown -R "$slurm_user:" "$dir/state/ctld"
-    touch "$dir/log/slurmctld.log" "$dir/log/munged.log"
-    chown "$slurm_user:" "$dir/log/slurmctld.log"
-    chown "$munge_user:" "$dir/log/munged.log"
     # A running cluster keeps its settings: changing them needs a stop first.
     write_conf >"$conf.new"
     write_gres_conf >"$dir/etc/gres.conf.new"
@@ -339,8 +326,7 @@ prepare_dir() {
 start_munged() {
     munged_pid >/dev/null && return 0
     rm -f "$munge_socket" "$munge_socket.lock"
-    setpriv --reuid="$munge_user" --regid="$munge_user" --clear-groups \
-        munged --socket="$munge_socket" --key-file="$dir/munge/munge.key" \
+    munged --socket="$munge_socket" --key-file="$dir/munge/munge.key" \
         --pid-file="$dir/munge/munged.pid" --log-file="$dir/log/munged.log" \
         --seed-file="$dir/munge/munged.seed" --num-threads=2 ||
         die "munged did not start (see $dir/log/munged.log)"
