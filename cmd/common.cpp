@@ -58,6 +58,8 @@ void Session::connect_weave(const GlobalOptions& g) {
     if (!g.weave_token_file.empty()) o.token_file = g.weave_token_file;
     if (!g.weave_known_hosts.empty()) o.known_hosts = g.weave_known_hosts;
     o.accept_new = g.accept_new_host_key;
+    o.munge = g.weave_munge;
+    if (!g.weave_munge_socket.empty()) o.munge_socket = g.weave_munge_socket;
     o.connect_timeout = connect_timeout_of(g);
     auto target = rpc::parse_weave_url(g.host);
     remote_ = std::make_unique<Remote>();
@@ -68,6 +70,7 @@ void Session::connect_weave(const GlobalOptions& g) {
     remote_url_ = target.url();
     nlohmann::json extra = nlohmann::json::object();
     if (!remote_->tls->token().empty()) extra["token"] = remote_->tls->token();
+    if (!remote_->tls->munge().empty()) extra["munge"] = remote_->tls->munge();
     api_ = std::make_unique<rpc::RpcClient>(std::move(stream), std::move(out), remote_url_, extra);
 }
 
@@ -191,6 +194,17 @@ void add_global_options(CLI::App& app, GlobalOptions& g) {
                    "weave: the token to present (0600; default ~/.config/sandweave/weave_token)")
         ->envname("SANDWEAVE_WEAVE_TOKEN_FILE")
         ->type_name("FILE")
+        ->group("Weave");
+    app.add_flag("--weave-munge", g.weave_munge,
+                 "weave: present a munge credential (`munge -n`: who you are on this cluster "
+                 "host) instead of a token (default when no token is configured and munged "
+                 "runs here)")
+        ->envname("SANDWEAVE_WEAVE_MUNGE")
+        ->group("Weave");
+    app.add_option("--weave-munge-socket", g.weave_munge_socket,
+                   "weave: munged's socket [/run/munge/munge.socket.2]")
+        ->envname("SANDWEAVE_WEAVE_MUNGE_SOCKET")
+        ->type_name("PATH")
         ->group("Weave");
     app.add_option("--weave-known-hosts", g.weave_known_hosts,
                    "weave: pinned controller certificates (default "

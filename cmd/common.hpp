@@ -31,7 +31,8 @@ struct GlobalOptions {
     bool accept_new_host_key = false;
     std::string connect_timeout = "10s";
     // weave:// connections
-    std::string weave_fingerprint, weave_token_file, weave_known_hosts;
+    std::string weave_fingerprint, weave_token_file, weave_known_hosts, weave_munge_socket;
+    bool weave_munge = false;
 };
 
 // Set by a verb's callback; main() exits with it.

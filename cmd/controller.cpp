@@ -4,13 +4,94 @@
 #include <stdlib.h>
 #include <unistd.h>
 
+#include <cstdio>
+#include <iostream>
+
 #include "cmd/common.hpp"
 #include "lib/core/error.hpp"
 #include "lib/core/fd.hpp"
 #include "lib/core/log.hpp"
 #include "lib/weave/controller.hpp"
+#include "lib/weave/identity.hpp"
 
 namespace sandweave::cli {
+
+namespace {
+
+constexpr const char* default_controller_dir = "/var/lib/sandweave-controller";
+
+// `controller token add|ls|rm`: the per-user tokens in the controller's
+// directory (lib/weave/identity.hpp). A running controller reads them at
+// each connection, so a change needs no restart.
+CLI::App* register_controller_tokens(CLI::App& controller, GlobalOptions& g, Outcome& out,
+                                     std::shared_ptr<const std::string> controller_dir) {
+    auto* token = controller.add_subcommand("token", "Per-user tokens for weave:// clients");
+    token->require_subcommand(1);
+    auto dir = std::make_shared<std::string>();
+    auto store = [dir, controller_dir] {
+        return weave::TokenStore(!dir->empty()              ? *dir
+                                 : !controller_dir->empty() ? *controller_dir
+                                                            : default_controller_dir);
+    };
+    auto dir_option = [dir](CLI::App* s) {
+        s->add_option("--controller-dir", *dir,
+                      std::string("The controller's directory [") + default_controller_dir + "]")
+            ->type_name("DIR");
+    };
+
+    struct Add {
+        std::string name, user;
+        bool admin = false;
+    };
+    auto a = std::make_shared<Add>();
+    auto* add = token->add_subcommand(
+        "add", "Make a token for NAME and print it (once: only its SHA-256 is kept)");
+    add->add_option("NAME", a->name, "Who holds it (shown in the controller's log)")->required();
+    add->add_flag("--admin", a->admin, "It sees and acts on every user's sandboxes");
+    add->add_option("--user", a->user,
+                    "The Unix user its sandboxes' Slurm jobs run as and who owns them "
+                    "[NAME; for --admin, the controller's user]")
+        ->type_name("USER");
+    dir_option(add);
+    add->callback([&g, &out, a, store] {
+        std::string t = store().add(a->name, a->admin, a->user);
+        if (g.json)
+            std::cout << nlohmann::json{{"name", a->name}, {"token", t}}.dump() << "\n";
+        else
+            std::cout << t << "\n";
+        out.exit_code = 0;
+    });
+
+    auto* ls = token->add_subcommand("ls", "List the tokens (names, users, roles; never a token)");
+    dir_option(ls);
+    ls->callback([&g, &out, store] {
+        auto entries = store().list();
+        if (g.json) {
+            nlohmann::json j = nlohmann::json::array();
+            for (const auto& e : entries)
+                j.push_back({{"name", e.name}, {"user", e.unix_user}, {"admin", e.admin}});
+            std::cout << j.dump() << "\n";
+        } else {
+            std::printf("%-24s %-16s %s\n", "NAME", "USER", "ROLE");
+            for (const auto& e : entries)
+                std::printf("%-24s %-16s %s\n", e.name.c_str(), e.unix_user.c_str(),
+                            e.admin ? "admin" : "user");
+        }
+        out.exit_code = 0;
+    });
+
+    auto name = std::make_shared<std::string>();
+    auto* rm = token->add_subcommand("rm", "Remove NAME's token (its next connection is refused)");
+    rm->add_option("NAME", *name, "The token's name")->required();
+    dir_option(rm);
+    rm->callback([&out, name, store] {
+        store().remove(*name);
+        out.exit_code = 0;
+    });
+    return token;
+}
+
+}  // namespace
 
 void register_controller(CLI::App& app, GlobalOptions& g, Outcome& out) {
     auto* sub = app.add_subcommand(
@@ -18,7 +99,7 @@ void register_controller(CLI::App& app, GlobalOptions& g, Outcome& out) {
     sub->footer("See sandweave-controller(1) and docs/weave.md.");
     struct Flags {
         std::string listen = "127.0.0.1:7443";
-        std::string dir, cert, key, token, cluster, worker_binary;
+        std::string dir, cert, key, token, cluster, worker_binary, munge_socket;
     };
     auto f = std::make_shared<Flags>();
     sub->add_option("--listen", f->listen, "TCP address to listen on (HOST:PORT)")
@@ -42,7 +123,14 @@ void register_controller(CLI::App& app, GlobalOptions& g, Outcome& out) {
     sub->add_option("--worker-binary", f->worker_binary,
                     "sandweave on the workers [this binary's path]")
         ->type_name("PATH");
-    sub->callback([&g, &out, f] {
+    sub->add_option("--munge-socket", f->munge_socket,
+                    "munged's socket, for checking clients' munge credentials "
+                    "[the cluster file's SANDWEAVE_WEAVE_MUNGE_SOCKET, else munged's default]")
+        ->type_name("PATH");
+    auto* token =
+        register_controller_tokens(*sub, g, out, std::shared_ptr<const std::string>(f, &f->dir));
+    sub->callback([&g, &out, f, token] {
+        if (token->parsed()) return;
         if (g.json) throw Error(ErrorCode::usage, "controller: --json does not apply");
         if (g.host != "local" && !g.host.empty())
             throw Error(ErrorCode::usage, "controller: --host does not apply (it is the server)");
@@ -62,12 +150,13 @@ void register_controller(CLI::App& app, GlobalOptions& g, Outcome& out) {
         }
         weave::ControllerOptions o;
         o.listen = f->listen;
-        o.state_dir = f->dir.empty() ? "/var/lib/sandweave-controller" : f->dir;
+        o.state_dir = f->dir.empty() ? default_controller_dir : f->dir;
         c.controller_id = weave::controller_id(o.state_dir);
         auto api = weave::make_controller_api(c);
         o.cert = f->cert;
         o.key = f->key;
         o.token_file = f->token;
+        o.munge_socket = f->munge_socket.empty() ? c.munge_socket : f->munge_socket;
         o.server_name = std::string("sandweave ") + SANDWEAVE_VERSION_STRING + " (controller)";
         weave::serve_controller(*api, o, sfd.get());
         out.exit_code = 0;

@@ -103,8 +103,9 @@ std::string check_verbs(CLI::App& app, const std::vector<std::string>& args) {
     std::string path;
     for (std::size_t i = 0; i < args.size(); ++i) {
         const std::string& a = args[i];
-        // A global option's value, or one of the verb's own (`e2b --keys F key add`).
-        if (takes_value(app, a) || (level != &app && takes_value(*level, a))) {
+        // A global option's value, or one of the verb's own (a verb with
+        // options and subverbs: `controller --listen H:P`, `controller token`).
+        if (takes_value(app, a) || takes_value(*level, a)) {
             ++i;  // its value
             continue;
         }

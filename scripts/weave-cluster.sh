@@ -272,6 +272,9 @@ write_env() {
         printf 'export SANDWEAVE_WEAVE_SOCKET_%s=%s\n' "$n" "$(worker_socket "$n")"
     done
     printf 'export SANDWEAVE_WEAVE_SNAPSHOTS=%s\n' "$dir/snapshots"
+    # munged's socket: clients on this host present munge credentials through
+    # it, and the controller checks them (docs/weave.md, "Identities").
+    printf 'export SANDWEAVE_WEAVE_MUNGE_SOCKET=%s\n' "$munge_socket"
 }
 
 any_running() {

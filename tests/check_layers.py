@@ -75,6 +75,7 @@ CMD_EXCEPTIONS = {
     },
     "cmd/controller.cpp": {
         "lib/weave/controller.hpp": "`sandweave controller` is the controller",
+        "lib/weave/identity.hpp": "`controller token` manages the controller's client tokens",
     },
     "cmd/e2b.cpp": {
         "lib/e2b/e2b.hpp": "`sandweave e2b` is the E2B-compatible server (a client of the API)",

@@ -25,6 +25,7 @@
 #include <thread>
 
 #include "lib/core/error.hpp"
+#include "lib/core/process.hpp"
 
 namespace sandweave::rpc {
 
@@ -194,13 +195,49 @@ std::optional<std::pair<std::string, int>> known_fingerprint(const fs::path& fil
     return std::nullopt;
 }
 
+bool on_path(const std::string& program) {
+    const char* path = std::getenv("PATH");
+    std::istringstream dirs(path ? path : "/usr/bin:/bin");
+    std::string d;
+    while (std::getline(dirs, d, ':'))
+        if (!d.empty() && ::access((fs::path(d) / program).c_str(), X_OK) == 0) return true;
+    return false;
+}
+
+// A `munge -n` credential (no payload) when asked for, or when no token is
+// configured and this is a cluster host (munge and munged's socket are
+// here); empty otherwise.
+std::string munge_credential(const WeaveOptions& o, const std::string& peer) {
+    std::string socket = o.munge_socket.value_or("");
+    if (socket.empty())
+        if (const char* env = std::getenv("SANDWEAVE_WEAVE_MUNGE_SOCKET"); env && *env)
+            socket = env;
+    if (!o.munge) {
+        std::error_code ec;
+        if (!on_path("munge") ||
+            !fs::exists(socket.empty() ? std::string(default_munge_socket) : socket, ec))
+            return "";
+    }
+    Command c;
+    c.argv = {"munge", "--no-input"};
+    if (!socket.empty()) c.argv.push_back("--socket=" + socket);
+    c.timeout = std::chrono::seconds(10);
+    CommandResult r = LocalRunner().run(c);
+    std::string cred = r.out;
+    while (!cred.empty() && (cred.back() == '\n' || cred.back() == ' ')) cred.pop_back();
+    if (!r.ok() || cred.empty() || cred.size() > 4096)
+        throw Error(ErrorCode::connection,
+                    peer + ": no token is configured and `munge -n` failed: " + r.describe());
+    return cred;
+}
+
 }  // namespace
 
 struct TlsConnection::Impl {
     SSL_CTX* ctx = nullptr;
     SSL* ssl = nullptr;
     Fd sock, ours, theirs;
-    std::string token;
+    std::string token, munge;
     std::thread pump;
     ~Impl() {
         ours.reset();  // the pump sees EOF and ends the session
@@ -214,7 +251,9 @@ TlsConnection::TlsConnection(const WeaveTarget& t, const WeaveOptions& o)
     : impl_(std::make_unique<Impl>()) {
     const std::string peer = t.url();
     // The token first: a missing or unsafe file needs no network to report.
-    if (o.token_file)
+    if (o.munge)
+        ;  // a munge credential instead, made below
+    else if (o.token_file)
         impl_->token = read_token(*o.token_file, peer, true);
     else if (const char* env = std::getenv("SANDWEAVE_WEAVE_TOKEN_FILE"); env && *env)
         impl_->token = read_token(env, peer, true);
@@ -283,6 +322,9 @@ TlsConnection::TlsConnection(const WeaveTarget& t, const WeaveOptions& o)
                             fp + " or accept it with --accept-new-host-key");
         }
     }
+    // Made only for a controller whose certificate checked out: the
+    // credential proves who we are to whoever decodes it within its TTL.
+    if (impl_->token.empty()) impl_->munge = munge_credential(o, peer);
     timeval none{0, 0};
     ::setsockopt(impl_->sock.get(), SOL_SOCKET, SO_RCVTIMEO, &none, sizeof none);
     int sv[2];
@@ -306,6 +348,10 @@ Fd TlsConnection::take_stream() {
 
 const std::string& TlsConnection::token() const {
     return impl_->token;
+}
+
+const std::string& TlsConnection::munge() const {
+    return impl_->munge;
 }
 
 void tls_pump(SSL* ssl, int sock, int local) {

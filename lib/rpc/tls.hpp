@@ -10,7 +10,8 @@
 // refused with its fingerprint and how to accept it, a changed one loudly.
 // The client's token (SANDWEAVE_WEAVE_TOKEN_FILE, else
 // ~/.config/sandweave/weave_token; a file only its owner may read) travels in
-// the hello request (docs/protocol.md).
+// the hello request (docs/protocol.md); on a cluster host without a token, a
+// munge credential does (the controller checks it with unmunge).
 //
 // One pump thread per connection owns the TLS session and moves bytes between
 // it and the local socket; tls_pump is that loop, shared with the controller.
@@ -28,6 +29,7 @@ struct x509_st;
 namespace sandweave::rpc {
 
 inline constexpr int weave_default_port = 7443;
+inline constexpr const char* default_munge_socket = "/run/munge/munge.socket.2";
 
 struct WeaveTarget {
     std::string host;
@@ -43,6 +45,11 @@ struct WeaveOptions {
     std::optional<std::string> known_hosts;  // instead of ~/.config/sandweave/weave_known_hosts
     std::optional<std::string> token_file;   // instead of the environment's or the default
     bool accept_new = false;                 // add an unknown certificate (never a changed one)
+    // Present a munge credential (`munge -n`) instead of a token. Without
+    // it, one is presented when no token is configured and munged's socket
+    // (munge_socket, SANDWEAVE_WEAVE_MUNGE_SOCKET, else munged's default) exists.
+    bool munge = false;
+    std::optional<std::string> munge_socket;
     std::chrono::seconds connect_timeout{10};
 };
 
@@ -59,6 +66,8 @@ class TlsConnection {
     Fd take_stream();
     // The token to present in hello; empty when there is none.
     const std::string& token() const;
+    // The munge credential to present instead; empty when there is none.
+    const std::string& munge() const;
 
   private:
     struct Impl;

@@ -11,6 +11,7 @@
 #include "lib/core/error.hpp"
 #include "lib/core/log.hpp"
 #include "lib/weave/controller_api.hpp"
+#include "lib/weave/identity.hpp"
 #include "lib/weave/slurm.hpp"
 
 namespace sandweave::weave {
@@ -212,18 +213,53 @@ SnapshotRecord ControllerApi::snapshot_create(const api::SnapshotCreateParams& p
     return on_link(pl, [&](api::Api& a) { return a.snapshot_create(q); });
 }
 
-// Every worker sees the same directory: the first worker up answers.
+namespace {
+
+// Whose a snapshot is: the owner label its source sandbox carried.
+std::string owner_of(const SnapshotRecord& s) {
+    auto it = s.spec.labels.find(owner_label);
+    return it == s.spec.labels.end() ? std::string() : it->second;
+}
+
+}  // namespace
+
+// Every worker sees the same directory: the first worker up answers. The
+// caller sees its own snapshots (an admin: all).
 api::SnapshotList ControllerApi::snapshot_ls() {
     need_shared_snapshots(c_);
-    for (const Node& n : worker_nodes(slurm_, c_))
-        if (n.up()) return link_to(n.name)->api().snapshot_ls();
+    const Identity& who = caller();
+    for (const Node& n : worker_nodes(slurm_, c_)) {
+        if (!n.up()) continue;
+        api::SnapshotList all = link_to(n.name)->api().snapshot_ls();
+        std::erase_if(all.snapshots,
+                      [&](const SnapshotRecord& s) { return !who.sees(owner_of(s)); });
+        return all;
+    }
     throw Error(ErrorCode::runtime, "no worker is up in Slurm");
 }
 
-api::Removed ControllerApi::snapshot_rm(const api::IdParams& p) {
+// Resolved among the caller's snapshots only, and sent on by full id, so a
+// worker never resolves a name or prefix to someone else's.
+std::string ControllerApi::own_snapshot(const std::string& id) {
     need_shared_snapshots(c_);
+    const auto mine = snapshot_ls().snapshots;
+    for (const auto& s : mine)
+        if (s.id == id) return s.id;
+    for (const auto& s : mine)
+        if (!s.name.empty() && s.name == id) return s.id;
+    const SnapshotRecord* found = nullptr;
+    int matches = 0;
+    for (const auto& s : mine)
+        if (!id.empty() && s.id.rfind(id, 0) == 0) found = &s, ++matches;
+    if (matches > 1) throw Error(ErrorCode::usage, "'" + id + "' matches more than one snapshot");
+    if (!found) throw Error(ErrorCode::not_found, "no such snapshot: " + id);
+    return found->id;
+}
+
+api::Removed ControllerApi::snapshot_rm(const api::IdParams& p) {
+    api::IdParams q{own_snapshot(p.id)};
     for (const Node& n : worker_nodes(slurm_, c_))
-        if (n.up()) return link_to(n.name)->api().snapshot_rm(p);
+        if (n.up()) return link_to(n.name)->api().snapshot_rm(q);
     throw Error(ErrorCode::runtime, "no worker is up in Slurm");
 }
 

@@ -8,7 +8,7 @@ namespace {
 using Kind = Decision::Kind;
 
 Decision about(Kind k, const HeldSandbox& s, std::string why = "") {
-    Decision d{k, s.id, s.job, s.node, 0, -1, 0, std::move(why)};
+    Decision d{k, s.id, s.job, s.node, 0, -1, 0, std::move(why), ""};
     return d;
 }
 
@@ -76,7 +76,7 @@ std::vector<Decision> classify(const Observation& seen, const Holdings& held) {
     // slurmctld starting, forgets nothing).
     if (!seen.jobs.empty())
         for (long job : held.ending)
-            if (!by_id.count(job)) out.push_back({Kind::forget_ending, "", job, "", 0, -1, 0, ""});
+            if (!by_id.count(job)) out.push_back({Kind::forget_ending, "", job, "", 0, -1, 0, "", ""});
     std::set<long> holds = held.ending;
     for (const auto& s : held.sandboxes) holds.insert(s.job);
     auto taken = [&](long job) { return holds.count(job) || held.in_flight.count(job); };
@@ -99,10 +99,10 @@ std::vector<Decision> classify(const Observation& seen, const Holdings& held) {
             if (!stale) continue;
             if (arrays_in_use.count(j.array))
                 out.push_back({Kind::end_slot, "", j.id, j.nodes, j.array, j.task, 0,
-                               "no create came for it"});
+                               "no create came for it", ""});
             else if (arrays_ended.insert(j.array).second)
                 out.push_back({Kind::end_array, "", j.array, "", j.array, -1, 0,
-                               "Slurm runs its slots and no create comes for them"});
+                               "Slurm runs its slots and no create comes for them", ""});
             continue;
         }
         if (sandbox.empty()) {
@@ -112,13 +112,14 @@ std::vector<Decision> classify(const Observation& seen, const Holdings& held) {
             bool before = j.name != held.instance;
             if ((j.state == "RUNNING" || j.state == "PENDING") && (before || stale))
                 out.push_back(
-                    {Kind::cancel, "", j.id, j.nodes, 0, -1, 0, "a create that did not finish"});
+                    {Kind::cancel, "", j.id, j.nodes, 0, -1, 0, "a create that did not finish", ""});
         } else if (j.state == "RUNNING" && tries(j.id) < max_tries) {
-            out.push_back({Kind::reconnect, sandbox, j.id, j.nodes, 0, -1, 0, ""});
+            out.push_back({Kind::reconnect, sandbox, j.id, j.nodes, 0, -1, 0, "", j.user});
         } else if (j.state == "NODE_FAIL" && held.first) {
             out.push_back({Kind::list_lost, sandbox, j.id, j.nodes, 0, -1, 0,
                            "worker " + j.nodes + " lost: Slurm ended its job " +
-                               std::to_string(j.id) + " NODE_FAIL"});
+                               std::to_string(j.id) + " NODE_FAIL",
+                           j.user});
         }
     }
 
@@ -137,7 +138,7 @@ std::vector<Decision> classify(const Observation& seen, const Holdings& held) {
         std::set<std::string> nodes;
         for (const auto& n : candidates)
             if (running.count(n) && nodes.insert(n).second)
-                out.push_back({Kind::reap, "", 0, n, 0, -1, 0, ""});
+                out.push_back({Kind::reap, "", 0, n, 0, -1, 0, "", ""});
     }
     return out;
 }

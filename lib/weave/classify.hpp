@@ -86,6 +86,7 @@ struct Decision {
     long array = 0, task = -1;
     int count = 0;
     std::string why;
+    std::string user;  // reconnect, list_lost of a job no sandbox holds: Slurm's user of the job
 };
 
 std::vector<Decision> classify(const Observation& seen, const Holdings& held);

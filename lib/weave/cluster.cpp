@@ -28,6 +28,7 @@ ClusterConfig read_cluster_env(const std::filesystem::path& file) {
         if (key == "SLURM_CONF") c.slurm_conf = value;
         if (key == "SANDWEAVE_WEAVE_PARTITION") c.partition = value;
         if (key == "SANDWEAVE_WEAVE_SNAPSHOTS") c.snapshots = value;
+        if (key == "SANDWEAVE_WEAVE_MUNGE_SOCKET") c.munge_socket = value;
         if (key.rfind(state_prefix, 0) == 0) c.state_dirs[key.substr(state_prefix.size())] = value;
         if (key.rfind(socket_prefix, 0) == 0) c.sockets[key.substr(socket_prefix.size())] = value;
     }

@@ -42,6 +42,9 @@ struct ClusterConfig {
     // it in its comment, and it takes only jobs that carry it, so two
     // controllers on one cluster never touch each other's jobs.
     std::string controller_id;
+    // munged's socket on this host (SANDWEAVE_WEAVE_MUNGE_SOCKET): where the
+    // controller checks clients' munge credentials; empty: munged's default.
+    std::string munge_socket;
 };
 ClusterConfig read_cluster_env(const std::filesystem::path& file);
 
@@ -63,10 +66,12 @@ struct ControllerOptions {
     std::filesystem::path state_dir;              // certificate, key, token, fingerprint
     std::filesystem::path cert, key, token_file;  // empty: in state_dir, made at first start
     std::string server_name;
+    std::string munge_socket;  // munged's socket for unmunge; empty: its default
 };
 
 // Listens for TLS clients until `stop_fd` becomes readable; each connection
-// must present the token in hello, then speaks the protocol to `api`.
+// must prove an identity in hello (a token, or a munge credential:
+// lib/weave/identity.hpp), then speaks the protocol to `api` as it.
 void serve_controller(api::Api& api, const ControllerOptions& opts, int stop_fd);
 
 }  // namespace sandweave::weave

@@ -33,6 +33,11 @@
 
 namespace sandweave::weave {
 
+// The label a sandbox carries on its worker naming its owner (a Unix user):
+// its snapshots carry it too, which is how the controller tells whose a
+// snapshot is.
+inline constexpr const char* owner_label = "weave_owner";
+
 // A sandbox and where Slurm put it.
 struct Placed {
     std::string id, name, node;
@@ -47,7 +52,15 @@ struct Placed {
     // Set while its job runs but its worker daemon cannot be reached (the
     // relay's error): shown by ls and inspect, cleared when it answers again.
     std::string unreachable;
+    // The Unix user who owns it (lib/weave/identity.hpp; owner_of).
+    std::string owner;
 };
+
+// Whose a sandbox is, from what outlives the controller: its job's user
+// when Slurm runs the job as someone other than the controller's user (a job
+// made as its user), else the owner label the controller gave it at create
+// (on its worker, in `v`); empty when neither says (an admin's to see).
+std::string owner_of(const SandboxView& v, const std::string& job_user);
 
 struct ControllerPool;  // pools.cpp
 
@@ -124,13 +137,18 @@ class ControllerApi final : public api::Api {
     // sandbox is placed), the worker's create with the slurm_job label the
     // epilog looks for, then `name_job` names the job after it. On any
     // failure the job is cancelled.
-    Placed place(api::CreateParams p, slurm::AllocationRequest req,
+    // The job is `owner`'s (a Unix user: `--uid`), and so is the sandbox.
+    Placed place(api::CreateParams p, slurm::AllocationRequest req, const std::string& owner,
                  const std::function<void(long, const std::string&)>& name_job);
-    // The same in a job Slurm already runs for it (a reservation's slot).
-    Placed place_in(long job, api::CreateParams p,
+    // The same in a job Slurm already runs for `owner` (a reservation's slot).
+    Placed place_in(long job, api::CreateParams p, const std::string& owner,
                     const std::function<void(long, const std::string&)>& name_job);
+    // The full id of the caller's snapshot `id` names (its id, name or a
+    // unique prefix); not_found for anyone else's (catalog.cpp).
+    std::string own_snapshot(const std::string& id);
     // A create in a reservation's slot (reservations.cpp).
     SandboxView create_in_slot(const api::CreateParams& p);
+    std::string array_owner(long array, std::vector<slurm::Job> jobs);
     bool stopping();
 
     // What Slurm says, acted on (watch.cpp): observed (squeue, sinfo),
@@ -146,11 +164,13 @@ class ControllerApi final : public api::Api {
     Holdings holdings(bool first);
     // Removes the sandboxes on `node` labelled with a job not in `live`.
     void reap_worker(const std::string& node, const std::set<std::string>& live);
-    // Reconnects to a running job's sandbox; cancels the job when its worker
-    // does not know the sandbox.
+    // Reconnects to a running job's sandbox (`job_user`: Slurm's user of the
+    // job, for its owner); cancels the job when its worker does not know the
+    // sandbox.
     // Returns false when it could not reach the worker (then the sandbox, if
     // placed, carries the reason in `unreachable`).
-    bool adopt(long job, const std::string& id, const std::string& node);
+    bool adopt(long job, const std::string& id, const std::string& node,
+               const std::string& job_user);
     // On a broken link: asks Slurm now; a sandbox Slurm calls lost or ended
     // gets that one line instead of the link's error.
     [[noreturn]] void link_failed(const Placed& pl, const Error& e);
@@ -182,8 +202,10 @@ class ControllerApi final : public api::Api {
     // A new link for `pl` (adopt); throws the worker's reason when there is none.
     Placed relink(const Placed& pl);
 
-    // The sandbox an id names: its id, its name, or a unique prefix of its
-    // id; and the params naming it by its full id.
+    // The sandbox an id names among the caller's (an admin's: everyone's):
+    // its id, its name, or a unique prefix of its id; and the params naming
+    // it by its full id. Another user's is "no such sandbox", as one that
+    // does not exist.
     std::pair<Placed, api::IdParams> route(const std::string& id);
 
     template <class R>
@@ -230,6 +252,7 @@ class ControllerApi final : public api::Api {
     // Jobs of sandboxes the controller removes itself (rm, a pool member
     // dropped), until Slurm no longer lists them: not adopted back meanwhile.
     std::set<long> ending_;
+    std::map<long, std::string> array_owners_;  // reservations' users, as Slurm has them
 
     std::mutex pools_mu_;
     std::condition_variable refills_done_;

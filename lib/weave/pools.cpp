@@ -24,6 +24,7 @@
 #include "lib/core/units.hpp"
 #include "lib/sandbox/pool.hpp"
 #include "lib/weave/controller_api.hpp"
+#include "lib/weave/identity.hpp"
 #include "lib/weave/slurm.hpp"
 
 namespace sandweave::weave {
@@ -33,6 +34,7 @@ using nlohmann::json;
 // Guarded by ControllerApi::pools_mu_.
 struct ControllerPool {
     std::string name;
+    std::string owner;  // the Unix user whose jobs its members are (Slurm keeps it)
     int size = 0;
     long generation = 0;  // the newest definition wins at a rebuild
     api::CreateParams options;
@@ -77,6 +79,17 @@ std::optional<json> definition_of(const slurm::Job& job) {
     return std::nullopt;
 }
 
+// Pools are each user's: alice's "web" and bob's "web" are two pools.
+std::string pool_key(const std::string& owner, const std::string& name) {
+    return owner + "/" + name;
+}
+
+// After the controller's mark on a member's job until it has its sandbox: whose
+// pool it is for, so a pool rm cancels only its own pending refills.
+std::string pending_comment(const ControllerPool& pool) {
+    return ":" + pool.owner + "/" + pool.name;
+}
+
 void check_size(int size, const std::string& what) {
     if (size < 0 || size > 1000)
         throw Error(ErrorCode::usage, what + " " + std::to_string(size) + ": expected 0 to 1000");
@@ -101,20 +114,32 @@ void ControllerApi::stop_refills_and_links() {
     for (auto& t : closing) t.join();
 }
 
+// The caller's pool `name`; an admin's lookup falls back to the one pool of
+// that name of any user.
 std::shared_ptr<ControllerPool> ControllerApi::find_pool(const std::string& name) {
-    auto it = pools_.find(name);
-    if (it == pools_.end()) throw Error(ErrorCode::not_found, "no such pool: " + name);
-    return it->second;
+    const Identity& who = caller();
+    if (auto it = pools_.find(pool_key(who.unix_user, name)); it != pools_.end()) return it->second;
+    std::shared_ptr<ControllerPool> found;
+    int matches = 0;
+    if (who.admin)
+        for (const auto& [key, pool] : pools_)
+            if (pool->name == name) found = pool, ++matches;
+    if (matches > 1)
+        throw Error(ErrorCode::usage, "pool '" + name +
+                                          "': several users have one of that name (as an admin, "
+                                          "ask as its owner)");
+    if (!found) throw Error(ErrorCode::not_found, "no such pool: " + name);
+    return found;
 }
 
 Placed ControllerApi::make_member(const ControllerPool& pool) {
     // No --time: a member's lifetime starts when it is handed out, and the
     // worker enforces it from then on.
     slurm::AllocationRequest req;
-    req.comment = ":" + pool.name;
+    req.comment = pending_comment(pool);
     api::CreateParams p = pool.options;
     p.pool = pool.name;
-    return place(p, req, [&](long job, const std::string& id) {
+    return place(p, req, pool.owner, [&](long job, const std::string& id) {
         slurm_.name_job(job, id, member_comment(id, pool));
     });
 }
@@ -271,15 +296,19 @@ PoolInfo ControllerApi::pool_create(const api::PoolCreateParams& p) {
     (void)api::to_create_request(p.options);  // the worker's checks, before any allocation
     auto pool = std::make_shared<ControllerPool>();
     pool->name = p.name;
+    pool->owner = caller().unix_user;
     pool->size = p.size;
     pool->options = p.options;
+    if (pool->options.from_snapshot)
+        pool->options.from_snapshot = own_snapshot(*pool->options.from_snapshot);
     pool->created_at = now_rfc3339();
+    const std::string key = pool_key(pool->owner, p.name);
     {
         std::lock_guard<std::mutex> g(pools_mu_);
-        if (pools_.count(p.name))
+        if (pools_.count(key))
             throw Error(ErrorCode::usage, "pool '" + p.name + "' already exists");
         pool->starting = p.size;
-        pools_[p.name] = pool;
+        pools_[key] = pool;
     }
     std::vector<std::string> made;
     try {
@@ -293,7 +322,7 @@ PoolInfo ControllerApi::pool_create(const api::PoolCreateParams& p) {
         {
             std::lock_guard<std::mutex> g(pools_mu_);
             pool->removed = true;
-            pools_.erase(p.name);
+            pools_.erase(key);
         }
         for (const auto& id : made) drop_member(id);
         throw e.wrap("creating pool " + p.name);
@@ -360,8 +389,10 @@ SandboxView ControllerApi::pool_acquire(const api::PoolAcquireParams& p) {
 
 api::PoolList ControllerApi::pool_ls() {
     api::PoolList out;
+    const Identity& who = caller();
     std::lock_guard<std::mutex> g(pools_mu_);
-    for (auto& [name, pool] : pools_) out.pools.push_back(info_of(*pool));
+    for (auto& [key, pool] : pools_)
+        if (who.sees(pool->owner)) out.pools.push_back(info_of(*pool));
     return out;
 }
 
@@ -395,11 +426,11 @@ api::Removed ControllerApi::pool_rm(const api::NameParams& p) {
         std::unique_lock<std::mutex> g(pools_mu_);
         pool = find_pool(p.name);
         pool->removed = true;
-        pools_.erase(p.name);
+        pools_.erase(pool_key(pool->owner, pool->name));
         // A refill whose job Slurm keeps pending fails when it is cancelled;
         // one making a member now drops it when it is made. Waited for, so
         // no job of the pool outlives the rm.
-        const std::string pending = slurm_.comment(":" + p.name);
+        const std::string pending = slurm_.comment(pending_comment(*pool));
         for (const slurm::Job& j : slurm_.jobs())
             if (j.state == "PENDING" && j.comment == pending) slurm_.cancel(j.id);
         refills_done_.wait_for(g, refill_wait_at_exit, [&] { return !pool->refilling; });
@@ -418,19 +449,29 @@ api::Removed ControllerApi::pool_rm(const api::NameParams& p) {
 }
 
 void ControllerApi::rebuild_pools() {
+    // A pool is its owner's: the owner of its members, adopted already.
+    auto owner_of_member = [&](const std::string& id) -> std::optional<std::string> {
+        std::lock_guard<std::mutex> g(mu_);
+        auto it = placed_.find(id);
+        if (it == placed_.end()) return std::nullopt;
+        return it->second.owner;
+    };
     std::map<std::string, std::shared_ptr<ControllerPool>> found;
-    std::vector<std::pair<std::string, std::string>> members;  // pool, sandbox
+    std::vector<std::pair<std::string, std::string>> members;  // pool key, sandbox
     for (const slurm::Job& j : slurm_.jobs()) {
         if (j.state != "RUNNING" || !slurm_.ours(j)) continue;
         auto d = definition_of(j);
         if (!d) continue;
         std::string name = d->value("pool", std::string());
-        if (!valid_object_name(name)) continue;
-        auto& pool = found[name];
+        auto owner = owner_of_member(slurm::sandbox_of(j));
+        if (!valid_object_name(name) || !owner) continue;
+        const std::string key = pool_key(*owner, name);
+        auto& pool = found[key];
         long generation = d->value("generation", 0L);
         if (!pool || generation > pool->generation) {
             auto fresh = std::make_shared<ControllerPool>();
             fresh->name = name;
+            fresh->owner = *owner;
             fresh->size = std::clamp(d->value("size", 0), 0, 1000);
             fresh->generation = generation;
             fresh->created_at = d->value("created_at", std::string());
@@ -443,7 +484,7 @@ void ControllerApi::rebuild_pools() {
             }
             pool = fresh;
         }
-        members.emplace_back(name, slurm::sandbox_of(j));
+        members.emplace_back(key, slurm::sandbox_of(j));
     }
     for (const auto& [name, id] : members) {
         Placed pl;
@@ -454,6 +495,7 @@ void ControllerApi::rebuild_pools() {
             pl = it->second;
         }
         try {
+            if (!pl.link) throw Error(ErrorCode::general, pl.why);  // lost or ended
             SandboxView v = pl.link->api().inspect({id});
             if (v.record.pool_state == "acquired") {
                 found[name]->acquired.insert(id);

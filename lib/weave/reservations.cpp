@@ -10,15 +10,27 @@
 #include "lib/core/error.hpp"
 #include "lib/core/log.hpp"
 #include "lib/weave/controller_api.hpp"
+#include "lib/weave/identity.hpp"
 #include "lib/weave/slurm.hpp"
 
 namespace sandweave::weave {
 
 namespace {
 
-// After the controller's mark on a reservation's jobs not yet holding a sandbox.
-std::string array_comment(const std::string& owner) {
-    return ":array:" + owner;
+// After the controller's mark on a reservation's jobs not yet holding a
+// sandbox: the Unix user it is for and the batch key. Keys are each user's own.
+std::string array_comment(const std::string& user, const std::string& key) {
+    return ":array:" + user + "/" + key;
+}
+
+// The Unix user a reservation's job is for (array_comment); nullopt for a
+// job of no reservation.
+std::optional<std::string> array_user(const slurm::Job& job) {
+    const std::string rest = slurm::rest_of(job), prefix = ":array:";
+    if (rest.rfind(prefix, 0) != 0) return std::nullopt;
+    auto slash = rest.find('/', prefix.size());
+    if (slash == std::string::npos) return std::string();  // no user: an admin's
+    return rest.substr(prefix.size(), slash - prefix.size());
 }
 
 void check_owner(const std::string& owner) {
@@ -51,7 +63,9 @@ api::Reservation ControllerApi::batch_reserve(const api::ReserveParams& p) {
         throw Error(ErrorCode::usage, "a reservation needs count and at_once of 1 or more");
     // What an earlier reservation of this owner left (its runner died):
     // ended, pending slots and waiting ones alike.
-    const std::string comment = slurm_.comment(array_comment(p.owner));
+    // Only the caller's: batch keys are each user's own.
+    const std::string user = caller().unix_user;
+    const std::string comment = slurm_.comment(array_comment(user, p.owner));
     std::set<long> earlier;
     for (const slurm::Job& j : slurm_.jobs())
         if (j.comment == comment && (j.state == "PENDING" || j.state == "RUNNING"))
@@ -67,8 +81,12 @@ api::Reservation ControllerApi::batch_reserve(const api::ReserveParams& p) {
     req.ttl_ms = p.ttl_ms;
     req.cpus = p.cpus;
     req.memory = p.memory;
-    req.comment = array_comment(p.owner);
+    req.comment = array_comment(user, p.owner);
     long id = slurm_.submit_array(req, p.count, std::min<std::int64_t>(p.at_once, p.count));
+    {
+        std::lock_guard<std::mutex> g(mu_);
+        array_owners_[id] = user;
+    }
     log().info("controller: job array " + std::to_string(id) + " of " + std::to_string(p.count) +
                " slots, " + std::to_string(p.at_once) + " at once, for " + p.owner);
     return api::Reservation{std::to_string(id), p.count,
@@ -93,6 +111,7 @@ api::Removed ControllerApi::batch_release(const api::IdParams& p) {
         placing = in_flight_;
         for (const auto& [id, pl] : placed_) placing.insert(pl.job);
     }
+    array_owner(array, jobs);  // not_found when another user's
     for (const slurm::Job& j : jobs) {
         if (j.array != array || !slurm_.ours(j)) continue;
         found = true;
@@ -112,8 +131,49 @@ SandboxView ControllerApi::create_in_slot(const api::CreateParams& p) {
     if (!p.reservation || !p.slot || *p.slot < 0)
         throw Error(ErrorCode::usage, "a create in a reservation names its reservation and slot");
     long array = array_id(*p.reservation);
+    std::string owner = array_owner(array, {});
     long job = slurm_.await_array_task(array, *p.slot, [this] { return stopping(); });
-    return place_in(job, p, [this](long j, const std::string& id) { slurm_.name_job(j, id); }).view;
+    return place_in(job, p, owner,
+                    [this](long j, const std::string& id) { slurm_.name_job(j, id); })
+        .view;
+}
+
+// Whose reservation `array` is (its unused slots' comment, kept after the
+// first look, or the owner of a sandbox in one of its slots; `jobs`:
+// Slurm's listing if the caller has one); not_found when it is not the
+// caller's to use. One Slurm no longer lists counts as the caller's:
+// awaiting a slot of an ended array says it ended.
+std::string ControllerApi::array_owner(long array, std::vector<slurm::Job> jobs) {
+    std::optional<std::string> owner;
+    {
+        std::lock_guard<std::mutex> g(mu_);
+        if (auto it = array_owners_.find(array); it != array_owners_.end()) owner = it->second;
+    }
+    if (!owner) {
+        if (jobs.empty()) jobs = slurm_.jobs();
+        for (const slurm::Job& j : jobs) {
+            if (j.array != array || !slurm_.ours(j)) continue;
+            if (auto user = array_user(j)) {
+                owner = user;
+                break;
+            }
+            // A slot holding a sandbox: the sandbox's owner.
+            std::lock_guard<std::mutex> g(mu_);
+            if (auto it = placed_.find(slurm::sandbox_of(j)); it != placed_.end()) {
+                owner = it->second.owner;
+                break;
+            }
+        }
+        if (owner) {
+            std::lock_guard<std::mutex> g(mu_);
+            array_owners_[array] = *owner;
+        }
+    }
+    if (!owner) return caller().unix_user;
+    if (!caller().sees(*owner))
+        throw Error(ErrorCode::not_found,
+                    "no reservation " + std::to_string(array) + " on this controller");
+    return *owner;
 }
 
 }  // namespace sandweave::weave

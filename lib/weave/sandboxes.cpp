@@ -11,6 +11,7 @@
 #include "lib/core/sha256.hpp"
 #include "lib/sandbox/filter.hpp"
 #include "lib/weave/controller_api.hpp"
+#include "lib/weave/identity.hpp"
 #include "lib/weave/slurm.hpp"
 
 namespace sandweave::weave {
@@ -48,6 +49,12 @@ audit::Status gone_status(const Placed& pl) {
 
 }  // namespace
 
+std::string owner_of(const SandboxView& v, const std::string& job_user) {
+    if (!job_user.empty() && job_user != own_unix_user()) return job_user;
+    auto it = v.record.spec.labels.find(owner_label);
+    return it == v.record.spec.labels.end() ? std::string() : it->second;
+}
+
 ControllerApi::ControllerApi(ClusterConfig c, std::shared_ptr<CommandRunner> runner)
     : c_(std::move(c)), slurm_(std::move(runner), c_.controller_id) {
     std::random_device rd;
@@ -70,15 +77,16 @@ ControllerApi::~ControllerApi() {
 }
 
 Placed ControllerApi::place(api::CreateParams p, slurm::AllocationRequest req,
+                            const std::string& owner,
                             const std::function<void(long, const std::string&)>& name_job) {
     req.partition = c_.partition;
     req.name = instance_;  // the reaper's mark of this controller's creates
     req.cpus = p.cpus;
     req.memory = p.memory;
-    return place_in(slurm_.allocate(req), std::move(p), name_job);
+    return place_in(slurm_.allocate(req), std::move(p), owner, name_job);
 }
 
-Placed ControllerApi::place_in(long job, api::CreateParams p,
+Placed ControllerApi::place_in(long job, api::CreateParams p, const std::string& owner,
                                const std::function<void(long, const std::string&)>& name_job) {
     p.reservation.reset();
     p.slot.reset();
@@ -91,10 +99,12 @@ Placed ControllerApi::place_in(long job, api::CreateParams p,
         auto link = std::make_shared<WorkerLink>(c_, job, node);
         // The worker's epilog finds the sandboxes of an ending job by this label.
         p.labels[slurm::job_label] = std::to_string(job);
+        // Its snapshots carry its labels: whose they are (catalog.cpp).
+        p.labels[owner_label] = owner;
         SandboxView v = link->api().create(p);
         name_job(job, v.record.id);
         v.worker = node;
-        Placed pl{v.record.id, v.record.name, node, job, link, v, {}, {}, 0, {}};
+        Placed pl{v.record.id, v.record.name, node, job, link, v, {}, {}, 0, {}, owner};
         std::lock_guard<std::mutex> g(mu_);
         placed_[pl.id] = pl;
         in_flight_.erase(job);
@@ -109,11 +119,14 @@ Placed ControllerApi::place_in(long job, api::CreateParams p,
     }
 }
 
-SandboxView ControllerApi::create(const api::CreateParams& p) {
+SandboxView ControllerApi::create(const api::CreateParams& params) {
+    api::CreateParams p = params;
+    if (p.from_snapshot) p.from_snapshot = own_snapshot(*p.from_snapshot);
     if (p.reservation || p.slot) return create_in_slot(p);
     slurm::AllocationRequest req;
     req.ttl_ms = p.ttl_ms;
-    return place(p, req, [this](long job, const std::string& id) { slurm_.name_job(job, id); })
+    return place(p, req, caller().unix_user,
+                 [this](long job, const std::string& id) { slurm_.name_job(job, id); })
         .view;
 }
 
@@ -144,11 +157,12 @@ api::RunResult ControllerApi::wait(const api::HandleParams& p) {
 
 api::SandboxList ControllerApi::ls(const api::LsParams& p) {
     SandboxFilter filter = parse_filter(p.filter);
+    const Identity& who = caller();
     std::map<std::string, std::shared_ptr<WorkerLink>> by_node;
     {
         std::lock_guard<std::mutex> g(mu_);
         for (const auto& [id, pl] : placed_)
-            if (!pl.gone) by_node.emplace(pl.node, pl.link);
+            if (!pl.gone && who.sees(pl.owner)) by_node.emplace(pl.node, pl.link);
     }
     std::map<std::string, std::map<std::string, SandboxView>> fresh;  // node -> id -> view
     std::set<std::string> broken;
@@ -166,6 +180,7 @@ api::SandboxList ControllerApi::ls(const api::LsParams& p) {
     {
         std::lock_guard<std::mutex> g(mu_);
         for (auto& [id, pl] : placed_) {
+            if (!who.sees(pl.owner)) continue;
             if (pl.gone || broken.count(pl.node)) {
                 SandboxView v = last_view(pl);
                 if (filter.matches(v, now)) out.sandboxes.push_back(std::move(v));
@@ -182,7 +197,7 @@ api::SandboxList ControllerApi::ls(const api::LsParams& p) {
     }
     if (p.filter.empty()) {
         for (const slurm::Job& j : slurm_.jobs()) {
-            if (!slurm_.ours(j) || j.state != "PENDING") continue;
+            if (!slurm_.ours(j) || j.state != "PENDING" || !who.sees(j.user)) continue;
             SandboxView v;
             v.record.id = "job-" + std::to_string(j.id);
             v.record.spec.template_name = "-";
@@ -334,19 +349,21 @@ api::Empty ControllerApi::cp_in(const api::CpInParams& p, const api::CpIo& io) {
 }
 
 std::pair<Placed, api::IdParams> ControllerApi::route(const std::string& id) {
+    const Identity& who = caller();
     std::lock_guard<std::mutex> g(mu_);
     const Placed* found = nullptr;
-    if (auto it = placed_.find(id); it != placed_.end()) found = &it->second;
+    if (auto it = placed_.find(id); it != placed_.end() && who.sees(it->second.owner))
+        found = &it->second;
     for (const auto& [k, pl] : placed_)
-        if (!found && !pl.name.empty() && pl.name == id) found = &pl;
+        if (!found && !pl.name.empty() && pl.name == id && who.sees(pl.owner)) found = &pl;
     if (!found && !id.empty()) {
         int matches = 0;
         for (const auto& [k, pl] : placed_)
-            if (k.rfind(id, 0) == 0) found = &pl, ++matches;
+            if (k.rfind(id, 0) == 0 && who.sees(pl.owner)) found = &pl, ++matches;
         if (matches > 1)
             throw Error(ErrorCode::usage, "'" + id + "' matches more than one sandbox");
     }
-    if (!found) throw Error(ErrorCode::not_found, "no sandbox '" + id + "' on this controller");
+    if (!found) throw Error(ErrorCode::not_found, "no such sandbox: " + id);
     return {*found, api::IdParams{found->id}};
 }
 

@@ -36,9 +36,8 @@ struct AllocationRequest {
     std::string name = "sandweave";       // the job's name until the sandbox names it
     std::optional<double> cpus;           // --cpus-per-task, rounded up
     std::optional<std::uint64_t> memory;  // bytes: --mem, rounded up to MiB
-    // After the controller's mark while the job has no sandbox yet: a pool
-    // member's is ":<pool>", so a pool rm can cancel it while Slurm keeps it
-    // pending.
+    // After comment_prefix while the job has no sandbox yet: a pool member's
+    // is ":<owner>/<pool>", so a pool rm can cancel it while Slurm keeps it pending.
     std::string comment = {};
 };
 

@@ -1,5 +1,6 @@
-// The controller's TLS listener: credentials made at first start, a token
-// checked in hello, then the protocol (lib/rpc/server.hpp) over the session.
+// The controller's TLS listener: credentials made at first start, the
+// client's identity proved in hello (lib/weave/identity.hpp), then the
+// protocol (lib/rpc/server.hpp) over the session, as that identity.
 #include <arpa/inet.h>
 #include <fcntl.h>
 #include <netdb.h>
@@ -11,7 +12,6 @@
 #include <sys/stat.h>
 #include <unistd.h>
 
-#include <openssl/crypto.h>
 #include <openssl/evp.h>
 #include <openssl/pem.h>
 #include <openssl/rand.h>
@@ -31,6 +31,7 @@
 #include "lib/rpc/server.hpp"
 #include "lib/rpc/tls.hpp"
 #include "lib/weave/controller.hpp"
+#include "lib/weave/identity.hpp"
 
 namespace sandweave::weave {
 
@@ -117,7 +118,7 @@ Listener listen_on(const std::string& where) {
 struct Shared {
     api::Api& api;
     SSL_CTX* ctx;
-    std::string token_hash;
+    Authenticator auth;
     rpc::ServeOptions serve;
 };
 
@@ -174,20 +175,18 @@ void handle(Shared& sh, Fd sock, std::string peer) {
         log().info("controller: " + peer + ": refused (did not start with hello)");
         return refuse(ssl, id, "the controller needs hello with a token first");
     }
-    auto tok = params->find("token");
-    if (tok == params->end() || !tok->is_string() || tok->get<std::string>().empty()) {
-        log().info("controller: " + peer + ": refused (no token)");
-        return refuse(ssl, id,
-                      "the controller requires a token (put it in SANDWEAVE_WEAVE_TOKEN_FILE or "
-                      "~/.config/sandweave/weave_token, mode 0600)");
+    std::optional<Identity> who;
+    try {
+        who = authenticate(sh.auth, *params);
+    } catch (const std::exception& e) {
+        log().info("controller: " + peer + ": refused (" + e.what() + ")");
+        return refuse(ssl, id, e.what());
     }
-    std::string got = sha256_hex(tok->get<std::string>());
-    if (got.size() != sh.token_hash.size() ||
-        CRYPTO_memcmp(got.data(), sh.token_hash.data(), got.size()) != 0) {
-        log().info("controller: " + peer + ": refused (wrong token)");
-        return refuse(ssl, id, "the controller did not accept the token");
-    }
+    log().debug("controller: " + peer + ": " + who->name + " (" + who->how + ", Unix user " +
+                who->unix_user + (who->admin ? ", admin" : "") + ")");
+    auto api = as_caller(sh.api, *who);
     req["params"].erase("token");
+    req["params"].erase("munge");
     std::string forwarded = req.dump() + "\n" + rest;
     int sv[2];
     if (::socketpair(AF_UNIX, SOCK_STREAM | SOCK_CLOEXEC, 0, sv) != 0) return;
@@ -196,7 +195,7 @@ void handle(Shared& sh, Fd sock, std::string peer) {
     timeval none{0, 0};
     ::setsockopt(sock.get(), SOL_SOCKET, SO_RCVTIMEO, &none, sizeof none);
     std::thread serving([&] {
-        rpc::serve_connection(sh.api, server_end.get(), server_end.get(), -1, sh.serve);
+        rpc::serve_connection(*api, server_end.get(), server_end.get(), -1, sh.serve);
         ::shutdown(server_end.get(), SHUT_RDWR);
     });
     rpc::tls_pump(ssl, sock.get(), pump_end.get());
@@ -240,7 +239,8 @@ void serve_controller(api::Api& api, const ControllerOptions& o, int stop_fd) {
 
     Listener l = listen_on(o.listen);
     ::signal(SIGPIPE, SIG_IGN);
-    auto* sh = new Shared{api, ctx, sha256_hex(tok), {o.server_name, {}}};
+    auto* sh = new Shared{
+        api, ctx, Authenticator{o.state_dir, sha256_hex(tok), o.munge_socket}, {o.server_name, {}}};
     // What is not routed yet is neither listed nor served (docs/weave.md).
     sh->serve.without = {"audit.export"};
     sh->serve.controller = true;

@@ -89,6 +89,7 @@ void ControllerApi::watch_once(bool first) {
                     p.id = d.sandbox;
                     p.job = d.job;
                     p.node = d.node;
+                    p.owner = owner_of({}, d.user);
                     p.view.record.id = d.sandbox;
                     p.gone = SandboxState::lost;
                     p.why = d.why;
@@ -123,7 +124,7 @@ void ControllerApi::watch_once(bool first) {
                 slurm_.cancel_task(d.array, d.task);
                 break;
             case Decision::Kind::reconnect:
-                if (adopt(d.job, d.sandbox, d.node))
+                if (adopt(d.job, d.sandbox, d.node, d.user))
                     tries_.erase(d.job);
                 else
                     ++tries_[d.job];
@@ -167,7 +168,8 @@ void ControllerApi::reap_worker(const std::string& node, const std::set<std::str
     }
 }
 
-bool ControllerApi::adopt(long job, const std::string& id, const std::string& node) {
+bool ControllerApi::adopt(long job, const std::string& id, const std::string& node,
+                          const std::string& job_user) {
     Placed p;
     p.id = id;
     p.job = job;
@@ -177,6 +179,7 @@ bool ControllerApi::adopt(long job, const std::string& id, const std::string& no
         p.view = p.link->api().inspect({id});
         p.view.worker = node;
         p.name = p.view.record.name;
+        p.owner = owner_of(p.view, job_user);
     } catch (const Error& e) {
         if (e.code() != ErrorCode::not_found) {
             log().warn("controller: job " + std::to_string(job) + " (sandbox " + id +
@@ -206,7 +209,7 @@ void ControllerApi::require_live(const Placed& pl) {
 }
 
 Placed ControllerApi::relink(const Placed& pl) {
-    if (!adopt(pl.job, pl.id, pl.node)) {
+    if (!adopt(pl.job, pl.id, pl.node, {})) {
         Placed now = route(pl.id).first;
         require_live(now);
         throw Error(ErrorCode::connection,

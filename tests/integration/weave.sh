@@ -110,7 +110,9 @@ for i in $(seq 2 12); do scancel -n "filler$i"; done
 note "refusals"
 NOBODY="$SCRATCH/nobody"
 mkdir -p "$NOBODY"
-capture env -u SANDWEAVE_WEAVE_TOKEN_FILE HOME="$NOBODY" XDG_CONFIG_HOME="$NOBODY" "$SW" ls
+# (and no munged socket: a host's own munged would otherwise vouch for root)
+capture env -u SANDWEAVE_WEAVE_TOKEN_FILE HOME="$NOBODY" XDG_CONFIG_HOME="$NOBODY" \
+    SANDWEAVE_WEAVE_MUNGE_SOCKET="$NOBODY/no-munged.socket" "$SW" ls
 assert_ne "a client without a token is refused" 0 "$LAST_RC"
 assert_match "... with one line saying a token is needed" '^sandweave: weave://127\.0\.0\.1:[0-9]+: handshake refused: the controller requires a token' "$LAST_ERR"
 assert_eq "... and only that line" 1 "$(line_count "$LAST_ERR")"

@@ -453,8 +453,11 @@ TEST_SUITE("template hostile input") {
             CHECK_FALSE(contains(msg, "hunter2"));
             CHECK_FALSE(contains(msg, "password"));
         }
-        CHECK(contains(error_of([&] { r.resolve((dir.path / "shadow").string()); }).what(),
+        // What was expected instead: a map, or keys a template knows.
+        CHECK(contains(error_of([&] { r.resolve((dir.path / "list.yaml").string()); }).what(),
                        "expected a map of template keys"));
+        CHECK(contains(error_of([&] { r.resolve((dir.path / "shadow").string()); }).what(),
+                       "unknown key (not a template key)"));
         // A client's file, read there and sent as text: named, not quoted.
         auto sent = error_of(
             [&] { r.resolve(secret + "\ndaemon:*:20228:0:99999:7:::\n", "client:/etc/shadow"); });
