@@ -34,7 +34,10 @@ assert_eq "... in a 0700 directory" 700 "$(stat -c %a /run/sandweave/audit)"
 assert_exit "run in it" 0 lsw run "$ID" -- sh -c 'echo audited; ls / >/dev/null'
 assert_eq "... its output" audited "$LAST_OUT"
 assert_exit "audit status" 0 lsw --json audit status "$ID"
-assert_true "... counts events" test "$(jq -r '.events' <<<"$LAST_OUT")" -gt 0
+# A live status is no barrier: the writer may not have written the run's
+# events yet when it answers, so it is asked again until it has.
+status_counts() { test "$(lsw --json audit status "$ID" 2>/dev/null | jq -r '.events')" -gt 0; }
+assert_true "... counts events" wait_for 20 status_counts
 assert_exit "audit export" 0 lsw audit export "$ID" "$SCRATCH/log.jsonl"
 assert_eq "... complete" true "$(jq -r .complete "$SCRATCH/log.jsonl.status.json")"
 assert_true "... the command's exec is in it" grep -q '"sh"' "$SCRATCH/log.jsonl"

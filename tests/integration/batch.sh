@@ -158,12 +158,24 @@ assert_true "SIGINT: stopped within 30 s" test $((SECONDS - t0)) -lt 30
 assert_eq "SIGINT: no episode folder" "" "$(find "$SCRATCH/int-out" -mindepth 1 -maxdepth 1 -type d)"
 assert_no_leftovers "after SIGINT"
 
+# --- a template that does not exist is the user's mistake: refused before anything runs --
+printf '{"id": "typo", "template": "no-such-template", "command": ["true"]}\n' >"$SCRATCH/typo.jsonl"
+capture sw batch run "$SCRATCH/typo.jsonl" --out "$SCRATCH/typo-out" --retries 1 --json
+assert_eq "unknown template: exit 4 before anything starts" 4 "$LAST_RC"
+assert_match "unknown template: the error names the spec's line" 'typo.jsonl:1:.*no-such-template' "$LAST_ERR"
+assert_no_match "unknown template: no retry" 'trying again' "$LAST_ERR"
+assert_true "unknown template: no folder" test ! -e "$SCRATCH/typo-out/typo"
+
 # --- an infrastructure failure is retried, counted apart, and gets no folder ----------
-printf '{"id": "infra", "template": "no-such-template", "command": ["true"]}\n' >"$SCRATCH/infra.jsonl"
-capture sw batch run "$SCRATCH/infra.jsonl" --out "$SCRATCH/infra-out" --retries 1 --json
+# A runtime that fails every call stands for a broken worker.
+printf '#!/bin/sh\necho "runsc: the runtime is broken" >&2\nexit 1\n' >"$SCRATCH/broken-runsc"
+chmod +x "$SCRATCH/broken-runsc"
+printf '{"id": "infra", "command": ["true"]}\n' >"$SCRATCH/infra.jsonl"
+capture env SANDWEAVE_RUNSC="$SCRATCH/broken-runsc" "$SW" batch run "$SCRATCH/infra.jsonl" \
+    --out "$SCRATCH/infra-out" --retries 1 --json
 assert_eq "infrastructure failure: exit 7" 7 "$LAST_RC"
 assert_eq "infrastructure failure: counted apart" "1 0" "$(jq -r '"\(.infrastructure) \(.failed)"' <<<"$LAST_OUT")"
-assert_match "infrastructure failure: its error" 'no-such-template' "$(jq -r '.infrastructure_errors.infra' <<<"$LAST_OUT")"
+assert_match "infrastructure failure: its error" 'the runtime is broken' "$(jq -r '.infrastructure_errors.infra' <<<"$LAST_OUT")"
 assert_true "infrastructure failure: no folder (a rerun tries again)" test ! -e "$SCRATCH/infra-out/infra"
 assert_match "infrastructure failure: retried once" 'try 1 failed.*trying again' "$LAST_ERR"
 
