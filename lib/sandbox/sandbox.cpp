@@ -183,12 +183,41 @@ void settle_abandoned_create(Context& ctx, SandboxRecord& r) {
     r = *fresh;
 }
 
+// An audited sandbox whose writer is gone runs nothing more (it fails
+// closed: require_audit_writer), and nothing unrecorded goes on in it
+// either: whoever sees it first (ls, inspect) stops its runtime and records
+// it failed and why, unless its lock's holder (a terminate under way) is at
+// work on it. What the writer recorded stays for export.
+void settle_dead_writer(Context& ctx, SandboxRecord& r, const std::string& why) {
+    r.error = "its audit writer is gone (" + why +
+              "), so it was stopped: export what it recorded, then rm it";
+    auto lock = FileLock::try_lock(ctx.store.sandbox_dir(r.id) / "lock");
+    if (!lock.locked()) return;
+    auto fresh = ctx.store.try_load(r.id);
+    if (!fresh || fresh->state != SandboxState::running) return;
+    try {
+        stop_runtime(ctx, *fresh);
+    } catch (const std::exception& e) {
+        log().warn("stopping sandbox " + r.id + " after its audit writer died: " + e.what());
+    }
+    fresh->state = SandboxState::failed;
+    fresh->error = r.error;
+    ctx.store.save(*fresh);
+    r = *fresh;
+}
+
 }  // namespace
 
 SandboxView sandbox_view(Context& ctx, SandboxRecord r, SandboxState live,
                          std::optional<LimitUsage> limits) {
     if (r.state == SandboxState::creating && live == SandboxState::failed)
         settle_abandoned_create(ctx, r);
+    if (live == SandboxState::running && r.spec.runtime.audit) {
+        if (std::string why = audit::writer_gone(audit_dir(ctx.store, r.id)); !why.empty()) {
+            live = SandboxState::failed;
+            settle_dead_writer(ctx, r, why);
+        }
+    }
     SandboxView v{std::move(r), live, std::nullopt, std::move(limits), std::nullopt};
     if (!v.limits && v.live != SandboxState::running && v.record.limits_at_stop) {
         try {
