@@ -381,10 +381,12 @@ start_worker() {  # NODE
     sock="$(worker_socket "$1")"
     setsid env -u SLURM_CONF -u SANDWEAVE_HOST "$sandweave" --state-dir "$dir/workers/$1/state" \
         worker --socket "$sock" --retain "$retain" </dev/null >>"$dir/log/worker-$1.log" 2>&1 &
-    echo $! >"$dir/run/worker-$1.pid"
+    local pid=$!
+    echo "$pid" >"$dir/run/worker-$1.pid"
     deadline=$((SECONDS + 10))
     until [ -S "$sock" ] && worker_pid "$1" >/dev/null; do
-        worker_pid "$1" >/dev/null || die "the worker daemon of $1 did not start (see $dir/log/worker-$1.log)"
+        # (until setsid and env have exec'd it, the pid is not sandweave's yet)
+        kill -0 "$pid" 2>/dev/null || die "the worker daemon of $1 did not start (see $dir/log/worker-$1.log)"
         ((SECONDS < deadline)) || die "the worker daemon of $1 does not listen on $sock (see $dir/log/worker-$1.log)"
         sleep 0.05
     done

@@ -25,8 +25,9 @@ void run_copier(Context& ctx, const std::string& id_text, agent::ExecSpec spec,
     std::string id = ctx.store.resolve_id(id_text);
     CommandActivity busy(ctx.store.sandbox_dir(id));
     SandboxRecord r = ctx.store.load(id);
-    require_audit_writer(ctx, r, what);
+    // A sandbox whose runtime is gone says so first (connect_agent).
     AgentClient agent = connect_agent(ctx, r, what);
+    require_audit_writer(ctx, r, what);
     UserSpec u = user.value_or(UserSpec{0, 0});
     spec.uid = u.uid;
     spec.gid = u.gid;

@@ -513,7 +513,14 @@ RunOutcome run_in_sandbox(Context& ctx, const RunRequest& req, const AttachOptio
         }
         return out;
     }
-    require_audit_writer(ctx, r, "run a command");
+    try {
+        require_audit_writer(ctx, r, "run a command");
+    } catch (const Error&) {
+        // A sandbox whose runtime is gone too (a host restart) says that.
+        Runsc gone = runsc_for(ctx, r);
+        if (auto st = gone.state(id); !st || st->status != "running") not_running(gone, id);
+        throw;
+    }
     ExecRequest ex;
     ex.argv = command_line(r.spec, req.argv, req.entrypoint, "sandbox " + id);
     SANDWEAVE_FAULT_POINT("run.started");

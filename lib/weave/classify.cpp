@@ -76,7 +76,8 @@ std::vector<Decision> classify(const Observation& seen, const Holdings& held) {
     // slurmctld starting, forgets nothing).
     if (!seen.jobs.empty())
         for (long job : held.ending)
-            if (!by_id.count(job)) out.push_back({Kind::forget_ending, "", job, "", 0, -1, 0, "", ""});
+            if (!by_id.count(job))
+                out.push_back({Kind::forget_ending, "", job, "", 0, -1, 0, "", ""});
     std::set<long> holds = held.ending;
     for (const auto& s : held.sandboxes) holds.insert(s.job);
     auto taken = [&](long job) { return holds.count(job) || held.in_flight.count(job); };
@@ -111,8 +112,8 @@ std::vector<Decision> classify(const Observation& seen, const Holdings& held) {
             // left by a create of this one that no longer runs.
             bool before = j.name != held.instance;
             if ((j.state == "RUNNING" || j.state == "PENDING") && (before || stale))
-                out.push_back(
-                    {Kind::cancel, "", j.id, j.nodes, 0, -1, 0, "a create that did not finish", ""});
+                out.push_back({Kind::cancel, "", j.id, j.nodes, 0, -1, 0,
+                               "a create that did not finish", ""});
         } else if (j.state == "RUNNING" && tries(j.id) < max_tries) {
             out.push_back({Kind::reconnect, sandbox, j.id, j.nodes, 0, -1, 0, "", j.user});
         } else if (j.state == "NODE_FAIL" && held.first) {

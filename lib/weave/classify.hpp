@@ -58,7 +58,8 @@ struct Holdings {
     long now_s = 0;             // seconds since the epoch
     bool first = false;         // the controller's start: NODE_FAIL jobs are listed as lost
     bool reap = false;          // this poll also reaps the workers (reap_every)
-    bool retry_unreachable = false;  // this poll retries links past max_tries (retry_unreachable_every)
+    bool retry_unreachable =
+        false;  // this poll retries links past max_tries (retry_unreachable_every)
 };
 
 struct Observation {

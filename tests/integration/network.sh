@@ -189,7 +189,10 @@ if [[ -x "${SANDWEAVE_FAULTS:-}" ]]; then
         >/dev/null 2>&1 </dev/null
     ID5="$(ls "$STATE/sandboxes" | grep -E '^sw-[0-9a-f]{12}$' | head -1)"
     assert_match "the second killed create left its sandbox" '^sw-' "$ID5"
+    # (its rootfs is still mounted: unmounted first, or rm cannot remove it)
+    for m in $(findmnt -rn -o TARGET | grep -F -- "$STATE/sandboxes/$ID5/" | sort -r); do umount -l "$m"; done
     rm -rf "${STATE:?}/sandboxes/$ID5"
+    assert_true "... its directory is gone" test ! -e "$STATE/sandboxes/$ID5"
 else
     skipped "sandweave-faults is not built: killed creates"
 fi

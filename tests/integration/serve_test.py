@@ -403,21 +403,20 @@ class B_Basics(ServeCase):
         with open(good, "w") as f:
             f.write("description: a small template for serve_test\nextends: base\n"
                     "env:\n  SERVE_TEST: from-file\nruntime_options:\n  hidepid: 2\n")
-        v = self.c.call("template.validate", {"file": good})
-        self.assertIs(v.get("valid"), True, "template.validate: valid is true")
-        self.assertEqual(v.get("file"), good, "template.validate: file")
-        self.assertIsInstance(v.get("chain"), list, "template.validate: chain is an array")
-        self.assertEqual(len(v["chain"]), 2, f"template.validate: chain is the file, then base: {v['chain']}")
-        self.assertEqual(v["chain"][-1], "base", "template.validate: the chain ends with base")
-        bad = os.path.join(tdir, "typo.yaml")
-        with open(bad, "w") as f:
-            f.write("extends: base\nruntime_options:\n  hidepd: 2\n")
-        self.expectError("template.validate", {"file": bad}, 2, "template.validate of a template with a typo: a problem is error 2")
+        # The server reads no template file its client names: a client
+        # validates its files itself, and sends a file's content to create.
+        e = self.expectError("template.validate", {"file": good}, 2,
+                             "template.validate of a file over serve is refused")
+        self.assertIn("not read for a remote client", e.message, "template.validate: says why")
+        self.assertNotIn("from-file", e.message, "template.validate: the file's text is not echoed")
         self.expectError("template.validate", {}, -32602, "template.validate without file")
+        e = self.expectError("sandbox.create", {"template": good}, 2, "sandbox.create naming a file is refused")
+        self.assertNotIn("SERVE_TEST", e.message, "sandbox.create: the file's text is not echoed")
 
-        # template: a file path on the worker, or inline JSON/YAML text.
-        sb = create(template=good)
-        self.checkSandbox(sb, "sandbox.create from a template file", state="running")
+        # template: a name, or inline JSON/YAML text (a client's file, read there).
+        with open(good) as f:
+            sb = create(template=f.read(), template_source="client:" + good)
+        self.checkSandbox(sb, "sandbox.create from a template file's content", state="running")
         self.assertEqual(sb["spec"]["runtime_options"].get("hidepid"), 2, "created from the file: hidepid 2")
         out, _, _ = self.run_ok(["sh", "-c", "echo $SERVE_TEST"], "env from the template file", sandbox=sb["id"])
         self.assertEqual(out, b"from-file\n", "env from the template file reaches the guest")
@@ -1197,10 +1196,11 @@ class L_BadInput(ServeCase):
         path = os.path.join(SCRATCH, "not-utf8.yaml")
         with open(path, "wb") as f:
             f.write(b"extends: base\nenv:\n  GREETING: \"caf\xe9\"\n")
+        # A path is refused before the file is read: named, never quoted
+        # (the CLI, which reads it where it is, names the key that is not UTF-8).
         e = self.expectError("sandbox.create", {"template": path}, 2, "a template file with byte 0xE9", client=self.bc)
         self.assertIn(path, e.message, "the error names the file")
-        self.assertIn("env.GREETING", e.message, "the error names the key")
-        self.assertIn("not UTF-8", e.message, "the error says what is wrong")
+        self.assertNotIn("caf", e.message, "the file's text is not echoed")
         self.usable("a template file that is not UTF-8")
 
     def test_crlf_line(self):
