@@ -93,13 +93,18 @@ with_conf() { SLURM_CONF="$conf" "$@"; }
 
 # --- processes ---------------------------------------------------------------------
 
-# The pid in FILE when that process is alive and is the program NAME.
+# The pid in FILE when that process is alive and is the program NAME. A
+# zombie is not alive: a daemon killed with SIGKILL keeps its name until
+# init reaps it, which can take seconds here.
 pid_of() {  # FILE NAME
-    local pid
+    local pid stat
     [ -r "$1" ] || return 1
     pid="$(tr -dc 0-9 <"$1")"
     [ -n "$pid" ] && [ -r "/proc/$pid/comm" ] || return 1
     [ "$(cat "/proc/$pid/comm" 2>/dev/null)" = "$2" ] || return 1
+    stat="$(cat "/proc/$pid/stat" 2>/dev/null)" || return 1
+    stat="${stat##*) }"
+    [ "${stat%% *}" != Z ] || return 1
     echo "$pid"
 }
 munged_pid() { pid_of "$dir/munge/munged.pid" munged; }
@@ -154,7 +159,7 @@ require_root() {
 }
 
 install_packages() {
-    local packages=(slurmctld slurmd slurm-client munge) missing=() p
+    local packages=(slurmctld slurmd slurm-client munge iproute2) missing=() p
     for p in "${packages[@]}"; do
         dpkg-query -W -f='${Status}' "$p" 2>/dev/null | grep -q "install ok installed" || missing+=("$p")
     done
@@ -384,7 +389,8 @@ start_worker() {  # NODE
     local pid=$!
     echo "$pid" >"$dir/run/worker-$1.pid"
     deadline=$((SECONDS + 10))
-    until [ -S "$sock" ] && worker_pid "$1" >/dev/null; do
+    # Listening, not just a socket file: one left by a killed daemon stays.
+    until worker_pid "$1" >/dev/null && ss -Hxl 2>/dev/null | grep -qF " $sock "; do
         # (until setsid and env have exec'd it, the pid is not sandweave's yet)
         kill -0 "$pid" 2>/dev/null || die "the worker daemon of $1 did not start (see $dir/log/worker-$1.log)"
         ((SECONDS < deadline)) || die "the worker daemon of $1 does not listen on $sock (see $dir/log/worker-$1.log)"
