@@ -100,6 +100,7 @@ void register_controller(CLI::App& app, GlobalOptions& g, Outcome& out) {
     struct Flags {
         std::string listen = "127.0.0.1:7443";
         std::string dir, cert, key, token, cluster, worker_binary, munge_socket;
+        std::size_t max_connections = 1024;
     };
     auto f = std::make_shared<Flags>();
     sub->add_option("--listen", f->listen, "TCP address to listen on (HOST:PORT)")
@@ -127,6 +128,11 @@ void register_controller(CLI::App& app, GlobalOptions& g, Outcome& out) {
                     "munged's socket, for checking clients' munge credentials "
                     "[the cluster file's SANDWEAVE_WEAVE_MUNGE_SOCKET, else munged's default]")
         ->type_name("PATH");
+    sub->add_option("--max-connections", f->max_connections,
+                    "Client connections served at once; one more is told the controller is "
+                    "busy and closed")
+        ->check(CLI::Range(std::size_t{1}, std::size_t{100000}))
+        ->capture_default_str();
     auto* token =
         register_controller_tokens(*sub, g, out, std::shared_ptr<const std::string>(f, &f->dir));
     sub->callback([&g, &out, f, token] {
@@ -157,6 +163,7 @@ void register_controller(CLI::App& app, GlobalOptions& g, Outcome& out) {
         o.key = f->key;
         o.token_file = f->token;
         o.munge_socket = f->munge_socket.empty() ? c.munge_socket : f->munge_socket;
+        o.max_connections = f->max_connections;
         o.server_name = std::string("sandweave ") + SANDWEAVE_VERSION_STRING + " (controller)";
         weave::serve_controller(*api, o, sfd.get());
         out.exit_code = 0;

@@ -67,6 +67,9 @@ struct ControllerOptions {
     std::filesystem::path cert, key, token_file;  // empty: in state_dir, made at first start
     std::string server_name;
     std::string munge_socket;  // munged's socket for unmunge; empty: its default
+    // Connections served at once; one past it is answered "controller busy"
+    // and closed. Each costs two threads and three descriptors while it lasts.
+    std::size_t max_connections = 1024;
 };
 
 // Listens for TLS clients until `stop_fd` becomes readable; each connection

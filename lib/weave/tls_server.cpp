@@ -8,6 +8,7 @@
 #include <netinet/tcp.h>
 #include <poll.h>
 #include <signal.h>
+#include <sys/resource.h>
 #include <sys/socket.h>
 #include <sys/stat.h>
 #include <unistd.h>
@@ -18,6 +19,7 @@
 #include <openssl/ssl.h>
 #include <openssl/x509.h>
 
+#include <atomic>
 #include <cstring>
 #include <thread>
 
@@ -120,7 +122,14 @@ struct Shared {
     SSL_CTX* ctx;
     Authenticator auth;
     rpc::ServeOptions serve;
+    std::size_t max_connections;
+    std::atomic<std::size_t> live{0};      // connections being served
+    std::atomic<std::size_t> refusing{0};  // connections past the limit being told so
 };
+
+// A connection past the limit is told why, by as few threads as that takes:
+// past this many at once, it is closed without a word.
+constexpr std::size_t max_refusing = 32;
 
 // The first line, read before anything is served: at most 64 KiB.
 std::optional<std::string> first_line(SSL* ssl, std::string& rest) {
@@ -140,6 +149,37 @@ std::optional<std::string> first_line(SSL* ssl, std::string& rest) {
 
 void refuse(SSL* ssl, const json& id, const std::string& why) {
     std::string line = rpc::encode_error(id, rpc::code::peer_not_allowed, why) + "\n";
+    SSL_write(ssl, line.data(), static_cast<int>(line.size()));
+    SSL_shutdown(ssl);
+}
+
+// Tells a client past the connection limit why it is refused: in its TLS
+// session, as the answer to its hello, within two seconds.
+void refuse_busy(Shared& sh, Fd sock) {
+    SSL* ssl = SSL_new(sh.ctx);
+    if (!ssl) return;
+    timeval tv{2, 0};
+    ::setsockopt(sock.get(), SOL_SOCKET, SO_RCVTIMEO, &tv, sizeof tv);
+    ::setsockopt(sock.get(), SOL_SOCKET, SO_SNDTIMEO, &tv, sizeof tv);
+    SSL_set_fd(ssl, sock.get());
+    struct Free {
+        SSL* s;
+        ~Free() { SSL_free(s); }
+    } free_ssl{ssl};
+    if (SSL_accept(ssl) != 1) return;
+    std::string rest;
+    json id;
+    if (auto line = first_line(ssl, rest)) try {
+            json req = parse_untrusted_json(*line);
+            if (req.is_object() && req.contains("id")) id = req["id"];
+        } catch (const std::exception&) {
+        }
+    std::string line =
+        rpc::encode_error(id, rpc::code::server_busy,
+                          "controller busy: it serves at most " +
+                              std::to_string(sh.max_connections) +
+                              " connections at once; try again once one has closed") +
+        "\n";
     SSL_write(ssl, line.data(), static_cast<int>(line.size()));
     SSL_shutdown(ssl);
 }
@@ -239,8 +279,19 @@ void serve_controller(api::Api& api, const ControllerOptions& o, int stop_fd) {
 
     Listener l = listen_on(o.listen);
     ::signal(SIGPIPE, SIG_IGN);
-    auto* sh = new Shared{
-        api, ctx, Authenticator{o.state_dir, sha256_hex(tok), o.munge_socket}, {o.server_name, {}}};
+    // Each connection holds three descriptors: take the hard limit, not the
+    // soft one (1024 under systemd) that would bind long before the
+    // connection limit does.
+    rlimit nofile{};
+    if (::getrlimit(RLIMIT_NOFILE, &nofile) == 0 && nofile.rlim_cur < nofile.rlim_max) {
+        nofile.rlim_cur = nofile.rlim_max;
+        ::setrlimit(RLIMIT_NOFILE, &nofile);
+    }
+    auto* sh = new Shared{api,
+                          ctx,
+                          Authenticator{o.state_dir, sha256_hex(tok), o.munge_socket},
+                          {o.server_name, {}},
+                          o.max_connections};
     // What is not routed yet is neither listed nor served (docs/weave.md).
     sh->serve.without = {"audit.export"};
     sh->serve.controller = true;
@@ -255,7 +306,13 @@ void serve_controller(api::Api& api, const ControllerOptions& o, int stop_fd) {
         sockaddr_storage addr{};
         socklen_t len = sizeof addr;
         Fd c(::accept4(l.fd.get(), reinterpret_cast<sockaddr*>(&addr), &len, SOCK_CLOEXEC));
-        if (!c.valid()) continue;
+        if (!c.valid()) {
+            // Out of descriptors or memory: the peer stays in the backlog, and
+            // poll would report it again at once; wait for a connection to end.
+            if (errno == EMFILE || errno == ENFILE || errno == ENOBUFS || errno == ENOMEM)
+                ::poll(nullptr, 0, 100);
+            continue;
+        }
         // Small writes (handshake records, one JSON line) go out at once, not
         // after the peer's delayed ACK (40 ms).
         int one = 1;
@@ -264,12 +321,33 @@ void serve_controller(api::Api& api, const ControllerOptions& o, int stop_fd) {
         ::getnameinfo(reinterpret_cast<sockaddr*>(&addr), len, host, sizeof host, serv, sizeof serv,
                       NI_NUMERICHOST | NI_NUMERICSERV);
         std::string peer = std::string(host) + ":" + serv;
-        std::thread([sh, fd = std::move(c), peer]() mutable {
-            sigset_t all;
-            sigfillset(&all);
-            ::pthread_sigmask(SIG_BLOCK, &all, nullptr);
-            handle(*sh, std::move(fd), peer);
-        }).detach();
+        // Counted here, before the thread, so a burst cannot overshoot.
+        bool over = sh->live.fetch_add(1) >= sh->max_connections;
+        if (over) {
+            sh->live.fetch_sub(1);
+            if (sh->refusing.fetch_add(1) >= max_refusing) {
+                sh->refusing.fetch_sub(1);
+                continue;  // closes it
+            }
+            log().debug("controller: " + peer + ": refused (at the connection limit)");
+        }
+        try {
+            std::thread([sh, fd = std::move(c), peer, over]() mutable {
+                sigset_t all;
+                sigfillset(&all);
+                ::pthread_sigmask(SIG_BLOCK, &all, nullptr);
+                if (over) {
+                    refuse_busy(*sh, std::move(fd));
+                    sh->refusing.fetch_sub(1);
+                } else {
+                    handle(*sh, std::move(fd), peer);
+                    sh->live.fetch_sub(1);
+                }
+            }).detach();
+        } catch (const std::system_error& e) {
+            (over ? sh->refusing : sh->live).fetch_sub(1);
+            log().warn("controller: " + peer + ": refused: cannot start a thread: " + e.what());
+        }
     }
     log().info("controller: stopping");
     // Connections still open end with the process; their workers' serve
