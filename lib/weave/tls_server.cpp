@@ -169,11 +169,13 @@ void refuse_busy(Shared& sh, Fd sock) {
     if (SSL_accept(ssl) != 1) return;
     std::string rest;
     json id;
-    if (auto line = first_line(ssl, rest)) try {
+    if (auto line = first_line(ssl, rest)) {
+        try {
             json req = parse_untrusted_json(*line);
             if (req.is_object() && req.contains("id")) id = req["id"];
         } catch (const std::exception&) {
         }
+    }
     std::string line =
         rpc::encode_error(id, rpc::code::server_busy,
                           "controller busy: it serves at most " +
