@@ -1,16 +1,15 @@
 #!/usr/bin/env bash
 # Sets up, builds, and runs every test. Exits non-zero on any failure.
 #   1. setup.sh --test-deps: packages, the patched runtime, ./build (all targets)
-#   2. one clang tree, ./build-san (AddressSanitizer + UndefinedBehaviorSanitizer,
-#      assertions on, -O1), serves the unit tests and the libFuzzer targets:
-#      a. the unit tests under ASan+UBSan
-#      b. the audit message decoder under libFuzzer for 60 s, seeded with a
-#         corpus recorded from a real runsc session
-#      c. the JSON-RPC request decoder and params validator for 60 s, seeded
+#   2. the unit tests under AddressSanitizer + UndefinedBehaviorSanitizer
+#      (./build-asan: only what they need), then libFuzzer (./build-fuzz, clang):
+#      a. the audit message decoder for 60 s, seeded with a corpus recorded
+#         from a real runsc session
+#      b. the JSON-RPC request decoder and params validator for 60 s, seeded
 #         with request lines from docs/protocol.md
-#      d. template and option resolution (inline JSON/YAML, extends chains) for
+#      c. template and option resolution (inline JSON/YAML, extends chains) for
 #         45 s, seeded with tests/data/templates/corpus
-#      e. the guest agent's frame decoder (what a hostile guest sends the host)
+#      d. the guest agent's frame decoder (what a hostile guest sends the host)
 #         for 45 s, and sandweave e2b's request decoding for 30 s
 #   3. go vet and the Go unit tests of the gVisor packages runtime/series
 #      patches (runtime/build-runsc.sh --test, on the Go cache step 1 filled)
@@ -39,33 +38,34 @@ step_end "setup: packages, patched runtime, build" "$t" 0
 mkdir -p "$logs"
 
 # fuzz TARGET SECONDS SEED_CORPUS [DICT]: libFuzzer writes new inputs into a
-# scratch corpus in build-san, so the recorded seeds stay as they are.
+# scratch corpus in build-fuzz, so the recorded seeds stay as they are.
 fuzz() {
   local target="$1" seconds="$2" seeds="$3" dict=() t=$SECONDS rc=0
   [[ -n "${4:-}" ]] && dict=("-dict=$4")
   echo "== fuzzing $target ($seconds s)"
-  mkdir -p "$top/build-san/corpus-$target"
-  "$top/build-san/tests/fuzz/$target" -max_total_time="$seconds" -print_final_stats=1 \
-    "${dict[@]}" "$top/build-san/corpus-$target" "$seeds" >"$logs/$target.log" 2>&1 || rc=$?
+  mkdir -p "$top/build-fuzz/corpus-$target"
+  "$top/build-fuzz/tests/fuzz/$target" -max_total_time="$seconds" -print_final_stats=1 \
+    "${dict[@]}" "$top/build-fuzz/corpus-$target" "$seeds" >"$logs/$target.log" 2>&1 || rc=$?
   tail -n 15 "$logs/$target.log"
   step_end "fuzzing $target" "$t" "$rc" 2>&1
   return "$rc"
 }
 
-# Step 2, in the background: the sanitizer tree, its unit tests, the fuzzers.
+# Step 2, in the background: the sanitizer tree and its unit tests, then the
+# fuzz tree and the fuzzers.
 sanitizers() {
   local t=$SECONDS
-  echo "== sanitizer tree: clang, ASan+UBSan, libFuzzer (build-san)"
-  CC=clang CXX=clang++ nice cmake -S "$top" -B "$top/build-san" -DCMAKE_BUILD_TYPE=Debug \
-    "-DCMAKE_C_FLAGS_DEBUG=-g -O1" "-DCMAKE_CXX_FLAGS_DEBUG=-g -O1" \
-    -DSANDWEAVE_SANITIZE=ON -DSANDWEAVE_FUZZ=ON  # -Werror: the gcc build in step 1
-  nice cmake --build "$top/build-san" -j"$(nproc)" --target sandweave_unit_tests \
-    fuzz_audit_decoder fuzz_rpc_request fuzz_template fuzz_agent_frames fuzz_e2b_request
-  step_end "sanitizer tree" "$t" 0 2>&1
+  echo "== the ASan+UBSan tree (build-asan): the unit tests"
+  nice cmake -S "$top" -B "$top/build-asan" -DCMAKE_BUILD_TYPE=Debug -DSANDWEAVE_WERROR=ON -DSANDWEAVE_SANITIZE=ON
+  nice cmake --build "$top/build-asan" -j"$(nproc)" --target sandweave_unit_tests
+  (cd "$top/build-asan" && ASAN_OPTIONS=detect_leaks=1 ctest --output-on-failure -L unit)
+  step_end "unit tests under ASan+UBSan (build and run)" "$t" 0 2>&1
   t=$SECONDS
-  echo "== unit tests under ASan+UBSan"
-  (cd "$top/build-san" && ASAN_OPTIONS=detect_leaks=1 ctest --output-on-failure -L unit)
-  step_end "unit tests under ASan+UBSan" "$t" 0 2>&1
+  echo "== the fuzz tree (build-fuzz, clang)"
+  CC=clang CXX=clang++ nice cmake -S "$top" -B "$top/build-fuzz" -DSANDWEAVE_FUZZ=ON -DCMAKE_BUILD_TYPE=RelWithDebInfo
+  nice cmake --build "$top/build-fuzz" -j"$(nproc)" --target \
+    fuzz_audit_decoder fuzz_rpc_request fuzz_template fuzz_agent_frames fuzz_e2b_request
+  step_end "the fuzz tree" "$t" 0 2>&1
   fuzz fuzz_audit_decoder 60 "$top/tests/data/audit/corpus"
   fuzz fuzz_rpc_request 60 "$top/tests/data/rpc/corpus" "$top/tests/data/rpc/rpc.dict"
   fuzz fuzz_template 45 "$top/tests/data/templates/corpus" "$top/tests/data/templates/template.dict"
@@ -86,7 +86,7 @@ san_pid=$!
 (set -e; go_tests) >"$logs/go.log" 2>&1 &
 go_pid=$!
 trap 'kill "$san_pid" "$go_pid" 2>/dev/null || true' EXIT
-echo "== in the background: the sanitizer tree and fuzzers ($logs/sanitizers.log), the Go tests ($logs/go.log)" >&2
+echo "== in the background: the ASan unit tests and the fuzzers ($logs/sanitizers.log), the Go tests ($logs/go.log)" >&2
 
 t=$SECONDS
 step_start "the e2b JavaScript SDK for tests/integration/e2b.sh (npm ci, pinned by its lockfile)"
@@ -111,6 +111,6 @@ done
 trap - EXIT
 if [ "$ctest_rc" = 0 ]; then passed=$((passed + 1)); else failed=$((failed + 1)); fi
 echo "== all steps in $((SECONDS - t_start))s" >&2
-echo "== the steps: the sanitizer tree with its unit tests and fuzzers, the Go tests, ctest" >&2
+echo "== the steps: the ASan unit tests and the fuzzers, the Go tests, ctest" >&2
 echo "steps: $passed passed, $failed failed"
 [ "$failed" = 0 ]
