@@ -4,22 +4,26 @@
 #      when something is missing),
 #   2. builds the patched runsc (cached in /var/cache/sandweave/runtime: a second
 #      run takes a second) and installs it to /usr/local/lib/sandweave/runsc,
-#   3. configures and builds sandweave in ./build (incremental),
+#   3. configures and builds sandweave in ./build (incremental), all targets or
+#      only the --target ones, while step 2 runs (its log follows the build's),
 #   4. for ./build: links /usr/local/bin/sandweave to it and installs the Python
-#      SDK (python/) for /usr/bin/python3 and for the first python3 on PATH.
-# Usage: scripts/setup.sh [--test-deps] [--build-dir DIR] [-- extra cmake args]
+#      SDK (python/) for /usr/bin/python3 and for the first python3 on PATH
+#      (not with SANDWEAVE_SETUP_NO_INSTALL=1: a measurement in a scratch clone).
+# Usage: scripts/setup.sh [--test-deps] [--build-dir DIR] [--target T]... [-- extra cmake args]
 set -euo pipefail
 
 top="$(cd "$(dirname "${BASH_SOURCE[0]}")/.." && pwd)"
 build_dir="$top/build"
 test_deps=0
 cmake_args=()
+targets=()
 while [ $# -gt 0 ]; do
   case "$1" in
     --test-deps) test_deps=1 ;;
     --build-dir) build_dir="$2"; shift ;;
+    --target) targets+=(--target "$2"); shift ;;
     --) shift; cmake_args=("$@"); break ;;
-    -h|--help) sed -n '2,9p' "$0" | sed 's/^# \{0,1\}//'; exit 0 ;;
+    -h|--help) sed -n '2,12p' "$0" | sed 's/^# \{0,1\}//'; exit 0 ;;
     *) echo "setup.sh: unknown argument: $1" >&2; exit 2 ;;
   esac
   shift
@@ -58,18 +62,32 @@ if [ ${#missing[@]} -gt 0 ]; then
   apt-get install -y -q --no-install-recommends "${missing[@]}" >&2
 fi
 
-say "patched runtime"
-"$top/runtime/build-runsc.sh" >&2
+# The runtime's Go build and sandweave's C++ build side by side: each has
+# stretches (configure, links, Go's package graph) that leave a core idle.
+say "patched runtime (in the background)"
+runtime_log="$(mktemp "${TMPDIR:-/tmp}/sandweave-setup-runtime.XXXXXX")"
+"$top/runtime/build-runsc.sh" >"$runtime_log" 2>&1 &
+runtime_pid=$!
+trap 'kill "$runtime_pid" 2>/dev/null; rm -f "$runtime_log"' EXIT
 
-say "building sandweave in $build_dir"
+say "building sandweave in $build_dir${targets[*]:+ (${targets[*]})}"
 cmake -S "$top" -B "$build_dir" -DCMAKE_BUILD_TYPE=RelWithDebInfo -DSANDWEAVE_WERROR=ON "${cmake_args[@]}" >&2
-cmake --build "$build_dir" -j"$(nproc)" >&2
+cmake --build "$build_dir" -j"$(nproc)" "${targets[@]}" >&2
+
+runtime_rc=0
+wait "$runtime_pid" || runtime_rc=$?
+cat "$runtime_log" >&2
+trap - EXIT
+rm -f "$runtime_log"
+[ "$runtime_rc" = 0 ] || { echo "setup.sh: building the patched runtime failed (exit $runtime_rc, output above)" >&2; exit 1; }
 # The Python SDK and the binary it runs, for the default build only (not for
 # the sanitizer build test.sh makes). One wheel, built offline by Debian's
 # python3 (setuptools, wheel) from a copy of python/ (so the tree gets no
 # build/ or egg-info), then installed by each interpreter's pip; without pip,
 # a .pth names python/.
-if [ "$build_dir" = "$top/build" ]; then
+if [ "$build_dir" = "$top/build" ] && [ "${SANDWEAVE_SETUP_NO_INSTALL:-0}" = 1 ]; then
+  say "SANDWEAVE_SETUP_NO_INSTALL=1: /usr/local/bin/sandweave and the Python SDK left as they are"
+elif [ "$build_dir" = "$top/build" ]; then
   ln -sfn "$build_dir/sandweave" /usr/local/bin/sandweave
   sdk_tmp="$(mktemp -d)"
   cp -r "$top/python" "$sdk_tmp/src"

@@ -1,59 +1,116 @@
 #!/usr/bin/env bash
 # Sets up, builds, and runs every test. Exits non-zero on any failure.
-#   1. unit tests under AddressSanitizer + UndefinedBehaviorSanitizer
-#   2. the audit message decoder under libFuzzer for 60 s (clang), seeded with a
-#      corpus recorded from a real runsc session
-#   3. the JSON-RPC request decoder and params validator under libFuzzer for 60 s,
-#      seeded with request lines from docs/protocol.md
-#   4. template and option resolution (inline JSON/YAML, extends chains) under
-#      libFuzzer for 45 s, seeded with tests/data/templates/corpus
-#   5. the guest agent's frame decoder (what a hostile guest sends the host)
-#      under libFuzzer for 45 s, and sandweave e2b's request decoding for 30 s
-#   6. go vet and the Go unit tests of the gVisor packages runtime/series
-#      patches (runtime/build-runsc.sh --test, on the runtime setup built)
-#   7. every unit and integration test against the real runsc (ctest)
+#   1. setup.sh --test-deps: packages, the patched runtime, ./build (all targets)
+#   2. the unit tests under AddressSanitizer + UndefinedBehaviorSanitizer
+#      (./build-asan: only what they need), then libFuzzer (./build-fuzz, clang):
+#      a. the audit message decoder for 60 s, seeded with a corpus recorded
+#         from a real runsc session
+#      b. the JSON-RPC request decoder and params validator for 60 s, seeded
+#         with request lines from docs/protocol.md
+#      c. template and option resolution (inline JSON/YAML, extends chains) for
+#         45 s, seeded with tests/data/templates/corpus
+#      d. the guest agent's frame decoder (what a hostile guest sends the host)
+#         for 45 s, and sandweave e2b's request decoding for 30 s
+#   3. go vet and the Go unit tests of the gVisor packages runtime/series
+#      patches (runtime/build-runsc.sh --test, on the Go cache step 1 filled)
+#   4. every unit and integration test against the real runsc (ctest in ./build),
+#      SANDWEAVE_TEST_JOBS at a time (default 3: most integration tests wait on
+#      sandboxes, daemons and timeouts more than they compute; what tests share
+#      on the host is serialized by tests/CMakeLists.txt)
+# Steps 2 and 3 run in the background while step 4 runs (their output is
+# shown when they end), their compiles niced so the tests keep the CPU they
+# need; each step's time is printed as `== STEP: ok in Ns`.
 set -euo pipefail
 top="$(cd "$(dirname "${BASH_SOURCE[0]}")/.." && pwd)"
-"$top/scripts/setup.sh" --test-deps
+jobs="${SANDWEAVE_TEST_JOBS:-3}"
+t_start=$SECONDS
+logs="$top/build/test-logs"
 
-echo "== unit tests under ASan+UBSan" >&2
-"$top/scripts/setup.sh" --build-dir "$top/build-asan" -- -DSANDWEAVE_SANITIZE=ON -DCMAKE_BUILD_TYPE=Debug
-(cd "$top/build-asan" && ASAN_OPTIONS=detect_leaks=1 ctest --output-on-failure -L unit)
+step_start() { echo "== $1" >&2; }
+step_end() {  # NAME START RC
+  if [ "$3" = 0 ]; then echo "== $1: ok in $((SECONDS - $2))s" >&2; else echo "== $1: FAILED (exit $3) in $((SECONDS - $2))s" >&2; fi
+}
+
+t=$SECONDS
+step_start "setup: packages, patched runtime, build"
+"$top/scripts/setup.sh" --test-deps
+step_end "setup: packages, patched runtime, build" "$t" 0
+mkdir -p "$logs"
 
 # fuzz TARGET SECONDS SEED_CORPUS [DICT]: libFuzzer writes new inputs into a
 # scratch corpus in build-fuzz, so the recorded seeds stay as they are.
 fuzz() {
-  local target="$1" seconds="$2" seeds="$3" dict=()
+  local target="$1" seconds="$2" seeds="$3" dict=() t=$SECONDS rc=0
   [[ -n "${4:-}" ]] && dict=("-dict=$4")
-  cmake --build "$top/build-fuzz" -j"$(nproc)" --target "$target" >&2
+  echo "== fuzzing $target ($seconds s)"
   mkdir -p "$top/build-fuzz/corpus-$target"
   "$top/build-fuzz/tests/fuzz/$target" -max_total_time="$seconds" -print_final_stats=1 \
-    "${dict[@]}" "$top/build-fuzz/corpus-$target" "$seeds" 2>&1 | tail -n 15 >&2
+    "${dict[@]}" "$top/build-fuzz/corpus-$target" "$seeds" >"$logs/$target.log" 2>&1 || rc=$?
+  tail -n 15 "$logs/$target.log"
+  step_end "fuzzing $target" "$t" "$rc" 2>&1
+  return "$rc"
 }
-CC=clang CXX=clang++ cmake -S "$top" -B "$top/build-fuzz" -DSANDWEAVE_FUZZ=ON -DCMAKE_BUILD_TYPE=RelWithDebInfo >&2
 
-echo "== fuzzing the audit decoder (60 s)" >&2
-fuzz fuzz_audit_decoder 60 "$top/tests/data/audit/corpus"
+# Step 2, in the background: the sanitizer tree and its unit tests, then the
+# fuzz tree and the fuzzers.
+sanitizers() {
+  local t=$SECONDS
+  echo "== the ASan+UBSan tree (build-asan): the unit tests"
+  nice cmake -S "$top" -B "$top/build-asan" -DCMAKE_BUILD_TYPE=Debug -DSANDWEAVE_WERROR=ON -DSANDWEAVE_SANITIZE=ON
+  nice cmake --build "$top/build-asan" -j"$(nproc)" --target sandweave_unit_tests
+  (cd "$top/build-asan" && ASAN_OPTIONS=detect_leaks=1 ctest --output-on-failure -L unit)
+  step_end "unit tests under ASan+UBSan (build and run)" "$t" 0 2>&1
+  t=$SECONDS
+  echo "== the fuzz tree (build-fuzz, clang)"
+  CC=clang CXX=clang++ nice cmake -S "$top" -B "$top/build-fuzz" -DSANDWEAVE_FUZZ=ON -DCMAKE_BUILD_TYPE=RelWithDebInfo
+  nice cmake --build "$top/build-fuzz" -j"$(nproc)" --target \
+    fuzz_audit_decoder fuzz_rpc_request fuzz_template fuzz_agent_frames fuzz_e2b_request
+  step_end "the fuzz tree" "$t" 0 2>&1
+  fuzz fuzz_audit_decoder 60 "$top/tests/data/audit/corpus"
+  fuzz fuzz_rpc_request 60 "$top/tests/data/rpc/corpus" "$top/tests/data/rpc/rpc.dict"
+  fuzz fuzz_template 45 "$top/tests/data/templates/corpus" "$top/tests/data/templates/template.dict"
+  fuzz fuzz_agent_frames 45 "$top/tests/data/agent/corpus"
+  fuzz fuzz_e2b_request 30 "$top/tests/data/e2b/corpus"
+}
 
-echo "== fuzzing the JSON-RPC request decoder (60 s)" >&2
-fuzz fuzz_rpc_request 60 "$top/tests/data/rpc/corpus" "$top/tests/data/rpc/rpc.dict"
+# Step 3, in the background.
+go_tests() {
+  local t=$SECONDS
+  echo "== the runtime patches' Go tests"
+  nice "$top/runtime/build-runsc.sh" --test >/dev/null
+  step_end "the runtime patches' Go tests" "$t" 0 2>&1
+}
 
-echo "== fuzzing template and option resolution (45 s)" >&2
-fuzz fuzz_template 45 "$top/tests/data/templates/corpus" "$top/tests/data/templates/template.dict"
+(set -e; sanitizers) >"$logs/sanitizers.log" 2>&1 &
+san_pid=$!
+(set -e; go_tests) >"$logs/go.log" 2>&1 &
+go_pid=$!
+trap 'kill "$san_pid" "$go_pid" 2>/dev/null || true' EXIT
+echo "== in the background: the ASan unit tests and the fuzzers ($logs/sanitizers.log), the Go tests ($logs/go.log)" >&2
 
-echo "== fuzzing the guest agent's frame decoder (45 s)" >&2
-fuzz fuzz_agent_frames 45 "$top/tests/data/agent/corpus"
-
-echo "== fuzzing the E2B request decoding (30 s)" >&2
-fuzz fuzz_e2b_request 30 "$top/tests/data/e2b/corpus"
-
-echo "== the runtime patches' Go tests" >&2
-"$top/runtime/build-runsc.sh" --test >/dev/null
-
-echo "== the e2b JavaScript SDK for tests/integration/e2b.sh (npm ci, pinned by its lockfile)" >&2
+t=$SECONDS
+step_start "the e2b JavaScript SDK for tests/integration/e2b.sh (npm ci, pinned by its lockfile)"
 # Node >= 20.18.1 (the SDK's engines) is not in Debian 12: without it, e2b.sh skips.
 if command -v npm >/dev/null; then (cd "$top/tests/e2b" && npm ci --no-audit --no-fund >&2); fi
+step_end "npm ci" "$t" 0
 
-echo "== unit and integration tests" >&2
-cd "$top/build"
-ctest --output-on-failure --timeout 900 -LE fuzz
+t=$SECONDS
+step_start "unit and integration tests (ctest -j$jobs)"
+ctest_rc=0
+(cd "$top/build" && ctest --output-on-failure --timeout 900 -j"$jobs" -LE fuzz) || ctest_rc=$?
+step_end "unit and integration tests" "$t" "$ctest_rc"
+
+# The background steps: their whole output, then how they ended.
+passed=0 failed=0
+for lane in "sanitizers:$san_pid" "go:$go_pid"; do
+  rc=0
+  wait "${lane#*:}" || rc=$?
+  cat "$logs/${lane%%:*}.log" >&2
+  if [ "$rc" = 0 ]; then passed=$((passed + 1)); else failed=$((failed + 1)); echo "== ${lane%%:*}: FAILED (exit $rc)" >&2; fi
+done
+trap - EXIT
+if [ "$ctest_rc" = 0 ]; then passed=$((passed + 1)); else failed=$((failed + 1)); fi
+echo "== all steps in $((SECONDS - t_start))s" >&2
+echo "== the steps: the ASan unit tests and the fuzzers, the Go tests, ctest" >&2
+echo "steps: $passed passed, $failed failed"
+[ "$failed" = 0 ]
