@@ -118,6 +118,9 @@ class Server {
                      const std::string& body);
     void filesystem_rpc(const std::string& method, const httplib::Request& req,
                         httplib::Response& res, const std::string& body);
+    // filesystem.Filesystem/WatchDir, a server stream (watch.cpp).
+    void watch_dir(const SandboxView& sb, const std::optional<std::string>& user,
+                   const httplib::Request& req, httplib::Response& res, const std::string& body);
     void install_control(httplib::Server& http);
     void install_envd(httplib::Server& http);
     void install_files(httplib::Server& http);
@@ -154,6 +157,12 @@ class Server {
     std::shared_ptr<Process> find_process(const std::string& sandbox,
                                           const nlohmann::json& selector);
 };
+
+// A filesystem call's path parameter `key` of `in` (400 when missing or bad).
+std::string path_param(const nlohmann::json& in, const char* key);
+// argv of `/bin/sh -c BODY sh ARGS...` where BODY starts with $p, the first
+// argument resolved against the user's home as envd does.
+std::vector<std::string> path_script(const std::string& body, std::vector<std::string> args);
 
 // Runs argv in a sandbox through the Api as `user`, collecting stdout and
 // stderr (each at most `max` bytes); for the filesystem calls.
