@@ -187,10 +187,17 @@ void Server::watch_dir(const SandboxView& sb, const std::optional<std::string>& 
             std::pair<std::string, std::string> error;
             {
                 std::unique_lock<std::mutex> lock(w->mu);
-                if (out.empty())
-                    w->cv.wait_for(lock, std::chrono::seconds(20), [&] {
-                        return !w->events.empty() || w->ended || !w->broken.empty();
-                    });
+                // In slices, so a client that went away ends the watch soon.
+                for (int i = 0; out.empty() && i < 20; ++i) {
+                    if (w->cv.wait_for(lock, std::chrono::seconds(1), [&] {
+                            return !w->events.empty() || w->ended || !w->broken.empty();
+                        }))
+                        break;
+                    lock.unlock();
+                    bool gone = !sink.is_writable();
+                    lock.lock();
+                    if (gone) return false;
+                }
                 batch.swap(w->events);
                 w->cv.notify_all();
                 end = w->ended || !w->broken.empty();

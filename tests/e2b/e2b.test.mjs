@@ -217,8 +217,13 @@ test('files.watchDir: create, write, remove, rename events; recursive; stop; err
   await sbx.commands.run('echo late > /tmp/w/late.txt');
   await new Promise((r) => setTimeout(r, 500));
   assert.equal(events.length, after, 'no events after stop()');
-  // The guest's watcher ended with the stream.
-  const ps = await sbx.commands.run('ps -o args 2>/dev/null || ps');
+  // The guest's watcher ends with the stream.
+  let ps;
+  for (let i = 0; i < 50; i++) {
+    ps = await sbx.commands.run('ps -o args 2>/dev/null || ps');
+    if (!/--watch/.test(ps.stdout)) break;
+    await new Promise((r) => setTimeout(r, 200));
+  }
   assert.ok(!/--watch/.test(ps.stdout), ps.stdout);
 
   const deep = [];
