@@ -365,10 +365,10 @@ void Server::install_control(httplib::Server& http) {
         return [this, what](const httplib::Request& req, httplib::Response&, const std::string&) {
             std::string who = identity(req);
             owned(req.matches[1], who);
-            fail(501,
-                 what +
-                     " is not supported by sandweave's E2B API (a gVisor checkpoint "
-                     "would not keep the sandbox's processes' agent channel; see docs/e2b.md)");
+            fail(501, what +
+                          " is not supported by sandweave's E2B API: a sandweave memory snapshot "
+                          "restores as a new sandbox with a new id, and E2B resumes the same id "
+                          "(see docs/e2b.md); the sandbox keeps running");
         };
     };
     post(http, R"(/sandboxes/([^/]+)/pause)", Plane::control, unsupported("pause"));

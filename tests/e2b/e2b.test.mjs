@@ -316,6 +316,9 @@ test('error paths: unknown template, unknown sandbox, wrong key, another user, a
   const p = await raw('POST', `/sandboxes/${a.sandboxId}/pause`, { body: '{}' });
   assert.equal(p.status, 501);
   assert.equal(p.json.code, 501);
+  // Through the SDK: pause() fails saying why, and the sandbox goes on running.
+  await assert.rejects(a.pause(), (e) => /new sandbox with a new id/.test(e.message));
+  assert.equal(await a.isRunning(), true);
 });
 
 test('bad input: malformed JSON, envelopes, oversize bodies; the server stays up', async () => {
