@@ -38,6 +38,10 @@ inline constexpr const char* owner_label = "e2b.owner";
 inline constexpr const char* end_label = "e2b.end_at_ms";
 inline constexpr const char* env_label_prefix = "e2b.env.";
 inline constexpr const char* template_label = "e2b.template";
+// The keys of the creator's metadata (a JSON list): a connection may add
+// labels of its own (weave:// adds its job and owner), which are not E2B
+// metadata.
+inline constexpr const char* metadata_keys_label = "e2b.metadata_keys";
 // What the SDK compares to unlock features: every gate of 2.51.0 opens at
 // 0.5.7 or below, so 0.6.0 says "all of what this server implements".
 inline constexpr const char* envd_version = "0.6.0";
