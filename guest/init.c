@@ -23,6 +23,7 @@
 
 #include "agent.h"
 #include "command_group.h"
+#include "watch.h"
 
 /*
  * `init --probe-hidepid`: sandweave's check that a runtime really enforces
@@ -78,6 +79,7 @@ static void reap_all(void) {
 
 int main(int argc, char** argv) {
     if (argc > 1 && strcmp(argv[1], "--probe-hidepid") == 0) return probe_hidepid();
+    if (argc > 1 && strcmp(argv[1], "--watch") == 0) return watch_main(argc, argv);
     sigset_t set;
     sigemptyset(&set);
     sigaddset(&set, SIGCHLD);

@@ -18,6 +18,9 @@
 #define SW_AGENT_PROTOCOL 1
 #define SW_AGENT_HEADER 12
 #define SW_AGENT_MAX_PAYLOAD (1u << 20)
+/* Where the agent's binary is in every guest (read-only); `--watch` is its
+ * directory watch for the host, run as an ordinary command (guest/watch.c). */
+#define SW_GUEST_INIT_PATH "/.sandweave/init"
 /* Output bytes the agent sends for one command before the host acknowledges
  * them (OUTPUT_ACK), and stdin bytes the host sends before STDIN_ACK. */
 #define SW_AGENT_WINDOW (1u << 20)

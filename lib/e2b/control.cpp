@@ -131,8 +131,18 @@ std::int64_t created_ms(const SandboxView& v) {
 json Server::describe(const SandboxView& v, bool with_token) {
     const auto& r = v.record;
     json meta = json::object();
-    for (const auto& [k, val] : r.spec.labels)
-        if (k.rfind(label_prefix, 0) != 0) meta[k] = val;
+    auto listed_at = r.spec.labels.find(metadata_keys_label);
+    json listed = listed_at == r.spec.labels.end()
+                      ? json()
+                      : json::parse(listed_at->second, nullptr, /*allow_exceptions=*/false);
+    if (listed.is_array()) {
+        for (const auto& k : listed)
+            if (k.is_string() && r.spec.labels.count(k.get<std::string>()))
+                meta[k.get<std::string>()] = r.spec.labels.at(k.get<std::string>());
+    } else {  // made before the keys were kept: every label not sandweave's
+        for (const auto& [k, val] : r.spec.labels)
+            if (k.rfind(label_prefix, 0) != 0) meta[k] = val;
+    }
     auto tmpl = r.spec.labels.count(template_label) ? r.spec.labels.at(template_label)
                                                     : r.spec.template_name;
     std::int64_t started = created_ms(v);
@@ -206,6 +216,9 @@ void Server::install_control(httplib::Server& http) {
                 p.labels[k] = v.get<std::string>();
             }
         }
+        json metadata_keys = json::array();
+        for (const auto& [k, v] : p.labels) metadata_keys.push_back(k);
+        p.labels[metadata_keys_label] = metadata_keys.dump();
         if (body.contains("envVars") && !body["envVars"].is_null()) {
             if (!body["envVars"].is_object()) fail(400, "envVars: expected an object of strings");
             for (const auto& [k, v] : body["envVars"].items()) {
@@ -365,10 +378,10 @@ void Server::install_control(httplib::Server& http) {
         return [this, what](const httplib::Request& req, httplib::Response&, const std::string&) {
             std::string who = identity(req);
             owned(req.matches[1], who);
-            fail(501,
-                 what +
-                     " is not supported by sandweave's E2B API (a gVisor checkpoint "
-                     "would not keep the sandbox's processes' agent channel; see docs/e2b.md)");
+            fail(501, what +
+                          " is not supported by sandweave's E2B API: a sandweave memory snapshot "
+                          "restores as a new sandbox with a new id, and E2B resumes the same id "
+                          "(see docs/e2b.md); the sandbox keeps running");
         };
     };
     post(http, R"(/sandboxes/([^/]+)/pause)", Plane::control, unsupported("pause"));

@@ -122,6 +122,8 @@ std::optional<json> entry_of(const std::string& line) {
          "internal");
 }
 
+}  // namespace
+
 std::string path_param(const json& in, const char* key) {
     if (!in.contains(key) || !in[key].is_string() || in[key].get<std::string>().empty())
         fail(400, std::string(key) + ": expected a path", "invalid_argument");
@@ -130,6 +132,14 @@ std::string path_param(const json& in, const char* key) {
         fail(400, std::string(key) + ": not a path", "invalid_argument");
     return p;
 }
+
+std::vector<std::string> path_script(const std::string& body, std::vector<std::string> args) {
+    std::vector<std::string> argv = {"/bin/sh", "-c", script(body), "sh"};
+    for (auto& a : args) argv.push_back(std::move(a));
+    return argv;
+}
+
+namespace {
 
 json connect_json(const std::string& body, std::size_t max) {
     std::string why;
@@ -259,6 +269,7 @@ void Server::filesystem_rpc(const std::string& method, const httplib::Request& r
     const std::string id = sb.record.id;
     std::optional<std::string> user;
     if (auto u = envd_user(req)) user = uid_of_user(*u);
+    if (method == "WatchDir") return watch_dir(sb, user, req, res, body);
     if (req.get_header_value("Content-Type").rfind("application/connect+json", 0) == 0)
         fail(501, "filesystem." + method + " (streaming) is not implemented", "unimplemented");
     json in = connect_json(body, opts.max_body);

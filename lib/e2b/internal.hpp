@@ -38,6 +38,10 @@ inline constexpr const char* owner_label = "e2b.owner";
 inline constexpr const char* end_label = "e2b.end_at_ms";
 inline constexpr const char* env_label_prefix = "e2b.env.";
 inline constexpr const char* template_label = "e2b.template";
+// The keys of the creator's metadata (a JSON list): a connection may add
+// labels of its own (weave:// adds its job and owner), which are not E2B
+// metadata.
+inline constexpr const char* metadata_keys_label = "e2b.metadata_keys";
 // What the SDK compares to unlock features: every gate of 2.51.0 opens at
 // 0.5.7 or below, so 0.6.0 says "all of what this server implements".
 inline constexpr const char* envd_version = "0.6.0";
@@ -118,6 +122,9 @@ class Server {
                      const std::string& body);
     void filesystem_rpc(const std::string& method, const httplib::Request& req,
                         httplib::Response& res, const std::string& body);
+    // filesystem.Filesystem/WatchDir, a server stream (watch.cpp).
+    void watch_dir(const SandboxView& sb, const std::optional<std::string>& user,
+                   const httplib::Request& req, httplib::Response& res, const std::string& body);
     void install_control(httplib::Server& http);
     void install_envd(httplib::Server& http);
     void install_files(httplib::Server& http);
@@ -154,6 +161,12 @@ class Server {
     std::shared_ptr<Process> find_process(const std::string& sandbox,
                                           const nlohmann::json& selector);
 };
+
+// A filesystem call's path parameter `key` of `in` (400 when missing or bad).
+std::string path_param(const nlohmann::json& in, const char* key);
+// argv of `/bin/sh -c BODY sh ARGS...` where BODY starts with $p, the first
+// argument resolved against the user's home as envd does.
+std::vector<std::string> path_script(const std::string& body, std::vector<std::string> args);
 
 // Runs argv in a sandbox through the Api as `user`, collecting stdout and
 // stderr (each at most `max` bytes); for the filesystem calls.

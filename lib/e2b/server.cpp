@@ -7,6 +7,7 @@
 
 #include "lib/core/error.hpp"
 #include "lib/core/log.hpp"
+#include "lib/e2b/connections.hpp"
 #include "lib/e2b/e2b.hpp"
 #include "lib/e2b/internal.hpp"
 #include "lib/e2b/wire.hpp"
@@ -200,13 +201,10 @@ void serve(api::Api& api, const ServeOptions& o, int stop_fd) {
     // A command that ends before its stdin is written must not kill the server.
     ::signal(SIGPIPE, SIG_IGN);
     Server server(api, o);
-    httplib::Server http;
-    std::size_t threads = o.threads;
-    http.new_task_queue = [threads] { return new httplib::ThreadPool(threads); };
+    ConnectionLimits limits;
+    limits.max = o.threads;
+    BoundedServer http(limits);
     http.set_payload_max_length(o.max_body);
-    http.set_read_timeout(30, 0);
-    http.set_write_timeout(30, 0);
-    http.set_keep_alive_timeout(15);
     http.set_keep_alive_max_count(1000);
     server.install(http);
     int port = o.port == 0 ? http.bind_to_any_port(o.host)
@@ -214,6 +212,7 @@ void serve(api::Api& api, const ServeOptions& o, int stop_fd) {
     if (port < 0)
         throw Error(ErrorCode::general,
                     "e2b: cannot listen on " + o.host + ":" + std::to_string(o.port));
+    http.set_backlog(1024);
     if (o.on_listening) o.on_listening(port);
     std::thread loop([&] { http.listen_after_bind(); });
     // The reaper: E2B timeouts, every few seconds, until stop_fd fires.
@@ -223,6 +222,7 @@ void serve(api::Api& api, const ServeOptions& o, int stop_fd) {
         if (n > 0) break;
         server.reap_expired();
     }
+    http.close_idle();
     http.stop();
     loop.join();
 }

@@ -168,4 +168,87 @@ std::optional<std::vector<std::pair<std::string, std::string>>> parse_metadata_q
     return out;
 }
 
+namespace {
+constexpr std::size_t max_watch_name = 4096;
+}  // namespace
+
+bool WatchReader::feed(std::string_view bytes, std::string& why) {
+    if (broken_) {
+        why = "the guest watcher's output broke off earlier";
+        return false;
+    }
+    buf_.append(bytes);
+    std::size_t pos = 0;
+    auto broken = [&](const std::string& w) {
+        why = "the guest watcher's output is malformed: " + w;
+        broken_ = true;
+        buf_.clear();
+        return false;
+    };
+    for (;;) {
+        std::string_view rest(buf_.data() + pos, buf_.size() - pos);
+        if (!ready_) {
+            constexpr std::string_view hello = "ready\n";
+            if (rest.size() < hello.size()) {
+                if (hello.substr(0, rest.size()) != rest) return broken("no ready line");
+                break;
+            }
+            if (rest.substr(0, hello.size()) != hello) return broken("no ready line");
+            ready_ = true;
+            pos += hello.size();
+            continue;
+        }
+        // "T LEN NAME\n": the header is at most "T 4096 " (7 bytes).
+        auto space = rest.size() > 2 ? rest.find(' ', 2) : std::string_view::npos;
+        if (space == std::string_view::npos) {
+            if (rest.size() > 7) return broken("a record's header is too long");
+            if (!rest.empty() && std::string_view("CWRNM").find(rest[0]) == std::string_view::npos)
+                return broken("unknown record type");
+            if (rest.size() > 1 && rest[1] != ' ') return broken("no space after the type");
+            break;
+        }
+        char type = rest[0];
+        if (std::string_view("CWRNM").find(type) == std::string_view::npos)
+            return broken("unknown record type");
+        if (rest[1] != ' ') return broken("no space after the type");
+        auto digits = rest.substr(2, space - 2);
+        if (digits.empty() || digits.size() > 4 || digits[0] == '0' ||
+            digits.find_first_not_of("0123456789") != std::string_view::npos)
+            return broken("a bad length");
+        std::size_t len = std::stoul(std::string(digits));
+        if (len > max_watch_name) return broken("a name over 4096 bytes");
+        if (rest.size() < space + 1 + len + 1) break;  // the rest has not arrived
+        auto name = rest.substr(space + 1, len);
+        if (rest[space + 1 + len] != '\n') return broken("a record without its newline");
+        if (name.find('\0') != std::string_view::npos) return broken("a NUL in a name");
+        records_.push_back({type, std::string(name)});
+        pos += space + 1 + len + 1;
+    }
+    buf_.erase(0, pos);
+    return true;
+}
+
+std::vector<WatchRecord> WatchReader::take() {
+    std::vector<WatchRecord> out;
+    out.swap(records_);
+    return out;
+}
+
+const char* watch_event_type(char type) {
+    switch (type) {
+        case 'C':
+            return "EVENT_TYPE_CREATE";
+        case 'W':
+            return "EVENT_TYPE_WRITE";
+        case 'R':
+            return "EVENT_TYPE_REMOVE";
+        case 'N':
+            return "EVENT_TYPE_RENAME";
+        case 'M':
+            return "EVENT_TYPE_CHMOD";
+        default:
+            return "EVENT_TYPE_UNSPECIFIED";
+    }
+}
+
 }  // namespace sandweave::e2b

@@ -8,6 +8,7 @@
 #include <optional>
 #include <string>
 #include <string_view>
+#include <vector>
 
 #include <nlohmann/json.hpp>
 
@@ -41,6 +42,30 @@ std::string uid_of_user(const std::string& user);
 // A metadata filter of GET /v2/sandboxes ("k=v&k2=v2", URL-encoded pairs).
 std::optional<std::vector<std::pair<std::string, std::string>>> parse_metadata_query(
     std::string_view q);
+
+// The guest watcher's output (`/.sandweave/init --watch`, guest/watch.c):
+// "ready\n", then records "T LEN NAME\n". From a guest, so untrusted: every
+// field is checked, a name is 1 to 4096 bytes without NUL.
+struct WatchRecord {
+    char type = 0;  // C created, W written, R removed, N renamed, M attributes
+    std::string name;
+};
+class WatchReader {
+  public:
+    // Takes more output; false (and `why`) once it breaks the format, after
+    // which nothing more is taken.
+    bool feed(std::string_view bytes, std::string& why);
+    bool ready() const { return ready_; }
+    // The records complete so far, in order (taken out).
+    std::vector<WatchRecord> take();
+
+  private:
+    std::string buf_;
+    bool ready_ = false, broken_ = false;
+    std::vector<WatchRecord> records_;
+};
+// A record's type as envd's EventType name ("EVENT_TYPE_CREATE", ...).
+const char* watch_event_type(char type);
 
 // Percent-decoding; nullopt for a bad escape.
 std::optional<std::string> url_decode(std::string_view s);

@@ -12,9 +12,13 @@
 
 #include "lib/spec/options.hpp"
 
+extern "C" {
+#include "wire/agent_proto.h"
+}
+
 namespace sandweave {
 
-inline constexpr const char* guest_init_path = "/.sandweave/init";
+inline constexpr const char* guest_init_path = SW_GUEST_INIT_PATH;
 // How many unused dentries the guest's procfs caches. gVisor's procfs caches a
 // /proc/PID directory until its cache is full, with the ~45 files of the
 // directory made up front and the exited task behind it: about 80 KiB of the

@@ -191,6 +191,55 @@ test('files: write, read, list, exists, makeDir, rename, remove', async () => {
   await assert.rejects(sbx.files.write('/root/x', 'no', { user: 'user' }));
 });
 
+test('files.watchDir: create, write, remove, rename events; recursive; stop; errors', async () => {
+  const sbx = await create();
+  await sbx.files.makeDir('/tmp/w/sub');
+  const events = [];
+  const seen = (name, type, list = events) => list.some((e) => e.name === name && e.type === type);
+  const until = async (what, ok, list = events) => {
+    for (let i = 0; i < 100 && !ok(); i++) await new Promise((r) => setTimeout(r, 100));
+    assert.ok(ok(), `${what}: got ${JSON.stringify(list)}`);
+  };
+  const handle = await sbx.files.watchDir('/tmp/w', (e) => events.push(e));
+  await sbx.commands.run('echo one > /tmp/w/a.txt');
+  await until('create and write of a.txt', () => seen('a.txt', 'create') && seen('a.txt', 'write'));
+  await sbx.commands.run('mv /tmp/w/a.txt /tmp/w/b.txt');
+  await until('rename', () => seen('a.txt', 'rename') && seen('b.txt', 'create'));
+  await sbx.commands.run('chmod 600 /tmp/w/b.txt');
+  await until('chmod', () => seen('b.txt', 'chmod'));
+  await sbx.files.remove('/tmp/w/b.txt');
+  await until('remove', () => seen('b.txt', 'remove'));
+  await sbx.commands.run('echo deep > /tmp/w/sub/deep.txt');
+  await new Promise((r) => setTimeout(r, 500));
+  assert.ok(!events.some((e) => e.name.includes('deep.txt')), 'not recursive: nothing from sub/');
+  await handle.stop();
+  const after = events.length;
+  await sbx.commands.run('echo late > /tmp/w/late.txt');
+  await new Promise((r) => setTimeout(r, 500));
+  assert.equal(events.length, after, 'no events after stop()');
+  // The guest's watcher ends with the stream.
+  let ps;
+  for (let i = 0; i < 50; i++) {
+    ps = await sbx.commands.run('ps -o args 2>/dev/null || ps');
+    if (!/--watch/.test(ps.stdout)) break;
+    await new Promise((r) => setTimeout(r, 200));
+  }
+  assert.ok(!/--watch/.test(ps.stdout), ps.stdout);
+
+  const deep = [];
+  const rec = await sbx.files.watchDir('/tmp/w', (e) => deep.push(e), { recursive: true });
+  await sbx.commands.run('mkdir -p /tmp/w/new && echo x > /tmp/w/new/n.txt && echo y > /tmp/w/sub/s.txt');
+  await until('recursive events', () =>
+    seen('new', 'create', deep) && seen('new/n.txt', 'create', deep) && seen('sub/s.txt', 'write', deep), deep);
+  await rec.stop();
+
+  await assert.rejects(sbx.files.watchDir('/tmp/w/nope', () => {}), (e) => e instanceof NotFoundError || /not found|exist/i.test(e.message));
+  await assert.rejects(sbx.files.watchDir('/tmp/w/sub/s.txt', () => {}), (e) => /directory/i.test(e.message));
+  // A directory the user may not read is refused by the guest's own permissions.
+  await sbx.commands.run('mkdir -p /root/private && chmod 700 /root');
+  await assert.rejects(sbx.files.watchDir('/root/private', () => {}, { user: 'user' }), (e) => /permission|denied/i.test(e.message));
+});
+
 test('files: binary and 50 MiB, byte for byte', async () => {
   const sbx = await create();
   const bin = new Uint8Array(256 * 4);
@@ -267,6 +316,9 @@ test('error paths: unknown template, unknown sandbox, wrong key, another user, a
   const p = await raw('POST', `/sandboxes/${a.sandboxId}/pause`, { body: '{}' });
   assert.equal(p.status, 501);
   assert.equal(p.json.code, 501);
+  // Through the SDK: pause() fails saying why, and the sandbox goes on running.
+  await assert.rejects(a.pause(), (e) => /new sandbox with a new id/.test(e.message));
+  assert.equal(await a.isRunning(), true);
 });
 
 test('bad input: malformed JSON, envelopes, oversize bodies; the server stays up', async () => {
