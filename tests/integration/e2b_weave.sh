@@ -5,7 +5,7 @@
 # worker that Slurm chose, never in the client's state.
 source "$(dirname "${BASH_SOURCE[0]}")/lib.sh"
 require_cmd python3
-weave_setup e 7721 17300 # short: a worker's audit socket path must stay under 100 bytes
+weave_setup e 7683 17690 # short: a worker's audit socket path must stay under 100 bytes
 source "$SANDWEAVE_SOURCE_DIR/tests/helpers/e2b_fixture.sh"
 e2b_fixture_init
 
