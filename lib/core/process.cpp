@@ -1,10 +1,13 @@
 #include "lib/core/process.hpp"
 
 #include <fcntl.h>
+#include <grp.h>
 #include <poll.h>
+#include <pwd.h>
 #include <signal.h>
 #include <spawn.h>
 #include <sys/eventfd.h>
+#include <sys/prctl.h>
 #include <sys/signalfd.h>
 #include <sys/socket.h>
 #include <sys/stat.h>
@@ -73,8 +76,93 @@ ChildStdio prepare_stdio(const Command& cmd) {
     return s;
 }
 
+// The executable `name` names: itself when it has a slash, else the first
+// one on PATH (what posix_spawnp and execvp do), found before a fork.
+std::string find_executable(const std::string& name) {
+    if (name.find('/') != std::string::npos) return name;
+    const char* env = ::getenv("PATH");
+    std::string path = env ? env : "/usr/local/bin:/usr/bin:/bin";
+    std::size_t start = 0;
+    for (;;) {
+        std::size_t end = path.find(':', start);
+        std::string dir = path.substr(start, end == std::string::npos ? end : end - start);
+        std::string candidate = (dir.empty() ? "." : dir) + "/" + name;
+        if (::access(candidate.c_str(), X_OK) == 0) return candidate;
+        if (end == std::string::npos) break;
+        start = end + 1;
+    }
+    throw Error(ErrorCode::general, "run " + name + ": not found on PATH");
+}
+
+// posix_spawn cannot change ids, so a command run as another user is a
+// fork whose child only makes async-signal-safe calls (raw syscalls for the
+// ids: they change this one thread, which is all the child has) and reports
+// a failed step on a close-on-exec pipe before it exits.
+pid_t spawn_as(const Command& cmd, ChildStdio& stdio, bool new_session) {
+    const RunAs& as = *cmd.run_as;
+    std::string exe = find_executable(cmd.argv[0]);
+    std::vector<char*> argv;
+    for (const auto& a : cmd.argv) argv.push_back(const_cast<char*>(a.c_str()));
+    argv.push_back(nullptr);
+    Pipe report = make_pipe();
+    pid_t pid = ::fork();
+    if (pid < 0) throw_errno("run " + cmd.argv[0] + " as " + as.user + ": fork");
+    if (pid == 0) {
+        auto fail = [&](const char* step) {
+            int err = errno;
+            (void)!::write(report.write.get(), &err, sizeof err);
+            (void)!::write(report.write.get(), step, std::strlen(step));
+            ::_exit(127);
+        };
+        sigset_t empty;
+        sigemptyset(&empty);
+        struct sigaction dfl {};
+        dfl.sa_handler = SIG_DFL;
+        for (int sig = 1; sig < NSIG; ++sig) ::sigaction(sig, &dfl, nullptr);
+        ::sigprocmask(SIG_SETMASK, &empty, nullptr);
+        if (new_session && ::setsid() < 0) fail("setsid");
+        if (cmd.own_process_group && !new_session && ::setpgid(0, 0) != 0) fail("setpgid");
+        if (stdio.in.valid() && ::dup2(stdio.in.get(), 0) < 0) fail("dup2");
+        if (stdio.out.valid() && ::dup2(stdio.out.get(), 1) < 0) fail("dup2");
+        if (stdio.err.valid() && ::dup2(stdio.err.get(), 2) < 0) fail("dup2");
+        for (const auto& [ours, theirs] : cmd.pass_fds)
+            if (::dup2(ours, theirs) < 0) fail("dup2");
+        if (::chdir("/") != 0) fail("chdir /");
+        if (::syscall(SYS_setgroups, as.groups.size(), as.groups.data()) != 0) fail("setgroups");
+        if (::syscall(SYS_setresgid, as.gid, as.gid, as.gid) != 0) fail("setresgid");
+        if (::syscall(SYS_setresuid, as.uid, as.uid, as.uid) != 0) fail("setresuid");
+        // Changing between two non-zero uids keeps ambient capabilities:
+        // the command must not inherit the CAP_SETUID we ran it with.
+        if (::prctl(PR_CAP_AMBIENT, PR_CAP_AMBIENT_CLEAR_ALL, 0, 0, 0) != 0 && errno != EINVAL)
+            fail("clear ambient capabilities");
+        ::execve(exe.c_str(), argv.data(), environ);
+        fail("exec");
+    }
+    report.write.reset();
+    stdio.in.reset();
+    stdio.out.reset();
+    stdio.err.reset();
+    char buf[128] = {};
+    ssize_t n;
+    do {
+        n = ::read(report.read.get(), buf, sizeof buf - 1);
+    } while (n < 0 && errno == EINTR);
+    if (n >= static_cast<ssize_t>(sizeof(int))) {
+        int err = 0;
+        std::memcpy(&err, buf, sizeof err);
+        ::waitpid(pid, nullptr, 0);
+        throw Error(ErrorCode::general,
+                    errno_message(
+                        "run " + cmd.argv[0] + " as " + as.user + ": " +
+                            std::string(buf + sizeof err, static_cast<std::size_t>(n) - sizeof err),
+                        err));
+    }
+    return pid;
+}
+
 pid_t spawn(const Command& cmd, ChildStdio& stdio, bool new_session) {
     if (cmd.argv.empty()) throw Error(ErrorCode::general, "internal: empty argv");
+    if (cmd.run_as) return spawn_as(cmd, stdio, new_session);
     posix_spawn_file_actions_t fa;
     posix_spawnattr_t attr;
     posix_spawn_file_actions_init(&fa);
@@ -303,6 +391,41 @@ class DeferredLaunch final : public PreparedLaunch {
 std::unique_ptr<PreparedLaunch> CommandRunner::prepare_detached(
     const Command& cmd, const std::filesystem::path& console_log) {
     return std::make_unique<DeferredLaunch>(*this, cmd, console_log);
+}
+
+RunAs run_as_user(const std::string& name) {
+    passwd pw{}, *res = nullptr;
+    std::string buf(16384, '\0');
+    if (::getpwnam_r(name.c_str(), &pw, buf.data(), buf.size(), &res) != 0 || !res)
+        throw Error(ErrorCode::usage, "no Unix user '" + name + "' on this host");
+    RunAs as{name, res->pw_uid, res->pw_gid, {}};
+    int n = 64;
+    for (;;) {
+        as.groups.assign(static_cast<std::size_t>(n), 0);
+        int got = n;
+        if (::getgrouplist(name.c_str(), as.gid, as.groups.data(), &got) >= 0) {
+            as.groups.resize(static_cast<std::size_t>(got));
+            break;
+        }
+        if (got <= n) throw Error(ErrorCode::general, "cannot list the groups of user " + name);
+        n = got;
+    }
+    return as;
+}
+
+std::optional<RunAs> run_as_other(const std::string& name) {
+    if (name.empty()) return std::nullopt;
+    RunAs as = run_as_user(name);
+    if (as.uid == ::geteuid()) return std::nullopt;
+    return as;
+}
+
+pid_t start_command(const Command& cmd) {
+    if (cmd.in == Command::Stdio::capture || cmd.out == Command::Stdio::capture ||
+        cmd.err == Command::Stdio::capture)
+        throw Error(ErrorCode::general, "internal: start_command captures nothing");
+    ChildStdio stdio = prepare_stdio(cmd);
+    return spawn(cmd, stdio, false);
 }
 
 CommandResult LocalRunner::run(const Command& cmd) {

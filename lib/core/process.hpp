@@ -24,6 +24,24 @@
 
 namespace sandweave {
 
+// Whom a command runs as. Set on a Command, the child takes these ids
+// (supplementary groups, then gid, then uid) and drops every ambient
+// capability before its exec, and starts in `/`: a Weave controller holding
+// only CAP_SETUID and CAP_SETGID starts Slurm's commands as the user they act
+// for, and none of them inherits a capability.
+struct RunAs {
+    std::string user;  // the name, for messages
+    uid_t uid = 0;
+    gid_t gid = 0;
+    std::vector<gid_t> groups;  // every group of the user's, its primary one included
+};
+
+// The ids of Unix user `name`; throws Error(usage) when there is none.
+RunAs run_as_user(const std::string& name);
+// run_as_user's, or nullopt when `name` is empty or this process's own user
+// (nothing to change, and no capability needed).
+std::optional<RunAs> run_as_other(const std::string& name);
+
 struct Command {
     enum class Stdio { inherit, null, capture, file };
 
@@ -51,6 +69,8 @@ struct Command {
     // lifetime (`--lifetime STATE_DIR ID`, lib/sandbox/lifetime.hpp), so the
     // sandbox needs no watcher process of its own. Empty: no lifetime.
     std::vector<std::string> shim_lifetime;
+    // run and run_attached (local runner): the child runs as this user.
+    std::optional<RunAs> run_as;
 };
 
 struct CommandResult {
@@ -202,6 +222,12 @@ bool relay_needed(int fd);
 // An OutputSink that copies the command's output to `fd` through a pipe (for
 // an fd where relay_needed() is true).
 OutputSink relaying_sink(int fd);
+
+// Starts `cmd` (its stdio as `in`/`out`/`err` say: inherit or null; its
+// pass_fds; its run_as) and returns the pid without waiting: for a child
+// that lives as long as a connection (a Weave worker link's srun). The
+// caller reaps it.
+pid_t start_command(const Command& cmd);
 
 // Absolute path of the running executable (/proc/self/exe).
 std::filesystem::path self_exe();

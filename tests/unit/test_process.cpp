@@ -261,4 +261,39 @@ TEST_SUITE("process") {
         CHECK(self_exe().filename() == "sandweave_unit_tests");
     }
 
+    TEST_CASE("run_as: the child takes the user's ids, in /, with no capability") {
+        RunAs nobody = run_as_user("nobody");
+        CHECK(nobody.uid != 0u);
+        CHECK(std::find(nobody.groups.begin(), nobody.groups.end(), nobody.gid) !=
+              nobody.groups.end());
+        CHECK_THROWS_WITH_AS(run_as_user("no-such-user-here"), doctest::Contains("no Unix user"),
+                             Error);
+        CHECK(!run_as_other(""));
+        if (::geteuid() != 0) return;  // only root may become another user
+        CHECK(!run_as_other("root"));
+        Command c = sh("id -u; id -g; id -G; pwd; grep -E '^Cap(Eff|Prm|Amb):' /proc/self/status");
+        c.run_as = run_as_other("nobody");
+        REQUIRE(c.run_as);
+        LocalRunner r;
+        CommandResult res = r.run(c);
+        REQUIRE(res.ok());
+        std::string want = std::to_string(nobody.uid) + "\n" + std::to_string(nobody.gid) + "\n";
+        CHECK(res.out.substr(0, want.size()) == want);
+        CHECK(res.out.find("\n/\n") != std::string::npos);
+        CHECK(res.out.find("CapPrm:\t0000000000000000") != std::string::npos);
+        CHECK(res.out.find("CapEff:\t0000000000000000") != std::string::npos);
+        CHECK(res.out.find("CapAmb:\t0000000000000000") != std::string::npos);
+        // The supplementary groups are the user's, not ours (root's 0 gone).
+        CHECK(res.out.find("\n0\n") == std::string::npos);
+    }
+
+    TEST_CASE("run_as: a command that cannot start says why, as whom") {
+        if (::geteuid() != 0) return;
+        Command c;
+        c.argv = {"/nonexistent/program"};
+        c.run_as = run_as_other("nobody");
+        LocalRunner r;
+        CHECK_THROWS_WITH_AS(r.run(c), doctest::Contains("as nobody: exec"), Error);
+    }
+
 }  // TEST_SUITE
