@@ -255,12 +255,13 @@ void add_create_flags(CLI::App& sub, CreateFlags& f, bool with_user) {
                    "none: no network, whatever the template says (see sandweave-create(1))")
         ->type_name("none");
     sub.add_option("--allow", f.allow,
-                   "Let the guest reach CIDR[:PORTS[/tcp|udp]] (repeatable; adds to the "
-                   "template's policy)")
+                   "Let the guest reach CIDR[:PORTS[/tcp|udp]] or NAME[:PORTS[/tcp|udp]] "
+                   "(example.com, *.example.com; repeatable; adds to the template's policy)")
         ->type_name("DEST")
         ->allow_extra_args(false);
     sub.add_option("--deny", f.deny,
-                   "Refuse CIDR[:PORTS[/tcp|udp]], even when allowed (repeatable)")
+                   "Refuse CIDR[:PORTS[/tcp|udp]] or NAME (never resolved), even when "
+                   "allowed (repeatable)")
         ->type_name("DEST")
         ->allow_extra_args(false);
 }

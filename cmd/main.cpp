@@ -477,7 +477,7 @@ int audit_writer_entry(int argc, char** argv) {
 std::optional<int> run_internal_entry(int argc, char** argv) {
     if (argc < 2) return std::nullopt;
     if (std::strcmp(argv[1], shim_verb) == 0)
-        return shim_main(std::vector<std::string>(argv + 2, argv + argc), shim_lifetime_watcher);
+        return shim_main(std::vector<std::string>(argv + 2, argv + argc), shim_companions);
     if (std::strcmp(argv[1], pool_refill_verb) == 0)
         return pool_refill_entry(std::vector<std::string>(argv + 2, argv + argc));
     if (std::strcmp(argv[1], lifetime_verb) == 0)

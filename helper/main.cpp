@@ -16,7 +16,7 @@
 #include "lib/audit/audit.hpp"
 #include "lib/core/log.hpp"
 #include "lib/core/shim.hpp"
-#include "lib/sandbox/lifetime.hpp"
+#include "lib/sandbox/companions.hpp"
 
 namespace {
 
@@ -47,7 +47,7 @@ int main(int argc, char** argv) {
     // As from sandweave: the shim keeps the silent default logger, the
     // writer logs to its stderr (its writer.log).
     if (std::strcmp(argv[1], shim_verb) == 0)
-        return shim_main(std::vector<std::string>(argv + 2, argv + argc), shim_lifetime_watcher);
+        return shim_main(std::vector<std::string>(argv + 2, argv + argc), shim_companions);
     if (std::strcmp(argv[1], audit::writer_verb) == 0) {
         set_logger(std::make_shared<StderrLogger>());
         return audit::writer_entry(std::vector<std::string>(argv + 1, argv + argc));

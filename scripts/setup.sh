@@ -45,10 +45,12 @@ packages=(
   skopeo umoci  # image import
   libcpp-httplib-dev  # sandweave e2b: the HTTP server
   libnftables-dev iproute2  # sandbox networks: the egress policy's rules, the namespace and veth
+  libldns-dev  # sandbox networks: the resolver of a policy with domain names parses DNS with it
 )
 if [ "$test_deps" = 1 ]; then
   packages+=(clang clang-format libclang-rt-14-dev jq bc iproute2 nftables libc6-dev openssh-server openssh-client tmux python3-pytest)
   packages+=(zsh fish)  # the completion scripts are checked with each shell
+  packages+=(dnsmasq-base)  # the network test's own nameserver, on loopback
 fi
 
 missing=()

@@ -122,7 +122,7 @@ CreateRequest to_create_request(const CreateParams& p) {
     auto destinations = [](const char* what, const std::optional<std::vector<std::string>>& list) {
         std::vector<Destination> out;
         for (const auto& text : list.value_or(std::vector<std::string>{})) {
-            auto parsed = parse_destination(text);
+            auto parsed = parse_destination(text, std::string(what) == "deny");
             if (!parsed.dest)
                 throw Error(ErrorCode::usage,
                             std::string(what) + " '" + text + "': " + parsed.error);

@@ -65,10 +65,10 @@ struct Command {
     // as the command's stdin (the sandbox init's channel, docs/agent.md) and
     // relays the guest agent to clients on this Unix socket.
     std::filesystem::path agent_socket;
-    // launch_detached only: the supervisor also watches the sandbox's
-    // lifetime (`--lifetime STATE_DIR ID`, lib/sandbox/lifetime.hpp), so the
-    // sandbox needs no watcher process of its own. Empty: no lifetime.
-    std::vector<std::string> shim_lifetime;
+    // launch_detached only: the supervisor also runs the sandbox's companions
+    // (`--companions STATE_DIR ID`, lib/sandbox/companions.hpp: its lifetime
+    // watcher, its resolver), so they need no process of their own. Empty: none.
+    std::vector<std::string> shim_companions;
     // run and run_attached (local runner): the child runs as this user.
     std::optional<RunAs> run_as;
 };

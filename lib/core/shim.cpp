@@ -35,44 +35,50 @@ std::string read_all(int fd, std::size_t limit) {
     return out;
 }
 
-// The companion's thread (ShimCompanion): started with every signal blocked,
-// so SIGCHLD and the termination signals stay with the shim's main thread,
-// and stopped through an eventfd once the sandbox is gone.
-class CompanionThread {
+// The companions' threads (ShimCompanion): started with every signal
+// blocked, so SIGCHLD and the termination signals stay with the shim's main
+// thread, and stopped through one eventfd (never read, so it stays readable
+// for all of them) once the sandbox is gone.
+class CompanionThreads {
   public:
-    CompanionThread() = default;
-    CompanionThread(const CompanionThread&) = delete;
-    CompanionThread& operator=(const CompanionThread&) = delete;
-    ~CompanionThread() { stop(); }
+    CompanionThreads() = default;
+    CompanionThreads(const CompanionThreads&) = delete;
+    CompanionThreads& operator=(const CompanionThreads&) = delete;
+    ~CompanionThreads() { stop(); }
 
-    void start(std::function<void(int)> body) {
-        if (!body) return;
+    void start(std::vector<std::function<void(int)>> bodies) {
+        if (bodies.empty()) return;
         stop_.reset(::eventfd(0, EFD_CLOEXEC | EFD_NONBLOCK));
-        if (!stop_) return;  // no watcher here: ls/inspect start one of its own
+        if (!stop_) return;  // (the resolver's socket closes: the guest resolves nothing)
         sigset_t all, old;
         sigfillset(&all);
         ::pthread_sigmask(SIG_SETMASK, &all, &old);
-        thread_ = std::thread([body = std::move(body), fd = stop_.get()] {
-            try {
-                body(fd);
-            } catch (const std::exception&) {
-                // The lock goes with the thread: ls/inspect start a watcher.
-            }
-        });
+        for (auto& body : bodies) {
+            if (!body) continue;
+            threads_.emplace_back([body = std::move(body), fd = stop_.get()] {
+                try {
+                    body(fd);
+                } catch (const std::exception&) {
+                    // The watcher's lock goes with the thread: ls/inspect
+                    // start a watcher; the resolver's socket closes.
+                }
+            });
+        }
         ::pthread_sigmask(SIG_SETMASK, &old, nullptr);
     }
     void stop() {
-        if (!thread_.joinable()) return;
+        if (threads_.empty()) return;
         std::uint64_t one = 1;
         if (::write(stop_.get(), &one, sizeof one) < 0) {
             // An eventfd takes a write unless its count overflows.
         }
-        thread_.join();
+        for (auto& t : threads_) t.join();
+        threads_.clear();
     }
 
   private:
     Fd stop_;
-    std::thread thread_;
+    std::vector<std::thread> threads_;
 };
 
 }  // namespace
@@ -117,7 +123,7 @@ HeldShim HeldShim::start(const std::vector<std::string>& runsc_argv,
                          const std::filesystem::path& console_log,
                          std::chrono::milliseconds timeout,
                          const std::filesystem::path& agent_socket,
-                         const std::vector<std::string>& lifetime) {
+                         const std::vector<std::string>& companions) {
     HelperSpec spec;
     spec.argv = {helper_exe().string(), shim_verb};
     if (!agent_socket.empty()) {
@@ -125,9 +131,9 @@ HeldShim HeldShim::start(const std::vector<std::string>& runsc_argv,
         spec.argv.push_back(agent_socket.string());
     }
     spec.argv.push_back("--held");
-    if (lifetime.size() == 2) {
-        spec.argv.push_back("--lifetime");
-        spec.argv.insert(spec.argv.end(), lifetime.begin(), lifetime.end());
+    if (companions.size() == 2) {
+        spec.argv.push_back("--companions");
+        spec.argv.insert(spec.argv.end(), companions.begin(), companions.end());
     }
     spec.argv.push_back(console_log.string());
     spec.argv.insert(spec.argv.end(), runsc_argv.begin(), runsc_argv.end());
@@ -148,8 +154,8 @@ LaunchResult launch_under_shim(const std::vector<std::string>& runsc_argv,
                                const std::filesystem::path& console_log,
                                std::chrono::milliseconds timeout,
                                const std::filesystem::path& agent_socket,
-                               const std::vector<std::string>& lifetime) {
-    return HeldShim::start(runsc_argv, console_log, timeout, agent_socket, lifetime).go();
+                               const std::vector<std::string>& companions) {
+    return HeldShim::start(runsc_argv, console_log, timeout, agent_socket, companions).go();
 }
 
 int shim_main(const std::vector<std::string>& all_args, const ShimCompanion& companion) {
@@ -165,9 +171,9 @@ int shim_main(const std::vector<std::string>& all_args, const ShimCompanion& com
     }
     bool held = !args.empty() && args[0] == "--held";
     if (held) args.erase(args.begin());
-    std::vector<std::string> lifetime;
-    if (args.size() >= 3 && args[0] == "--lifetime") {
-        lifetime.assign(args.begin() + 1, args.begin() + 3);
+    std::vector<std::string> companion_args;
+    if (args.size() >= 3 && args[0] == "--companions") {
+        companion_args.assign(args.begin() + 1, args.begin() + 3);
         args.erase(args.begin(), args.begin() + 3);
     }
     if (args.size() < 2) return 2;
@@ -225,13 +231,14 @@ int shim_main(const std::vector<std::string>& all_args, const ShimCompanion& com
     }
     errors_fd.reset();
     // Declared before the relay's objects: stopped (joined) after they are gone.
-    CompanionThread watcher;
-    std::function<void(int)> watch_body;
-    if (!lifetime.empty() && companion) {
+    CompanionThreads companions;
+    std::vector<std::function<void(int)>> bodies;
+    if (!companion_args.empty() && companion) {
         try {
-            watch_body = companion(lifetime);
-        } catch (const std::exception&) {
-            // No watcher here: ls/inspect start one of its own.
+            bodies = companion(companion_args);
+        } catch (const std::exception& e) {
+            report.error("-1\n" + std::string(e.what()));
+            return 1;
         }
     }
     if (agent_end) {
@@ -247,7 +254,7 @@ int shim_main(const std::vector<std::string>& all_args, const ShimCompanion& com
         }
         ::malloc_trim(0);  // it idles for the sandbox's life: keep only what it holds
         report.ready();
-        watcher.start(std::move(watch_body));
+        companions.start(std::move(bodies));
         // Relays the agent and reaps the sandbox's processes until none are left.
         run_relay(std::move(agent_end), std::move(listener),
                   agent_socket.parent_path() / "activity", agent_ready_file(agent_socket));
@@ -256,7 +263,7 @@ int shim_main(const std::vector<std::string>& all_args, const ShimCompanion& com
         return 0;
     }
     report.ready();
-    watcher.start(std::move(watch_body));
+    companions.start(std::move(bodies));
 
     // Adopt and reap the sandbox's processes until none are left.
     for (;;) {
@@ -282,13 +289,13 @@ std::unique_ptr<PreparedLaunch> LocalRunner::prepare_detached(
     const Command& cmd, const std::filesystem::path& console_log) {
     return std::make_unique<ShimLaunch>(
         HeldShim::start(cmd.argv, console_log, cmd.timeout.value_or(std::chrono::seconds(120)),
-                        cmd.agent_socket, cmd.shim_lifetime));
+                        cmd.agent_socket, cmd.shim_companions));
 }
 
 LaunchResult LocalRunner::launch_detached(const Command& cmd,
                                           const std::filesystem::path& console_log) {
     return launch_under_shim(cmd.argv, console_log, cmd.timeout.value_or(std::chrono::seconds(120)),
-                             cmd.agent_socket, cmd.shim_lifetime);
+                             cmd.agent_socket, cmd.shim_companions);
 }
 
 }  // namespace sandweave

@@ -5,9 +5,10 @@
 // then waits seconds. So sandweave starts runsc under a tiny detached process of
 // its own (`sandweave __shim`) that is a child subreaper: it adopts the sandbox's
 // processes, reaps them the moment they exit, and exits itself when none are left.
-// For a sandbox with a lifetime it also hosts the lifetime watcher, in a thread
-// (`--lifetime STATE_DIR ID`; the body comes from the executable, see
-// ShimCompanion), so such a sandbox has no watcher process of its own.
+// For a sandbox with a lifetime or a resolver it also hosts their loops, in
+// threads (`--companions STATE_DIR ID`; the bodies come from the executable,
+// see ShimCompanion), so such a sandbox has no watcher or resolver process of
+// its own, and they end with it.
 //
 // The shim is a detached helper (lib/core/helper.hpp): its readiness report is
 // "ok" once runsc exited 0, else "error STATUS\n" followed by runsc's own error
@@ -32,13 +33,13 @@ inline constexpr const char* shim_verb = "__shim";
 // the shim's session) after `timeout`.
 // With `agent_socket`, the shim also serves the guest agent there
 // (lib/core/relay.hpp).
-// With `lifetime` (state directory, sandbox id), the shim also watches the
-// sandbox's lifetime.
+// With `companions` (state directory, sandbox id), the shim also runs the
+// sandbox's companions (its lifetime watcher, its resolver).
 LaunchResult launch_under_shim(const std::vector<std::string>& argv,
                                const std::filesystem::path& console_log,
                                std::chrono::milliseconds timeout,
                                const std::filesystem::path& agent_socket = {},
-                               const std::vector<std::string>& lifetime = {});
+                               const std::vector<std::string>& companions = {});
 
 // launch_under_shim in two steps: start() starts the shim (a HeldHelper) and
 // returns at once, go() lets it run runsc and waits for the report (the
@@ -51,7 +52,7 @@ class HeldShim {
                           const std::filesystem::path& console_log,
                           std::chrono::milliseconds timeout,
                           const std::filesystem::path& agent_socket = {},
-                          const std::vector<std::string>& lifetime = {});
+                          const std::vector<std::string>& companions = {});
     LaunchResult go();
 
   private:
@@ -60,16 +61,18 @@ class HeldShim {
     std::chrono::milliseconds timeout_{0};
 };
 
-// What the shim runs beside the sandbox for `--lifetime ARGS`: called once
+// What the shim runs beside the sandbox for `--companions ARGS`: called once
 // runsc has started the sandbox and before the shim reports ready (so it can
-// take a lock the launcher will find held); the body it returns then runs in
-// a thread with every signal blocked until it returns or `stop_fd` (an
-// eventfd) becomes readable, which it does when the sandbox's processes are
-// gone. cmd/main.cpp passes the lifetime watcher (lib/sandbox/lifetime.hpp).
-using ShimCompanion =
-    std::function<std::function<void(int stop_fd)>(const std::vector<std::string>& args)>;
+// take a lock the launcher will find held, or bind a socket); each body it
+// returns then runs in a thread of its own with every signal blocked until it
+// returns or `stop_fd` (an eventfd) becomes readable, which it does when the
+// sandbox's processes are gone. When it throws, the shim reports the error
+// and the create fails (a companion a guarantee rests on fails closed).
+// cmd/main.cpp passes lib/sandbox/companions.hpp's.
+using ShimCompanion = std::function<std::vector<std::function<void(int stop_fd)>>(
+    const std::vector<std::string>& args)>;
 
-// Entry point of `sandweave __shim [--agent SOCKET] [--held] [--lifetime
+// Entry point of `sandweave __shim [--agent SOCKET] [--held] [--companions
 // STATE_DIR ID] CONSOLE_LOG RUNSC ARGS...` (fd 3: the report; with --held,
 // fd 4: the go socket).
 int shim_main(const std::vector<std::string>& args, const ShimCompanion& companion = {});

@@ -91,6 +91,11 @@ json build_oci_config(const BundleInput& in) {
                           {"type", "bind"},
                           {"source", in.tmp_dir.string()},
                           {"options", {"rbind", "rw"}}});
+    if (!in.resolv_conf.empty())
+        mounts.push_back({{"destination", "/etc/resolv.conf"},
+                          {"type", "bind"},
+                          {"source", in.resolv_conf.string()},
+                          {"options", {"rbind", "ro"}}});
 
     // The guest's limits go to the sentry, the host cgroup gets room for the
     // runtime too (lib/runtime/limits.hpp).

@@ -43,6 +43,9 @@ struct BundleInput {
     // The network namespace runsc joins (lib/sandbox/network.hpp); empty:
     // a new one of its own, which --network=none leaves without interfaces.
     std::filesystem::path netns;
+    // Bound read-only at the guest's /etc/resolv.conf (a network whose
+    // policy names domains: its resolver); empty: the image's own.
+    std::filesystem::path resolv_conf;
 };
 
 nlohmann::json build_oci_config(const BundleInput& in);

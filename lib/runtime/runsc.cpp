@@ -135,10 +135,10 @@ CommandResult Runsc::raw(std::vector<std::string> args) {
 namespace {
 
 Command launch_command(std::vector<std::string> argv, const fs::path& agent_socket,
-                       const std::vector<std::string>& shim_lifetime) {
+                       const std::vector<std::string>& shim_companions) {
     Command c;
     c.agent_socket = agent_socket;
-    c.shim_lifetime = shim_lifetime;
+    c.shim_companions = shim_companions;
     c.argv = std::move(argv);
     c.argv.insert(c.argv.begin() + 1, "--log-fd=3");
     c.timeout = std::chrono::seconds(60);
@@ -163,12 +163,12 @@ void Runsc::Launch::go() {
 
 Runsc::Launch Runsc::prepare_run_detached(const std::string& id, const fs::path& bundle,
                                           const fs::path& console_log, const fs::path& agent_socket,
-                                          const std::vector<std::string>& shim_lifetime) {
+                                          const std::vector<std::string>& shim_companions) {
     Launch l;
     l.what_ = "runsc run";
     l.prepared_ = runner_.prepare_detached(
         launch_command(argv({"run", "--detach", "--bundle", bundle.string(), id}), agent_socket,
-                       shim_lifetime),
+                       shim_companions),
         console_log);
     return l;
 }
@@ -176,27 +176,27 @@ Runsc::Launch Runsc::prepare_run_detached(const std::string& id, const fs::path&
 Runsc::Launch Runsc::prepare_restore_detached(const std::string& id, const fs::path& bundle,
                                               const fs::path& image, const fs::path& console_log,
                                               const fs::path& agent_socket,
-                                              const std::vector<std::string>& shim_lifetime) {
+                                              const std::vector<std::string>& shim_companions) {
     Launch l;
     l.what_ = "runsc restore";
     l.prepared_ = runner_.prepare_detached(
         launch_command(argv({"restore", "--detach", "--image-path", image.string(), "--bundle",
                              bundle.string(), id}),
-                       agent_socket, shim_lifetime),
+                       agent_socket, shim_companions),
         console_log);
     return l;
 }
 
 void Runsc::run_detached(const std::string& id, const fs::path& bundle, const fs::path& console_log,
                          const fs::path& agent_socket,
-                         const std::vector<std::string>& shim_lifetime) {
-    prepare_run_detached(id, bundle, console_log, agent_socket, shim_lifetime).go();
+                         const std::vector<std::string>& shim_companions) {
+    prepare_run_detached(id, bundle, console_log, agent_socket, shim_companions).go();
 }
 
 void Runsc::restore_detached(const std::string& id, const fs::path& bundle, const fs::path& image,
                              const fs::path& console_log, const fs::path& agent_socket,
-                             const std::vector<std::string>& shim_lifetime) {
-    prepare_restore_detached(id, bundle, image, console_log, agent_socket, shim_lifetime).go();
+                             const std::vector<std::string>& shim_companions) {
+    prepare_restore_detached(id, bundle, image, console_log, agent_socket, shim_companions).go();
 }
 
 Runsc::ExecResult Runsc::exec_attached(const std::string& id, const ExecRequest& req,

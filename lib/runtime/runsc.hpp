@@ -68,19 +68,19 @@ class Runsc {
     // `runsc run --detach`: creates and starts. The sandbox inherits stdio, so it
     // goes to `console_log`, never to a pipe we would wait on.
     // With `agent_socket`, init's stdin is the guest agent's channel and the
-    // supervisor serves it there (docs/agent.md). With `shim_lifetime` (the
-    // state directory and the id), it also watches the sandbox's lifetime.
+    // supervisor serves it there (docs/agent.md). With `shim_companions` (the
+    // state directory and the id), it also runs the sandbox's companions.
     void run_detached(const std::string& id, const std::filesystem::path& bundle,
                       const std::filesystem::path& console_log,
                       const std::filesystem::path& agent_socket = {},
-                      const std::vector<std::string>& shim_lifetime = {});
+                      const std::vector<std::string>& shim_companions = {});
 
     // `runsc restore --detach` of a checkpoint image into a new sandbox.
     void restore_detached(const std::string& id, const std::filesystem::path& bundle,
                           const std::filesystem::path& image,
                           const std::filesystem::path& console_log,
                           const std::filesystem::path& agent_socket = {},
-                          const std::vector<std::string>& shim_lifetime = {});
+                          const std::vector<std::string>& shim_companions = {});
 
     // The two above prepared ahead (CommandRunner::prepare_detached): the
     // supervisor starts up now, runsc only at go(), which throws as they do.
@@ -97,12 +97,12 @@ class Runsc {
     Launch prepare_run_detached(const std::string& id, const std::filesystem::path& bundle,
                                 const std::filesystem::path& console_log,
                                 const std::filesystem::path& agent_socket = {},
-                                const std::vector<std::string>& shim_lifetime = {});
+                                const std::vector<std::string>& shim_companions = {});
     Launch prepare_restore_detached(const std::string& id, const std::filesystem::path& bundle,
                                     const std::filesystem::path& image,
                                     const std::filesystem::path& console_log,
                                     const std::filesystem::path& agent_socket = {},
-                                    const std::vector<std::string>& shim_lifetime = {});
+                                    const std::vector<std::string>& shim_companions = {});
 
     // Runs a process in the sandbox attached to the streams in `attach`;
     // returns its status.

@@ -65,7 +65,7 @@ ProbeRun run_probe(Context& ctx, const fs::path& runsc_path, const SandboxSpec& 
     make_dirs(dir / "bundle", 0700);
     std::string id = "swprobe-" + random_hex(8);
     // The image itself is the read-only root: /tmp stays runsc's tmpfs.
-    BundleInput in{spec, rootfs, find_guest_init(), "probe", {}, {}};
+    BundleInput in{spec, rootfs, find_guest_init(), "probe", {}, {}, {}};
     json config = build_oci_config(in);
     config["root"]["readonly"] = true;
     adjust(config);

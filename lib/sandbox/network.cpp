@@ -15,6 +15,7 @@
 #include "lib/core/fsutil.hpp"
 #include "lib/core/log.hpp"
 #include "lib/core/nftables.hpp"
+#include "lib/sandbox/resolver.hpp"
 #include "lib/sandbox/sandbox.hpp"
 
 namespace sandweave {
@@ -50,14 +51,18 @@ json iifname() {
 }
 
 // The statements that match one destination entry.
+// (For a name entry, its ports and protocol only: its addresses are a set.)
 json destination_match(const Destination& d) {
     json stmts = json::array();
-    char buf[INET6_ADDRSTRLEN] = {};
-    ::inet_ntop(d.family == 4 ? AF_INET : AF_INET6, d.addr.data(), buf, sizeof buf);
-    const int bits = d.family == 4 ? 32 : 128;
-    json addr = d.prefix == bits ? json(buf) : json{{"prefix", {{"addr", buf}, {"len", d.prefix}}}};
-    stmts.push_back(match(
-        {{"payload", {{"protocol", d.family == 4 ? "ip" : "ip6"}, {"field", "daddr"}}}}, addr));
+    if (!d.is_name()) {
+        char buf[INET6_ADDRSTRLEN] = {};
+        ::inet_ntop(d.family == 4 ? AF_INET : AF_INET6, d.addr.data(), buf, sizeof buf);
+        const int bits = d.family == 4 ? 32 : 128;
+        json addr =
+            d.prefix == bits ? json(buf) : json{{"prefix", {{"addr", buf}, {"len", d.prefix}}}};
+        stmts.push_back(match(
+            {{"payload", {{"protocol", d.family == 4 ? "ip" : "ip6"}, {"field", "daddr"}}}}, addr));
+    }
     if (!d.proto.empty())
         stmts.push_back(match({{"meta", {{"key", "l4proto"}}}}, d.proto));
     else if (!d.any_port())
@@ -181,11 +186,14 @@ std::vector<std::string> policy_chain_ids() {
 }  // namespace
 
 json to_json(const NetworkLink& l) {
-    return {{"netns", l.netns},
-            {"host_interface", l.host_interface},
-            {"host_address", l.host_address},
-            {"guest_address", l.guest_address},
-            {"prefix", l.prefix}};
+    json j{{"netns", l.netns},
+           {"host_interface", l.host_interface},
+           {"host_address", l.host_address},
+           {"guest_address", l.guest_address},
+           {"prefix", l.prefix}};
+    if (!l.upstreams.empty())
+        j["resolver"] = {{"address", l.host_address}, {"upstreams", l.upstreams}};
+    return j;
 }
 
 std::string netns_name(const std::string& id) {
@@ -200,6 +208,9 @@ std::string host_interface_name(const std::string& id) {
 }
 std::string policy_chain_name(const std::string& id) {
     return chain_prefix + id;
+}
+std::string name_set_name(const std::string& id, int k, int family) {
+    return chain_prefix + id + "-" + std::to_string(k) + "-v" + std::to_string(family);
 }
 
 std::pair<std::string, std::string> slot_addresses(int n) {
@@ -253,22 +264,50 @@ json nft_table_commands() {
     return cmds;
 }
 
-json nft_sandbox_commands(const std::string& id, const EgressPolicy& policy) {
+json nft_sandbox_commands(const std::string& id, const EgressPolicy& policy,
+                          const std::string& resolver) {
     const std::string chain = policy_chain_name(id);
     json cmds = json::array();
     cmds.push_back({{"add", {{"chain", with_table({{"name", chain}})}}}});
     cmds.push_back(add_rule(
         chain, {match({{"ct", {{"key", "state"}}}}, json::array({"established", "related"}), "in"),
                 {{"accept", nullptr}}}));
+    if (!resolver.empty())
+        cmds.push_back(add_rule(
+            chain, {match({{"payload", {{"protocol", "ip"}, {"field", "daddr"}}}}, resolver),
+                    match({{"meta", {{"key", "l4proto"}}}}, {{"set", {"tcp", "udp"}}}),
+                    match({{"payload", {{"protocol", "th"}, {"field", "dport"}}}}, 53),
+                    {{"accept", nullptr}}}));
     for (const auto& d : policy.deny) {
+        if (d.is_name()) continue;  // the resolver refuses it
         json e = destination_match(d);
         e.push_back({{"goto", {{"target", "refuse"}}}});
         cmds.push_back(add_rule(chain, e));
     }
+    int k = 0;
     for (const auto& d : policy.allow) {
-        json e = destination_match(d);
-        e.push_back({{"accept", nullptr}});
-        cmds.push_back(add_rule(chain, e));
+        if (!d.is_name()) {
+            json e = destination_match(d);
+            e.push_back({{"accept", nullptr}});
+            cmds.push_back(add_rule(chain, e));
+            continue;
+        }
+        for (int family : {4, 6}) {
+            const std::string set = name_set_name(id, k, family);
+            cmds.push_back({{"add",
+                             {{"set", with_table({{"name", set},
+                                                  {"type", family == 4 ? "ipv4_addr" : "ipv6_addr"},
+                                                  {"flags", json::array({"timeout"})},
+                                                  {"size", 4096}})}}}});
+            json e = destination_match(d);  // the ports and protocol
+            e.insert(
+                e.begin(),
+                match({{"payload", {{"protocol", family == 4 ? "ip" : "ip6"}, {"field", "daddr"}}}},
+                      "@" + set));
+            e.push_back({{"accept", nullptr}});
+            cmds.push_back(add_rule(chain, e));
+        }
+        ++k;
     }
     cmds.push_back(add_rule(chain, {{{"goto", {{"target", "refuse"}}}}}));
     cmds.push_back(
@@ -277,6 +316,26 @@ json nft_sandbox_commands(const std::string& id, const EgressPolicy& policy) {
                                    {"elem", json::array({json::array(
                                                 {host_interface_name(id),
                                                  {{"jump", {{"target", chain}}}}})})}})}}}});
+    return cmds;
+}
+
+json nft_add_element_commands(const std::string& set, const std::string& address,
+                              std::chrono::seconds timeout) {
+    return json::array(
+        {{{"add",
+           {{"element",
+             with_table({{"name", set},
+                         {"elem", json::array({{{"elem",
+                                                 {{"val", address},
+                                                  {"timeout", timeout.count()}}}}})}})}}}}});
+}
+
+json nft_refresh_element_commands(const std::string& set, const std::string& address,
+                                  std::chrono::seconds timeout) {
+    json cmds = json::array(
+        {{{"delete",
+           {{"element", with_table({{"name", set}, {"elem", json::array({address})}})}}}}});
+    cmds.push_back(nft_add_element_commands(set, address, timeout)[0]);
     return cmds;
 }
 
@@ -290,7 +349,7 @@ void make_namespace(Context& ctx, const std::string& id) {
 
 // Under the host-wide lock: a free /30, the veth, the host end's address.
 NetworkLink make_veth(Context& ctx, const std::string& id) {
-    NetworkLink l{netns_name(id), host_interface_name(id), "", "", 30};
+    NetworkLink l{netns_name(id), host_interface_name(id), "", "", 30, {}};
     with_context("making the veth " + l.host_interface, [&] {
         FileLock lock(network_lock);
         auto [host, guest] = slot_addresses(pick_slot(id, used_slots(ctx)));
@@ -313,24 +372,50 @@ void configure_guest_end(Context& ctx, const NetworkLink& l) {
     });
 }
 
-void install_policy(const std::string& id, const EgressPolicy& policy) {
+void install_policy(const std::string& id, const EgressPolicy& policy,
+                    const std::string& resolver) {
     with_context("installing the egress policy", [&] {
         {
             FileLock lock(network_lock);
             if (!nft_table_exists()) nft_run(nft_table_commands());
         }
-        nft_run(nft_sandbox_commands(id, policy));
+        nft_run(nft_sandbox_commands(id, policy, resolver));
     });
+}
+
+// The guest asks the sandbox's resolver, and nothing else, for names.
+void write_guest_resolv_conf(const fs::path& sandbox_dir, const NetworkLink& l) {
+    write_file_atomic(sandbox_dir / guest_resolv_conf,
+                      "# sandweave: the sandbox's resolver answers only the names its policy "
+                      "allows\nnameserver " +
+                          l.host_address + "\noptions attempts:3 timeout:2\n",
+                      0644, Durability::live);
+}
+
+// The name sets of sandbox `id` (k = 0, 1, ... until one is missing).
+void delete_name_sets(const std::string& id) {
+    for (int k = 0;; ++k) {
+        bool any = false;
+        for (int family : {4, 6})
+            any |= nft_try(json::array(
+                {{{"delete", {{"set", with_table({{"name", name_set_name(id, k, family)}})}}}}}));
+        if (!any) return;
+    }
 }
 
 }  // namespace
 
-NetworkLink setup_network(Context& ctx, const std::string& id, const EgressPolicy& policy) {
+NetworkLink setup_network(Context& ctx, const std::string& id, const EgressPolicy& policy,
+                          const fs::path& sandbox_dir) {
+    std::vector<std::string> upstreams;
+    if (policy.has_names()) upstreams = host_nameservers();
     try {
         make_namespace(ctx, id);
         NetworkLink l = make_veth(ctx, id);
+        l.upstreams = upstreams;
         configure_guest_end(ctx, l);
-        install_policy(id, policy);
+        install_policy(id, policy, l.upstreams.empty() ? "" : l.host_address);
+        if (!l.upstreams.empty()) write_guest_resolv_conf(sandbox_dir, l);
         return l;
     } catch (...) {
         try {
@@ -355,6 +440,8 @@ void teardown_network(Context& ctx, const std::string& id) {
         const std::string chain = policy_chain_name(id);
         nft_try(json::array({{{"flush", {{"chain", with_table({{"name", chain}})}}}},
                              {{"delete", {{"chain", with_table({{"name", chain}})}}}}}));
+        // After the chain, whose rules refer to them.
+        delete_name_sets(id);
     }
     if (has_netns) ip(ctx, {"netns", "delete", netns_name(id)});
     // Gone with the namespace unless a process still holds it (then with that).

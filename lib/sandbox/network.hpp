@@ -20,6 +20,15 @@
 // else is refused. So a deny wins over an allow, and the policy covers this
 // host's own addresses (input) as much as others (forward).
 //
+// Domain names: a policy that names domains gets a resolver
+// (lib/sandbox/resolver.hpp) on port 53 of the host end, the guest's only
+// nameserver (its /etc/resolv.conf, bound read-only from the sandbox's
+// directory). The chain then accepts DNS to that address first, and each
+// allow entry naming a domain (the k-th such entry) becomes a rule matching
+// two nftables sets with timeouts, `sandbox-ID-k-v4` and `sandbox-ID-k-v6`,
+// on the entry's ports: the resolver adds the addresses it answered for the
+// entry's names. They come after the deny rules, so a deny still wins.
+//
 // NAT and forwarding: the table masquerades sandweave's range behind the
 // host's address on every other interface, but sandweave never switches on
 // IP forwarding: whether sandboxes reach beyond this host is the operator's
@@ -32,6 +41,8 @@
 // What a killed sandweave left (a namespace no process holds) is found by
 // network_leftovers and removed by prune.
 
+#include <chrono>
+#include <filesystem>
 #include <optional>
 #include <string>
 #include <vector>
@@ -53,6 +64,9 @@ struct NetworkLink {
     std::string host_address;    // "10.213.0.5": the guest's gateway
     std::string guest_address;   // "10.213.0.6"
     int prefix = 30;
+    // With domain names: the host's nameservers the resolver asks (it
+    // listens on host_address).
+    std::vector<std::string> upstreams;
 };
 nlohmann::json to_json(const NetworkLink& l);
 
@@ -60,22 +74,36 @@ std::string netns_name(const std::string& id);
 std::string netns_path(const std::string& id);  // /run/netns/NAME, the OCI spec's path
 std::string host_interface_name(const std::string& id);
 std::string policy_chain_name(const std::string& id);
+// The set of the k-th allow entry naming a domain, for IPv`family` addresses.
+std::string name_set_name(const std::string& id, int k, int family);
+// The guest's /etc/resolv.conf, in the sandbox's directory.
+inline constexpr const char* guest_resolv_conf = "resolv.conf";
 
 // ---- pure: the nftables JSON commands (unit-tested) ----------------------------
 // The table, its verdict map, its base chains and the shared refusal chain:
 // made once, by the first sandbox with a network.
 nlohmann::json nft_table_commands();
-// One sandbox's chain from its policy, and its entry in the map.
-nlohmann::json nft_sandbox_commands(const std::string& id, const EgressPolicy& policy);
+// One sandbox's chain from its policy, its name sets, and its entry in the
+// map. `resolver`: the address DNS is accepted to (a policy with names).
+nlohmann::json nft_sandbox_commands(const std::string& id, const EgressPolicy& policy,
+                                    const std::string& resolver = "");
+// `address` in `set` for `timeout`: added, or (refresh) deleted and added again.
+nlohmann::json nft_add_element_commands(const std::string& set, const std::string& address,
+                                        std::chrono::seconds timeout);
+nlohmann::json nft_refresh_element_commands(const std::string& set, const std::string& address,
+                                            std::chrono::seconds timeout);
 // The /30 of slot `n` (0..16383): {host .1, guest .2}.
 std::pair<std::string, std::string> slot_addresses(int n);
 // ---------------------------------------------------------------------------------
 
-// Makes the namespace, the veth and the rules; on failure removes what it made
-// and throws.
-NetworkLink setup_network(Context& ctx, const std::string& id, const EgressPolicy& policy);
+// Makes the namespace, the veth and the rules (and, for a policy with names,
+// writes the guest's resolv.conf into `sandbox_dir`); on failure removes what
+// it made and throws.
+NetworkLink setup_network(Context& ctx, const std::string& id, const EgressPolicy& policy,
+                          const std::filesystem::path& sandbox_dir);
 
-// Removes the chain, the map entry and the namespace (the veth goes with it).
+// Removes the chain, the map entry, the name sets and the namespace (the
+// veth goes with it).
 // Idempotent; cheap when the sandbox never had a network.
 void teardown_network(Context& ctx, const std::string& id);
 

@@ -17,6 +17,7 @@
 #include "lib/sandbox/activity.hpp"
 #include "lib/sandbox/agent_client.hpp"
 #include "lib/sandbox/audit_glue.hpp"
+#include "lib/sandbox/companions.hpp"
 #include "lib/sandbox/desktop.hpp"
 #include "lib/sandbox/features.hpp"
 #include "lib/sandbox/image.hpp"
@@ -333,15 +334,15 @@ Runsc::Launch prepare_launch(Context& ctx, const CreatePlan& plan, const Sandbox
                              const fs::path& dir) {
     Runsc runsc(ctx.runner, plan.runsc, r.runsc_flags);
     fs::path agent_socket = r.agent ? agent_socket_path(ctx, r.id) : fs::path();
-    // The shim watches the lifetime: no watcher process of its own.
-    std::vector<std::string> lifetime;
-    if (plan.spec.lifetime.any()) lifetime = {ctx.store.root().string(), r.id};
+    // The shim watches the lifetime and runs the resolver: no process of their own.
+    std::vector<std::string> companions;
+    if (needs_shim_companions(plan.spec)) companions = {ctx.store.root().string(), r.id};
     if (plan.memory_restore)
         return runsc.prepare_restore_detached(r.id, dir / "bundle",
                                               snapshot_dir(ctx, plan.snap->id) / "checkpoint",
-                                              dir / "logs/console.log", agent_socket, lifetime);
+                                              dir / "logs/console.log", agent_socket, companions);
     return runsc.prepare_run_detached(r.id, dir / "bundle", dir / "logs/console.log", agent_socket,
-                                      lifetime);
+                                      companions);
 }
 
 void save_creating_record(Context& ctx, const SandboxRecord& r) {
@@ -380,7 +381,8 @@ void start_audit_writer(Context& ctx, SandboxRecord& r) {
 // Its namespace, veth and rules before runsc exists (lib/sandbox/network.hpp):
 // the runtime starts in the namespace with the policy already in force.
 void make_network(Context& ctx, SandboxRecord& r) {
-    r.network = to_json(setup_network(ctx, r.id, *r.spec.runtime.egress));
+    r.network = to_json(
+        setup_network(ctx, r.id, *r.spec.runtime.egress, ctx.store.sandbox_dir(r.id)));
     ctx.store.save(r, Durability::live);
     SANDWEAVE_FAULT_POINT("create.network");
 }
@@ -391,7 +393,9 @@ void write_bundle_config(const CreatePlan& plan, const SandboxRecord& r, const f
                    plan.init,
                    "sandweave",
                    guest_tmp_dir(dir / "rootfs"),
-                   r.network ? fs::path(netns_path(r.id)) : fs::path()};
+                   r.network ? fs::path(netns_path(r.id)) : fs::path(),
+                   r.network && r.network->contains("resolver") ? dir / guest_resolv_conf
+                                                                : fs::path()};
     // Read once, by the runsc started next; a host crash ends what it describes.
     write_file_atomic(dir / "bundle/config.json", build_oci_config(in).dump(2), 0600,
                       Durability::live);

@@ -21,6 +21,7 @@
 #include "lib/runtime/limits.hpp"
 #include "lib/sandbox/agent_client.hpp"
 #include "lib/sandbox/context.hpp"
+#include "lib/sandbox/companions.hpp"
 #include "lib/sandbox/lifetime.hpp"
 #include "lib/sandbox/records.hpp"
 #include "lib/spec/options.hpp"

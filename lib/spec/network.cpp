@@ -26,9 +26,43 @@ int port_number(const std::string& s) {
     return n >= 1 && n <= 65535 ? n : 0;
 }
 
+// A name has a letter or a * before its one optional colon; an IPv4 address
+// has neither, an IPv6 one has two colons or more (or brackets).
 bool looks_like_name(const std::string& s) {
-    return std::any_of(s.begin(), s.end(), [](char c) { return std::isalpha(c) != 0; }) &&
-           s.find(':') == std::string::npos && s.find('/') == std::string::npos;
+    if (s[0] == '[' || std::count(s.begin(), s.end(), ':') > 1) return false;
+    std::string host = s.substr(0, s.find(':'));
+    return std::any_of(host.begin(), host.end(), [](char c) {
+        return std::isalpha(static_cast<unsigned char>(c)) || c == '*';
+    });
+}
+
+// "Example.COM." -> d.name = "example.com"; "" or why not.
+std::string parse_name(std::string text, Destination& d) {
+    if (!text.empty() && text.back() == '.') text.pop_back();
+    for (auto& c : text) c = static_cast<char>(std::tolower(static_cast<unsigned char>(c)));
+    std::string base = text;
+    if (text == "*") return "a wildcard needs a suffix: *.example.com";
+    if (text.rfind("*.", 0) == 0) base = text.substr(2);
+    if (base.empty()) return "empty name";
+    if (base.size() > 253) return "a domain name is at most 253 characters";
+    std::size_t start = 0;
+    while (start <= base.size()) {
+        auto dot = base.find('.', start);
+        std::string label =
+            base.substr(start, dot == std::string::npos ? std::string::npos : dot - start);
+        if (label.empty()) return "empty label in " + text;
+        if (label == "*") return "* goes only as the whole first label: *.example.com";
+        if (label.size() > 63) return "a label is at most 63 characters: " + label;
+        for (char c : label)
+            if (!std::isalnum(static_cast<unsigned char>(c)) && c != '-' && c != '_')
+                return "not a domain name: " + text + " (letters, digits, - and _ only)";
+        if (label.front() == '-' || label.back() == '-')
+            return "a label neither starts nor ends with -: " + label;
+        if (dot == std::string::npos) break;
+        start = dot + 1;
+    }
+    d.name = text;
+    return "";
 }
 
 std::string format_address(int family, const std::array<std::uint8_t, 16>& a) {
@@ -94,9 +128,9 @@ std::string Destination::address_text() const {
 }
 
 std::string Destination::str() const {
-    std::string a = address_text();
+    std::string a = is_name() ? name : address_text();
     if (any_port() && proto.empty()) return a;
-    std::string out = family == 6 ? "[" + a + "]" : a;
+    std::string out = !is_name() && family == 6 ? "[" + a + "]" : a;
     out += ":";
     if (any_port())
         out += "*";
@@ -106,7 +140,7 @@ std::string Destination::str() const {
     return out;
 }
 
-ParsedDestination parse_destination(const std::string& text) {
+ParsedDestination parse_destination(const std::string& text, bool deny) {
     ParsedDestination out;
     auto fail = [&](std::string why) {
         out.error = std::move(why);
@@ -115,11 +149,19 @@ ParsedDestination parse_destination(const std::string& text) {
     if (text.empty()) return fail("empty entry");
     if (text.size() > max_entry_length)
         return fail("longer than " + std::to_string(max_entry_length) + " characters");
-    if (looks_like_name(text))
-        return fail(
-            "domain names are not supported yet (no resolver): allow the addresses "
-            "instead");
     Destination d;
+    if (looks_like_name(text)) {
+        auto colon = text.find(':');
+        if (auto e = parse_name(text.substr(0, colon), d); !e.empty()) return fail(e);
+        if (colon != std::string::npos) {
+            if (deny) return fail("a denied name is never resolved, so it takes no ports");
+            std::string ports = text.substr(colon + 1);
+            if (ports.empty()) return fail("nothing after the :");
+            if (auto e = parse_ports(ports, d); !e.empty()) return fail(e);
+        }
+        out.dest = d;
+        return out;
+    }
     std::string cidr, ports;
     bool bracketed = false;
     if (text[0] == '[') {
@@ -172,7 +214,7 @@ EgressPolicy egress_policy_from_json(const json& j) {
                 throw Error(ErrorCode::usage, std::string("network policy: ") + key +
                                                   ": expected a destination string, got " +
                                                   e.dump());
-            auto parsed = parse_destination(e.get<std::string>());
+            auto parsed = parse_destination(e.get<std::string>(), std::string(key) == "deny");
             if (!parsed.dest)
                 throw Error(ErrorCode::usage, std::string("network policy: ") + key + ": " +
                                                   e.get<std::string>() + ": " + parsed.error);
@@ -180,6 +222,19 @@ EgressPolicy egress_policy_from_json(const json& j) {
         }
     }
     return p;
+}
+
+bool name_matches(const std::string& pattern, const std::string& query) {
+    if (pattern.rfind("*.", 0) != 0) return pattern == query;
+    const std::size_t suffix = pattern.size() - 1;  // ".example.com"
+    return query.size() > suffix &&
+           query.compare(query.size() - suffix, suffix, pattern, 1, suffix) == 0;
+}
+
+bool EgressPolicy::has_names() const {
+    auto named = [](const Destination& d) { return d.is_name(); };
+    return std::any_of(allow.begin(), allow.end(), named) ||
+           std::any_of(deny.begin(), deny.end(), named);
 }
 
 std::string summary(const EgressPolicy& p) {

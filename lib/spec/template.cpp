@@ -284,7 +284,7 @@ json as_network(const YAML::Node& n, const Where& w, const std::string& key) {
         json list = json::array();
         for (const auto& e : kv.second) {
             if (!e.IsScalar()) fail(w, e, key + "." + k, "expected a destination, got " + shown(e));
-            auto parsed = parse_destination(scalar_text(e));
+            auto parsed = parse_destination(scalar_text(e), k == "deny");
             if (!parsed.dest) fail(w, e, key + "." + k, scalar_text(e) + ": " + parsed.error);
             list.push_back(parsed.dest->str());
         }

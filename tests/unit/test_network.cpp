@@ -65,6 +65,39 @@ TEST_SUITE("network") {
             CHECK(dest(dest(t).str()) == dest(t));
     }
 
+    TEST_CASE("domain names: exact and *.suffix, lowercased, with optional ports") {
+        CHECK(dest("example.com").str() == "example.com");
+        CHECK(dest("Deb.Debian.ORG.").str() == "deb.debian.org");
+        CHECK(dest("*.example.com:443/tcp").str() == "*.example.com:443/tcp");
+        CHECK(dest("example.com:80-81").str() == "example.com:80-81");
+        CHECK(dest("localhost").is_name());
+        CHECK_FALSE(dest("10.0.0.0/8").is_name());
+        CHECK_FALSE(dest("fd00::/8").is_name());  // hex letters, but an IPv6 CIDR
+        Destination d = dest("*.example.com:443/tcp");
+        CHECK(d.name == "*.example.com");
+        CHECK(d.port_lo == 443);
+        CHECK(d.proto == "tcp");
+        CHECK(dest(d.str()) == d);
+
+        CHECK(name_matches("example.com", "example.com"));
+        CHECK_FALSE(name_matches("example.com", "a.example.com"));
+        CHECK(name_matches("*.example.com", "a.example.com"));
+        CHECK(name_matches("*.example.com", "a.b.example.com"));
+        CHECK_FALSE(name_matches("*.example.com", "example.com"));
+        CHECK_FALSE(name_matches("*.example.com", "badexample.com"));
+        CHECK_FALSE(name_matches("*.example.com", "example.com.evil.org"));
+
+        EgressPolicy p = egress_policy_from_json(json{
+            {"allow", {"10.0.0.0/8", "*.example.com:443/tcp"}}, {"deny", {"bad.example.com"}}});
+        CHECK(p.has_names());
+        CHECK(to_json(p)["allow"][1] == "*.example.com:443/tcp");
+        CHECK_FALSE(egress_policy_from_json(json{{"allow", {"10.0.0.0/8"}}}).has_names());
+        CHECK(contains(test::usage_error([] {
+                           egress_policy_from_json(json{{"deny", {"example.com:25"}}});
+                       }),
+                       "takes no ports"));
+    }
+
     TEST_CASE("each bad entry gets its own reason") {
         CHECK(contains(reason("10.0.0.1/8"), "host bits set (did you mean 10.0.0.0/8?)"));
         CHECK(contains(reason("10.0.0.0/33"), "prefix length must be 0 to 32"));
@@ -77,8 +110,18 @@ TEST_SUITE("network") {
         CHECK(contains(reason("10.0.0.0/8:"), "nothing after the :"));
         CHECK(contains(reason("[10.0.0.0/8]:80"), "only an IPv6 address goes in brackets"));
         CHECK(contains(reason("[fd00::/8"), "no ] after ["));
-        CHECK(contains(reason("example.com"), "domain names are not supported yet"));
-        CHECK(contains(reason("*.example.com"), "domain names are not supported yet"));
+        CHECK(contains(reason("*"), "a wildcard needs a suffix"));
+        CHECK(contains(reason("a.*.example.com"), "* goes only as the whole first label"));
+        CHECK(contains(reason("exa mple.com"), "not a domain name"));
+        CHECK(contains(reason("-a.example.com"), "neither starts nor ends with -"));
+        CHECK(contains(reason("a..example.com"), "empty label"));
+        CHECK(contains(reason(std::string(64, 'a') + ".com"), "a label is at most 63"));
+        CHECK(contains(reason("example.com:0"), "ports must be"));
+        CHECK(contains(reason("example.com:"), "nothing after the :"));
+        auto denied = parse_destination("example.com:443", true);
+        CHECK_FALSE(denied.dest);
+        CHECK(contains(denied.error, "a denied name is never resolved, so it takes no ports"));
+        CHECK(parse_destination("*.example.com", true).dest);
         CHECK(contains(reason(""), "empty"));
         CHECK(contains(reason(std::string(200, '1')), "longer than"));
     }
@@ -193,6 +236,49 @@ TEST_SUITE("network") {
         CHECK(elem["name"] == "sandboxes");
         CHECK(elem["elem"][0][0] == "swv0123456789ab");
         CHECK(elem["elem"][0][1]["jump"]["target"] == "sandbox-sw-0123456789ab");
+    }
+
+    TEST_CASE("names become sets with timeouts after the denies, and DNS to the resolver first") {
+        EgressPolicy p;
+        p.allow = {dest("10.0.0.0/8:443/tcp"), dest("*.example.com:443/tcp"), dest("example.org")};
+        p.deny = {dest("10.9.0.0/16"), dest("bad.example.com")};
+        const std::string id = "sw-0123456789ab";
+        json cmds = nft_sandbox_commands(id, p, "10.213.0.1");
+        std::vector<json> rules, sets;
+        for (const auto& c : cmds) {
+            if (c["add"].contains("rule")) rules.push_back(c["add"]["rule"]["expr"]);
+            if (c["add"].contains("set")) sets.push_back(c["add"]["set"]);
+        }
+        // established, DNS, 1 deny (the denied name is the resolver's), 1 + 2 x 2 allows, refuse
+        REQUIRE(rules.size() == 9);
+        CHECK(rules[1][0]["match"]["right"] == "10.213.0.1");
+        CHECK(rules[1][2]["match"]["right"] == 53);
+        CHECK(rules[2].back()["goto"]["target"] == "refuse");
+        REQUIRE(sets.size() == 4);
+        CHECK(sets[0]["name"] == name_set_name(id, 0, 4));
+        CHECK(sets[0]["name"] == "sandbox-sw-0123456789ab-0-v4");
+        CHECK(sets[0]["type"] == "ipv4_addr");
+        CHECK(sets[1]["type"] == "ipv6_addr");
+        CHECK(sets[0]["flags"] == json::array({"timeout"}));
+        CHECK(sets[2]["name"] == "sandbox-sw-0123456789ab-1-v4");
+        // The name entry's rule: its set, then its protocol and port.
+        CHECK(rules[4][0]["match"]["right"] == "@sandbox-sw-0123456789ab-0-v4");
+        CHECK(rules[4][1]["match"]["right"] == "tcp");
+        CHECK(rules[4][2]["match"]["right"] == 443);
+        CHECK(rules[5][0]["match"]["left"]["payload"]["protocol"] == "ip6");
+        CHECK(rules[6].size() == 2);  // example.org: any port
+        // Without names, no DNS rule and no sets.
+        p.allow = {dest("10.0.0.0/8")};
+        p.deny.clear();
+        json plain = nft_sandbox_commands(id, p);
+        for (const auto& c : plain) CHECK_FALSE(c["add"].contains("set"));
+
+        json add = nft_add_element_commands("s", "192.0.2.1", std::chrono::seconds(60));
+        CHECK(add[0]["add"]["element"]["elem"][0]["elem"]["val"] == "192.0.2.1");
+        CHECK(add[0]["add"]["element"]["elem"][0]["elem"]["timeout"] == 60);
+        json refresh = nft_refresh_element_commands("s", "192.0.2.1", std::chrono::seconds(60));
+        REQUIRE(refresh.size() == 2);
+        CHECK(refresh[0]["delete"]["element"]["elem"][0] == "192.0.2.1");
     }
 
     TEST_CASE("the table fails closed: a sandbox interface without an entry is dropped") {

@@ -1,0 +1,23 @@
+#pragma once
+// What a sandbox's supervisor runs beside it (lib/core/shim.hpp's
+// ShimCompanion, args: state directory and sandbox id): the lifetime watcher
+// when the sandbox has a lifetime (lib/sandbox/lifetime.hpp), the resolver
+// when its egress policy names domains (lib/sandbox/resolver.hpp). A watcher
+// that cannot start is left to ls/inspect; a resolver that cannot start
+// throws, which fails the create.
+
+#include <functional>
+#include <string>
+#include <vector>
+
+#include "lib/spec/options.hpp"
+
+namespace sandweave {
+
+std::vector<std::function<void(int stop_fd)>> shim_companions(
+    const std::vector<std::string>& args);
+
+// Whether a sandbox of `spec` needs companions in its supervisor.
+bool needs_shim_companions(const SandboxSpec& spec);
+
+}  // namespace sandweave
