@@ -14,8 +14,7 @@
 
 namespace sandweave {
 
-std::vector<std::function<void(int stop_fd)>> shim_companions(
-    const std::vector<std::string>& args);
+std::vector<std::function<void(int stop_fd)>> shim_companions(const std::vector<std::string>& args);
 
 // Whether a sandbox of `spec` needs companions in its supervisor.
 bool needs_shim_companions(const SandboxSpec& spec);

@@ -381,21 +381,21 @@ void start_audit_writer(Context& ctx, SandboxRecord& r) {
 // Its namespace, veth and rules before runsc exists (lib/sandbox/network.hpp):
 // the runtime starts in the namespace with the policy already in force.
 void make_network(Context& ctx, SandboxRecord& r) {
-    r.network = to_json(
-        setup_network(ctx, r.id, *r.spec.runtime.egress, ctx.store.sandbox_dir(r.id)));
+    r.network =
+        to_json(setup_network(ctx, r.id, *r.spec.runtime.egress, ctx.store.sandbox_dir(r.id)));
     ctx.store.save(r, Durability::live);
     SANDWEAVE_FAULT_POINT("create.network");
 }
 
 void write_bundle_config(const CreatePlan& plan, const SandboxRecord& r, const fs::path& dir) {
-    BundleInput in{plan.spec,
-                   dir / "rootfs",
-                   plan.init,
-                   "sandweave",
-                   guest_tmp_dir(dir / "rootfs"),
-                   r.network ? fs::path(netns_path(r.id)) : fs::path(),
-                   r.network && r.network->contains("resolver") ? dir / guest_resolv_conf
-                                                                : fs::path()};
+    BundleInput in{
+        plan.spec,
+        dir / "rootfs",
+        plan.init,
+        "sandweave",
+        guest_tmp_dir(dir / "rootfs"),
+        r.network ? fs::path(netns_path(r.id)) : fs::path(),
+        r.network && r.network->contains("resolver") ? dir / guest_resolv_conf : fs::path()};
     // Read once, by the runsc started next; a host crash ends what it describes.
     write_file_atomic(dir / "bundle/config.json", build_oci_config(in).dump(2), 0600,
                       Durability::live);
