@@ -19,7 +19,7 @@ has_watcher() {
 no_watcher() { ! has_watcher "$1"; }
 has_watcher_process() { pgrep -f -- "[_]_lifetime --state-dir $STATE $1" >/dev/null; }
 no_watcher_process() { ! has_watcher_process "$1"; }
-shim_of() { pgrep -f -- "[_]_shim .*--lifetime $STATE $1 "; }
+shim_of() { pgrep -f -- "[_]_shim .*--companions $STATE $1 "; }
 recorded_state_is() { [[ "$(jq -r .state "$STATE/sandboxes/$1/sandbox.json")" == "$2" ]]; }
 
 # --- ttl, with audit: ended by itself, barrier first -------------------------------------
@@ -32,7 +32,7 @@ assert_match "ls: a LEFT column with the time left" "LEFT.*"$'\n'".*$T.* [1-4]s 
 assert_match "inspect: the deadline is recorded" '^[0-9]{13}$' "$(sw inspect "$T" | jq -r .expires_at_ms)"
 assert_true "it is watched" has_watcher "$T"
 assert_true "its shim watches it: no watcher process of its own" no_watcher_process "$T"
-assert_true "the shim was started with the lifetime" shim_of "$T"
+assert_true "the shim was started with the lifetime watcher among its companions" shim_of "$T"
 sw run "$T" -- sh -c 'echo x > /tmp/before-ttl' >/dev/null
 # Nothing of sandweave runs now; the watcher alone must end it.
 assert_true "ttl: stopped within 10 s with no sandweave command running" \
@@ -80,7 +80,7 @@ assert_true "no lifetime: no watcher" no_watcher "$N"
 # A shim killed by accident takes its watcher along: the next ls starts a
 # watcher process instead, and one killed in turn is replaced by the next ls.
 assert_true "before the kill: Y is watched by its shim" has_watcher "$Y"
-pkill -KILL -f -- "[_]_shim .*--lifetime $STATE $Y "
+pkill -KILL -f -- "[_]_shim .*--companions $STATE $Y "
 assert_true "a killed shim's watcher is gone with it" wait_for 5 no_watcher "$Y"
 sw ls >/dev/null
 assert_true "ls starts a watcher process in the killed shim's place" wait_for 5 has_watcher_process "$Y"
