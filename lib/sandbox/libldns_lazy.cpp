@@ -3,9 +3,11 @@
 // names domains, parses DNS messages. A function the resolver (or its unit
 // test) starts to use needs its line here.
 
-#include <ldns/ldns.h>
-
 #include "lib/core/lazy_library.hpp"
+
+// After the standard headers (through lazy_library.hpp): ldns's common.h
+// breaks them under clang when it comes first.
+#include <ldns/ldns.h>
 
 namespace {
 constexpr sandweave::LazyLibrary libldns{"libldns.so.3", "domain names in a network policy",
