@@ -108,10 +108,14 @@ pid_t spawn_as(const Command& cmd, ChildStdio& stdio, bool new_session) {
     pid_t pid = ::fork();
     if (pid < 0) throw_errno("run " + cmd.argv[0] + " as " + as.user + ": fork");
     if (pid == 0) {
+        // One write of errno and the step, so the parent cannot read half.
         auto fail = [&](const char* step) {
             int err = errno;
-            (void)!::write(report.write.get(), &err, sizeof err);
-            (void)!::write(report.write.get(), step, std::strlen(step));
+            char msg[64];
+            std::size_t len = std::min(std::strlen(step), sizeof msg - sizeof err);
+            std::memcpy(msg, &err, sizeof err);
+            std::memcpy(msg + sizeof err, step, len);
+            (void)!::write(report.write.get(), msg, sizeof err + len);
             ::_exit(127);
         };
         sigset_t empty;
@@ -142,11 +146,15 @@ pid_t spawn_as(const Command& cmd, ChildStdio& stdio, bool new_session) {
     stdio.in.reset();
     stdio.out.reset();
     stdio.err.reset();
+    // Read to end of file: the pipe closes at exec, or after the report.
     char buf[128] = {};
-    ssize_t n;
-    do {
-        n = ::read(report.read.get(), buf, sizeof buf - 1);
-    } while (n < 0 && errno == EINTR);
+    ssize_t n = 0;
+    while (n < static_cast<ssize_t>(sizeof buf - 1)) {
+        ssize_t got = ::read(report.read.get(), buf + n, sizeof buf - 1 - static_cast<std::size_t>(n));
+        if (got < 0 && errno == EINTR) continue;
+        if (got <= 0) break;
+        n += got;
+    }
     if (n >= static_cast<ssize_t>(sizeof(int))) {
         int err = 0;
         std::memcpy(&err, buf, sizeof err);
