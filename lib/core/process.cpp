@@ -150,7 +150,8 @@ pid_t spawn_as(const Command& cmd, ChildStdio& stdio, bool new_session) {
     char buf[128] = {};
     ssize_t n = 0;
     while (n < static_cast<ssize_t>(sizeof buf - 1)) {
-        ssize_t got = ::read(report.read.get(), buf + n, sizeof buf - 1 - static_cast<std::size_t>(n));
+        ssize_t got =
+            ::read(report.read.get(), buf + n, sizeof buf - 1 - static_cast<std::size_t>(n));
         if (got < 0 && errno == EINTR) continue;
         if (got <= 0) break;
         n += got;
