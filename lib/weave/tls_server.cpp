@@ -21,7 +21,10 @@
 
 #include <atomic>
 #include <cstring>
+#include <memory>
+#include <optional>
 #include <thread>
+#include <utility>
 
 #include "lib/core/error.hpp"
 #include "lib/core/fd.hpp"
@@ -153,62 +156,66 @@ void refuse(SSL* ssl, const json& id, const std::string& why) {
     SSL_shutdown(ssl);
 }
 
-// Tells a client past the connection limit why it is refused: in its TLS
-// session, as the answer to its hello, within two seconds.
-void refuse_busy(Shared& sh, Fd sock) {
-    SSL* ssl = SSL_new(sh.ctx);
-    if (!ssl) return;
-    timeval tv{2, 0};
-    ::setsockopt(sock.get(), SOL_SOCKET, SO_RCVTIMEO, &tv, sizeof tv);
-    ::setsockopt(sock.get(), SOL_SOCKET, SO_SNDTIMEO, &tv, sizeof tv);
-    SSL_set_fd(ssl, sock.get());
-    struct Free {
-        SSL* s;
-        ~Free() { SSL_free(s); }
-    } free_ssl{ssl};
-    if (SSL_accept(ssl) != 1) return;
-    std::string rest;
-    json id;
-    if (auto line = first_line(ssl, rest)) {
-        try {
-            json req = parse_untrusted_json(*line);
-            if (req.is_object() && req.contains("id")) id = req["id"];
-        } catch (const std::exception&) {
-        }
-    }
-    std::string line =
-        rpc::encode_error(id, rpc::code::server_busy,
-                          "controller busy: it serves at most " +
-                              std::to_string(sh.max_connections) +
-                              " connections at once; try again once one has closed") +
-        "\n";
-    SSL_write(ssl, line.data(), static_cast<int>(line.size()));
-    SSL_shutdown(ssl);
+struct SslFree {
+    void operator()(SSL* s) const { SSL_free(s); }
+};
+using Ssl = std::unique_ptr<SSL, SslFree>;
+
+// The server side of a TLS session on `sock`, whose reads (and writes, with
+// `both_ways`) time out after `timeout`; null when the handshake fails.
+Ssl tls_session(Shared& sh, int sock, timeval timeout, bool both_ways) {
+    Ssl ssl(SSL_new(sh.ctx));
+    if (!ssl) return nullptr;
+    ::setsockopt(sock, SOL_SOCKET, SO_RCVTIMEO, &timeout, sizeof timeout);
+    if (both_ways) ::setsockopt(sock, SOL_SOCKET, SO_SNDTIMEO, &timeout, sizeof timeout);
+    SSL_set_fd(ssl.get(), sock);
+    if (SSL_accept(ssl.get()) != 1) return nullptr;
+    return ssl;
 }
 
-void handle(Shared& sh, Fd sock, std::string peer) {
-    SSL* ssl = SSL_new(sh.ctx);
-    if (!ssl) return;
-    timeval tv{10, 0};  // a peer that says nothing does not hold a thread for long
-    ::setsockopt(sock.get(), SOL_SOCKET, SO_RCVTIMEO, &tv, sizeof tv);
-    SSL_set_fd(ssl, sock.get());
-    struct Free {
-        SSL* s;
-        ~Free() { SSL_free(s); }
-    } free_ssl{ssl};
-    if (SSL_accept(ssl) != 1) {
-        log().debug("controller: " + peer + ": TLS handshake failed: " + rpc::openssl_error());
-        return;
-    }
-    std::string rest;
+// The client's first request (null when it is not JSON) and its id; nullopt
+// when no line came. What follows the line is left in `rest`.
+std::optional<std::pair<json, json>> first_request(SSL* ssl, std::string& rest) {
     auto line = first_line(ssl, rest);
-    if (!line) return;
+    if (!line) return std::nullopt;
     json req, id;
     try {
         req = parse_untrusted_json(*line);
         if (req.is_object() && req.contains("id")) id = req["id"];
     } catch (const std::exception&) {
     }
+    return std::make_pair(std::move(req), std::move(id));
+}
+
+// Tells a client past the connection limit why it is refused: in its TLS
+// session, as the answer to its hello, within two seconds.
+void refuse_busy(Shared& sh, Fd sock) {
+    Ssl ssl = tls_session(sh, sock.get(), timeval{2, 0}, true);
+    if (!ssl) return;
+    std::string rest;
+    auto first = first_request(ssl.get(), rest);
+    std::string line =
+        rpc::encode_error(first ? first->second : json(), rpc::code::server_busy,
+                          "controller busy: it serves at most " +
+                              std::to_string(sh.max_connections) +
+                              " connections at once; try again once one has closed") +
+        "\n";
+    SSL_write(ssl.get(), line.data(), static_cast<int>(line.size()));
+    SSL_shutdown(ssl.get());
+}
+
+void handle(Shared& sh, Fd sock, std::string peer) {
+    // A peer that says nothing does not hold a thread for long.
+    Ssl session = tls_session(sh, sock.get(), timeval{10, 0}, false);
+    if (!session) {
+        log().debug("controller: " + peer + ": TLS handshake failed: " + rpc::openssl_error());
+        return;
+    }
+    SSL* ssl = session.get();
+    std::string rest;
+    auto first = first_request(ssl, rest);
+    if (!first) return;
+    auto& [req, id] = *first;
     const json* params = req.is_object() && req.value("method", std::string()) == "hello" &&
                                  req.contains("params") && req["params"].is_object()
                              ? &req["params"]
