@@ -80,7 +80,9 @@ Placed ControllerApi::place(api::CreateParams p, slurm::AllocationRequest req,
                             const std::string& owner,
                             const std::function<void(long, const std::string&)>& name_job) {
     req.partition = c_.partition;
-    req.name = instance_;  // the reaper's mark of this controller's creates
+    req.name = instance_;
+    req.user = owner;  // Slurm charges the job to the user who asked  // the reaper's mark of this
+                       // controller's creates
     req.cpus = p.cpus;
     req.memory = p.memory;
     return place_in(slurm_.allocate(req), std::move(p), owner, name_job);
@@ -96,7 +98,7 @@ Placed ControllerApi::place_in(long job, api::CreateParams p, const std::string&
     }
     try {
         std::string node = slurm_.node_of(job);
-        auto link = std::make_shared<WorkerLink>(c_, job, node);
+        auto link = std::make_shared<WorkerLink>(c_, job, node, slurm_.owner(job));
         // The worker's epilog finds the sandboxes of an ending job by this label.
         p.labels[slurm::job_label] = std::to_string(job);
         // Its snapshots carry its labels: whose they are (catalog.cpp).
@@ -158,15 +160,25 @@ api::RunResult ControllerApi::wait(const api::HandleParams& p) {
 api::SandboxList ControllerApi::ls(const api::LsParams& p) {
     SandboxFilter filter = parse_filter(p.filter);
     const Identity& who = caller();
-    std::map<std::string, std::shared_ptr<WorkerLink>> by_node;
+    // Each link once: one of a job of another user than the controller's
+    // shows only that job's sandboxes (lib/rpc/step_peer.hpp), so a node is
+    // asked through each such link, and through one of the controller's own.
+    std::map<WorkerLink*, std::pair<std::string, std::shared_ptr<WorkerLink>>> links;
     {
         std::lock_guard<std::mutex> g(mu_);
-        for (const auto& [id, pl] : placed_)
-            if (!pl.gone && who.sees(pl.owner)) by_node.emplace(pl.node, pl.link);
+        const std::string& own = own_unix_user();
+        std::set<std::string> own_node;
+        for (const auto& [id, pl] : placed_) {
+            if (pl.gone || !pl.link || !who.sees(pl.owner)) continue;
+            bool unscoped = pl.owner == own;
+            if (unscoped && !own_node.insert(pl.node).second) continue;
+            links.emplace(pl.link.get(), std::make_pair(pl.node, pl.link));
+        }
     }
     std::map<std::string, std::map<std::string, SandboxView>> fresh;  // node -> id -> view
     std::set<std::string> broken;
-    for (const auto& [node, link] : by_node) {
+    for (const auto& [ptr, entry] : links) {
+        const auto& [node, link] = entry;
         try {
             for (auto& v : link->api().ls(p).sandboxes) fresh[node][v.record.id] = std::move(v);
         } catch (const Error& e) {
@@ -259,7 +271,7 @@ api::Removed ControllerApi::rm(const api::IdParams& p) {
             // worker's epilog or the workers' reaper removes the sandbox.
             if (!route(p.id).first.gone) {
                 try {
-                    r = WorkerLink(c_, pl.job, pl.node).api().rm(q);
+                    r = WorkerLink(c_, pl.job, pl.node, slurm_.owner(pl.job)).api().rm(q);
                 } catch (const Error& again) {
                     if (again.code() != ErrorCode::connection) throw;
                     log().warn("controller: sandbox " + pl.id + ": its worker " + pl.node +
