@@ -17,10 +17,17 @@ void register_worker(CLI::App& app, GlobalOptions& g, Outcome& out) {
     struct Flags {
         std::string socket = "/run/sandweave/worker.sock";
         std::string retain = "24h";
+        std::string controller_user;
     };
     auto f = std::make_shared<Flags>();
-    sub->add_option("--socket", f->socket, "Listen on this Unix socket (0600, in a 0700 directory)")
+    sub->add_option(
+           "--socket", f->socket,
+           "Listen on this Unix socket (0666 in a 0711 directory: each peer is judged by its "
+           "credentials and cgroups)")
         ->capture_default_str();
+    sub->add_option("--controller-user", f->controller_user,
+                    "Serve this Unix user (the Weave controller's) like root; other users only "
+                    "from a step of their own Slurm job, and only that job's sandboxes");
     sub->add_option("--retain", f->retain,
                     "Keep a sandbox whose Slurm job ended (its record and audit log, for its "
                     "export) this long, then remove it")
@@ -38,6 +45,7 @@ void register_worker(CLI::App& app, GlobalOptions& g, Outcome& out) {
         o.state_dir = g.state_dir;
         if (!g.runsc.empty()) o.runsc = g.runsc;
         o.socket = f->socket;
+        o.controller_user = f->controller_user;
         o.retain = std::chrono::duration_cast<std::chrono::seconds>(*retain);
         o.serve.server_name = std::string("sandweave ") + SANDWEAVE_VERSION_STRING + " (worker)";
         rpc::serve_worker(o, sfd.get());

@@ -323,7 +323,11 @@ prepare_dir() {
     # filesystem would be): a snapshot taken on one worker restores on any.
     install -d -m 0700 "$dir/snapshots"
     for n in "${nodes[@]}"; do
-        install -d -m 0700 "$dir/workers/$n/state" "$dir/workers/$n/run"
+        install -d -m 0700 "$dir/workers/$n/state"
+        # Searchable: the relays run as the sandboxes' users and reach the
+        # worker daemon's socket here (it judges each peer itself).
+        install -d -m 0711 "$dir/workers/$n/run"
+        chmod 0711 "$dir/workers/$n/run"
         install -d -m 0755 "$dir/state/slurmd-$n"
         share_snapshots "$dir/workers/$n/state/snapshots"
     done

@@ -715,12 +715,14 @@ class FdBudget {
     std::uint64_t reserve_ = 32;
 };
 
-// A socket directory we may use: ours, and nobody else may write into it.
-void prepare_socket_dir(const std::filesystem::path& dir) {
+// A socket directory we may use: ours, and nobody else may write into it
+// (nor list it; `searchable`: others may reach the socket inside).
+void prepare_socket_dir(const std::filesystem::path& dir, bool searchable) {
+    const mode_t allowed = searchable ? 011 : 0;
     struct stat st {};
     if (::stat(dir.c_str(), &st) != 0) {
         if (errno != ENOENT) throw_errno("stat " + dir.string());
-        if (::mkdir(dir.c_str(), 0700) != 0 && errno != EEXIST)
+        if (::mkdir(dir.c_str(), 0700 | allowed) != 0 && errno != EEXIST)
             throw_errno("mkdir " + dir.string());
         if (::stat(dir.c_str(), &st) != 0) throw_errno("stat " + dir.string());
     }
@@ -728,13 +730,17 @@ void prepare_socket_dir(const std::filesystem::path& dir) {
     if (st.st_uid != ::geteuid())
         throw Error(ErrorCode::usage, "socket directory " + dir.string() + " belongs to uid " +
                                           std::to_string(st.st_uid) + ", not to us");
-    if (st.st_mode & 077)
+    if (st.st_mode & 077 & ~allowed)
         throw Error(
-            ErrorCode::usage, "socket directory " + dir.string() + " has mode " + [&] {
-                char b[8];
-                std::snprintf(b, sizeof b, "%04o", st.st_mode & 07777);
-                return std::string(b);
-            }() + "; it must be 0700 (no access for others)");
+            ErrorCode::usage,
+            "socket directory " + dir.string() + " has mode " +
+                [&] {
+                    char b[8];
+                    std::snprintf(b, sizeof b, "%04o", st.st_mode & 07777);
+                    return std::string(b);
+                }() +
+                (searchable ? "; it must be 0700 or 0711 (others may only search it)"
+                            : "; it must be 0700 (no access for others)"));
 }
 
 }  // namespace
@@ -750,7 +756,7 @@ void serve_socket(api::Api& api, const std::filesystem::path& path, int stop_fd,
                   const ServeOptions& opts) {
     ::signal(SIGPIPE, SIG_IGN);
     std::filesystem::path dir = path.parent_path().empty() ? "." : path.parent_path();
-    prepare_socket_dir(dir);
+    prepare_socket_dir(dir, static_cast<bool>(opts.admit_other));
     sockaddr_un addr{};
     addr.sun_family = AF_UNIX;
     if (path.string().size() >= sizeof addr.sun_path)
@@ -775,7 +781,9 @@ void serve_socket(api::Api& api, const std::filesystem::path& path, int stop_fd,
     int err = errno;
     ::umask(old_umask);
     if (rc != 0) throw_errno("bind " + path.string(), err);
-    if (::chmod(path.c_str(), 0600) != 0) throw_errno("chmod " + path.string());
+    // Anyone may connect when admit_other judges each peer by its credentials.
+    if (::chmod(path.c_str(), opts.admit_other ? 0666 : 0600) != 0)
+        throw_errno("chmod " + path.string());
     if (::listen(listener.get(), 64) != 0) throw_errno("listen " + path.string());
     log().info("sandweave serve: listening on " + path.string());
 
@@ -808,13 +816,26 @@ void serve_socket(api::Api& api, const std::filesystem::path& path, int stop_fd,
         }
         ucred cred{};
         socklen_t len = sizeof cred;
-        if (::getsockopt(conn.get(), SOL_SOCKET, SO_PEERCRED, &cred, &len) != 0 ||
-            (cred.uid != 0 && cred.uid != ::geteuid())) {
-            refuse_peer(conn.get(), code::peer_not_allowed,
-                        "uid " + std::to_string(cred.uid) +
-                            " may not use this server (only root and uid " +
-                            std::to_string(::geteuid()) + ")");
+        if (::getsockopt(conn.get(), SOL_SOCKET, SO_PEERCRED, &cred, &len) != 0) {
+            refuse_peer(conn.get(), code::peer_not_allowed, errno_message("SO_PEERCRED"));
             continue;
+        }
+        // The API this peer is served: ours, or admit_other's view of it.
+        std::shared_ptr<api::Api> scoped;
+        if (cred.uid != 0 && cred.uid != ::geteuid()) {
+            std::string why = "uid " + std::to_string(cred.uid) +
+                              " may not use this server (only root and uid " +
+                              std::to_string(::geteuid()) + ")";
+            try {
+                if (opts.admit_other) scoped = opts.admit_other(cred.pid, cred.uid);
+            } catch (const std::exception& e) {
+                why = e.what();
+            }
+            if (!scoped) {
+                log().warn("sandweave serve: refused a peer: " + why);
+                refuse_peer(conn.get(), code::peer_not_allowed, why);
+                continue;
+            }
         }
         // The kernel hands out the lowest free descriptor: a high one means
         // that many are open, and what is left belongs to the connections
@@ -825,7 +846,8 @@ void serve_socket(api::Api& api, const std::filesystem::path& path, int stop_fd,
         }
         std::unique_ptr<Connection> c;
         try {
-            c = std::make_unique<Connection>(api, conn.get(), conn.get(), -1, opts);
+            c = std::make_unique<Connection>(scoped ? *scoped : api, conn.get(), conn.get(), -1,
+                                             opts);
         } catch (const Error& e) {
             refuse_peer(conn.get(), code::server_busy, std::string("server busy: ") + e.what());
             continue;
@@ -838,7 +860,7 @@ void serve_socket(api::Api& api, const std::filesystem::path& path, int stop_fd,
         int fd = conn.release();
         Connection* served = c.release();
         try {
-            std::thread([&, fd, served] {
+            std::thread([&, fd, served, scoped] {
                 std::unique_ptr<Connection>(served)->serve();
                 ::close(fd);
                 std::lock_guard<std::mutex> g(mu);

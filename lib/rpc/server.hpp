@@ -14,8 +14,11 @@
 // running is cancelled (killed in the guest), as a closed terminal would; the
 // connection returns once every request thread has finished. Sandboxes stay.
 
+#include <sys/types.h>
 #include <filesystem>
+
 #include <functional>
+#include <memory>
 #include <string>
 #include <vector>
 
@@ -31,6 +34,11 @@ struct ServeOptions {
     // A Weave controller: also serves the methods only a controller has
     // (api::controller_only_methods), which a worker neither lists nor serves.
     bool controller = false;
+    // serve_socket: admits peers besides root and our own uid (the socket
+    // is then 0666, and this decides): the API to serve peer (pid, uid), a
+    // view of the server's, or throws Error with the one line it is refused
+    // with. Unset: only root and our own uid (the socket 0600).
+    std::function<std::shared_ptr<api::Api>(pid_t pid, uid_t uid)> admit_other = {};
 };
 
 // Serves one connection until the peer closes it, or until `stop_fd` (a
@@ -40,7 +48,8 @@ void serve_connection(api::Api& api, int in_fd, int out_fd, int stop_fd, const S
 
 // Listens on a Unix stream socket at `path` (0600, in a 0700 directory; see
 // docs/protocol.md) and serves each accepted peer on a thread of its own,
-// refusing peers whose uid is neither root nor ours. Returns when `stop_fd`
+// refusing peers whose uid is neither root nor ours (unless
+// opts.admit_other admits them). Returns when `stop_fd`
 // becomes readable (a signalfd for SIGINT/SIGTERM), removing the socket.
 void serve_socket(api::Api& api, const std::filesystem::path& path, int stop_fd,
                   const ServeOptions& opts);

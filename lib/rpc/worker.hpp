@@ -29,11 +29,17 @@ struct WorkerOptions {
     std::optional<std::string> runsc;  // an explicit runtime binary
     std::filesystem::path socket = "/run/sandweave/worker.sock";
     std::chrono::seconds retain = std::chrono::hours(24);
+    // The Weave controller's Unix user, served like root (it acts for every
+    // user toward Slurm already); empty: none. Other users are served only
+    // from a step of their own Slurm job, and only that job's sandboxes
+    // (lib/rpc/step_peer.hpp).
+    std::string controller_user;
     ServeOptions serve;
 };
 
-// Serves the local API on the state directory at the socket (root and our
-// own uid only, by SO_PEERCRED) until `stop_fd` becomes readable;
+// Serves the local API on the state directory at the socket (root, our own
+// uid and the controller's user fully, a user's Slurm job step scoped to its
+// job, by SO_PEERCRED and the peer's cgroups) until `stop_fd` becomes readable;
 // meanwhile, at start and every minute, removes the sandboxes whose Slurm
 // job ended more than `retain` ago (remove_retained_job_sandboxes).
 void serve_worker(const WorkerOptions& o, int stop_fd);

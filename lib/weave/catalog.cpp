@@ -128,8 +128,11 @@ Error images_on_workers(const std::string& verb) {
 std::shared_ptr<WorkerLink> ControllerApi::link_to(const std::string& node) {
     {
         std::lock_guard<std::mutex> g(mu_);
+        // A sandbox's link is served only its job's sandboxes unless the
+        // job is the controller's own user's (lib/rpc/step_peer.hpp).
         for (const auto& [id, pl] : placed_)
-            if (pl.node == node && pl.link) return pl.link;
+            if (pl.node == node && pl.link && !pl.gone && pl.owner == own_unix_user())
+                return pl.link;
     }
     return std::make_shared<WorkerLink>(c_, node);
 }

@@ -26,6 +26,7 @@
 
 #include "lib/api/api.hpp"
 #include "lib/core/error.hpp"
+#include "lib/rpc/step_peer.hpp"
 #include "lib/weave/classify.hpp"
 #include "lib/weave/controller.hpp"
 #include "lib/weave/slurm.hpp"
@@ -36,7 +37,8 @@ namespace sandweave::weave {
 // The label a sandbox carries on its worker naming its owner (a Unix user):
 // its snapshots carry it too, which is how the controller tells whose a
 // snapshot is.
-inline constexpr const char* owner_label = "weave_owner";
+// The worker daemon reads it too (lib/rpc/step_peer.hpp).
+inline constexpr const char* owner_label = rpc::weave_owner_label;
 
 // A sandbox and where Slurm put it.
 struct Placed {

@@ -173,7 +173,7 @@ void ControllerApi::drop_member(const std::string& id) {
             if (e.code() != ErrorCode::connection) throw;
             // Its connection died, maybe not its worker: once more through a
             // new step, so no sandbox outlives its job.
-            WorkerLink(c_, pl.job, pl.node).api().rm({pl.id});
+            WorkerLink(c_, pl.job, pl.node, slurm_.owner(pl.job)).api().rm({pl.id});
         }
     } catch (const Error& e) {
         log().warn("controller: removing pool member " + id + " on " + pl.node + ": " + e.what());

@@ -82,6 +82,7 @@ api::Reservation ControllerApi::batch_reserve(const api::ReserveParams& p) {
     req.cpus = p.cpus;
     req.memory = p.memory;
     req.comment = array_comment(user, p.owner);
+    req.user = user;  // Slurm charges the array to the user who asked
     long id = slurm_.submit_array(req, p.count, std::min<std::int64_t>(p.at_once, p.count));
     {
         std::lock_guard<std::mutex> g(mu_);

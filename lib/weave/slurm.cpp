@@ -8,7 +8,10 @@
 #include <mutex>
 #include <set>
 
+#include <unistd.h>
+
 #include "lib/core/error.hpp"
+#include "lib/weave/identity.hpp"
 
 namespace sandweave::weave::slurm {
 
@@ -28,11 +31,32 @@ Client::Client(std::shared_ptr<CommandRunner> runner, std::string controller)
 }
 
 CommandResult Client::run(const std::vector<std::string>& argv,
-                          std::optional<std::chrono::milliseconds> timeout) {
+                          std::optional<std::chrono::milliseconds> timeout,
+                          const std::string& user) {
     Command c;
     c.argv = argv;
     c.timeout = timeout;
+    c.run_as = run_as_other(user);
     return runner_->run(c);
+}
+
+void Client::remember(long job, const std::string& user) {
+    if (!job || user.empty()) return;
+    std::lock_guard<std::mutex> g(owners_mu_);
+    owners_[job] = {user, generation_};
+}
+
+std::string Client::owner(long job) {
+    {
+        std::lock_guard<std::mutex> g(owners_mu_);
+        if (auto it = owners_.find(job); it != owners_.end()) return it->second.first;
+    }
+    CommandResult r = run({"squeue", "-h", "-j", std::to_string(job), "-o", "%u"});
+    std::string user = r.ok() ? last_line(r.out) : "";
+    user.erase(0, user.find_first_not_of(" \t"));
+    user.erase(user.find_last_not_of(" \t") + 1);
+    remember(job, user);
+    return user;
 }
 
 namespace {
@@ -58,6 +82,7 @@ std::vector<std::string> allocation_argv(std::vector<std::string> argv,
 // question to slurmctld. A job missing here (a restarted controller's) is
 // looked up.
 std::mutex tasks_mu;
+
 std::map<long, std::pair<std::string, std::string>> started_tasks;
 
 // An array task as scancel and scontrol name it.
@@ -79,20 +104,23 @@ std::optional<std::pair<std::string, std::string>> started_task(long job, bool f
 long Client::allocate(const AllocationRequest& req) {
     std::vector<std::string> argv =
         allocation_argv({"salloc", "--no-shell"}, req, comment(req.comment));
-    CommandResult r = run(argv, std::nullopt);
+    CommandResult r = run(argv, std::nullopt, req.user);
     long job = parse_salloc_grant(r.err);
     if (!r.ok() || !job)
         throw Error(ErrorCode::runtime, "Slurm gave no allocation: " + last_line(r.err));
+    remember(job, req.user.empty() ? own_unix_user() : req.user);
     return job;
 }
 
 void Client::name_job(long job, const std::string& sandbox_id, const std::string& rest) {
     run({"scontrol", "update", "JobId=" + std::to_string(job), "Name=" + sandbox_id,
-         "Comment=" + comment(rest.empty() ? sandbox_id : rest)});
+         "Comment=" + comment(rest.empty() ? sandbox_id : rest)},
+        std::chrono::seconds(30), owner(job));
 }
 
 CommandResult Client::set_comment(long job, const std::string& rest) {
-    return run({"scontrol", "update", "JobId=" + std::to_string(job), "Comment=" + comment(rest)});
+    return run({"scontrol", "update", "JobId=" + std::to_string(job), "Comment=" + comment(rest)},
+               std::chrono::seconds(30), owner(job));
 }
 
 long Client::submit_array(const AllocationRequest& each, std::int64_t count, int at_once) {
@@ -105,10 +133,11 @@ long Client::submit_array(const AllocationRequest& each, std::int64_t count, int
     // The batch script only holds the task's allocation; the sandbox runs in
     // a step of its own (worker_link.cpp).
     argv.push_back("--wrap=exec sleep infinity");
-    CommandResult r = run(argv);
+    CommandResult r = run(argv, std::chrono::seconds(30), each.user);
     long id = parse_sbatch(r.out);
     if (!r.ok() || !id)
         throw Error(ErrorCode::runtime, "Slurm took no job array: " + last_line(r.err));
+    remember(id, each.user.empty() ? own_unix_user() : each.user);
     return id;
 }
 
@@ -191,34 +220,53 @@ std::string Client::node_of(long job) {
 }
 
 void Client::cancel(long job) {
+    constexpr auto patience = std::chrono::seconds(30);
+    const std::string user = owner(job);
     if (auto t = started_task(job, true)) {
-        run({"scancel", t->first});
+        run({"scancel", t->first}, patience, user);
         return;
     }
     const std::string id = std::to_string(job);
     // -v: without it, scancel says nothing of a job id it did not take.
-    CommandResult r = run({"scancel", "-v", id});
+    CommandResult r = run({"scancel", "-v", id}, patience, user);
     if (r.err.find("Invalid job id") == std::string::npos) return;
     // A job array's task answers to scancel only as ARRAY_TASK (22.05).
     auto shown = parse_scontrol_job(run({"scontrol", "show", "job", "-o", id}).out);
     if (shown && shown->array && shown->task >= 0 && shown->array != job)
-        run({"scancel", task_ref(shown->array, shown->task)});
+        run({"scancel", task_ref(shown->array, shown->task)}, patience, user);
 }
 
 void Client::cancel_task(long array, long index) {
-    run({"scancel", task_ref(array, index)});
+    run({"scancel", task_ref(array, index)}, std::chrono::seconds(30), owner(array));
 }
 
 void Client::cancel_tasks(long array, std::string indices) {
     indices = indices.substr(0, indices.find('%'));  // the throttle
     if (indices.empty() || indices.find_first_not_of("0123456789,-") != std::string::npos) return;
-    run({"scancel", std::to_string(array) + "_[" + indices + "]"});
+    run({"scancel", std::to_string(array) + "_[" + indices + "]"}, std::chrono::seconds(30),
+        owner(array));
 }
 
 std::vector<Job> Client::jobs() {
+    std::uint64_t listing;
+    {
+        std::lock_guard<std::mutex> g(owners_mu_);
+        listing = ++generation_;
+    }
     CommandResult r = run({"squeue", "--json"});
     if (!r.ok()) throw Error(ErrorCode::runtime, "squeue: " + r.describe());
-    return parse_squeue(r.out);
+    std::vector<Job> jobs = parse_squeue(r.out);
+    std::lock_guard<std::mutex> g(owners_mu_);
+    std::map<long, std::pair<std::string, std::uint64_t>> seen;
+    for (const Job& j : jobs) {
+        if (j.user.empty()) continue;
+        seen[j.id] = {j.user, listing};
+        if (j.array) seen[j.array] = {j.user, listing};
+    }
+    for (auto& [id, o] : owners_)
+        if (o.second >= listing && !seen.count(id)) seen[id] = o;
+    owners_ = std::move(seen);
+    return jobs;
 }
 
 std::vector<Node> Client::nodes() {

@@ -11,7 +11,9 @@
 #include <chrono>
 #include <cstdint>
 #include <functional>
+#include <map>
 #include <memory>
+#include <mutex>
 #include <optional>
 #include <string>
 #include <vector>
@@ -39,6 +41,10 @@ struct AllocationRequest {
     // After comment_prefix while the job has no sandbox yet: a pool member's
     // is ":<owner>/<pool>", so a pool rm can cancel it while Slurm keeps it pending.
     std::string comment = {};
+    // Whose job it is: Slurm runs it as this Unix user and charges it to
+    // them (the controller submits as them, see Client). Empty: the
+    // controller's own user.
+    std::string user = {};
 };
 
 class Client {
@@ -53,9 +59,17 @@ class Client {
     // Whether a job carries this controller's mark.
     bool ours(const Job& j) const { return controller_of(j) == controller_; }
 
-    // A Slurm command; `timeout` nullopt: as long as it takes (a pending salloc).
+    // A Slurm command; `timeout` nullopt: as long as it takes (a pending
+    // salloc). `user`: run as that Unix user (a job's owner: only they,
+    // root and SlurmUser may change or end it, and what they submit is
+    // theirs); empty or the controller's own user: as the controller.
     CommandResult run(const std::vector<std::string>& argv,
-                      std::optional<std::chrono::milliseconds> timeout = std::chrono::seconds(30));
+                      std::optional<std::chrono::milliseconds> timeout = std::chrono::seconds(30),
+                      const std::string& user = "");
+
+    // Whose job `job` (or job array) is: remembered from its submission or
+    // the last listing, else asked of Slurm; empty when Slurm does not know it.
+    std::string owner(long job);
 
     // A new allocation of one sandbox slot; blocks while Slurm keeps it pending.
     long allocate(const AllocationRequest& r);
@@ -106,8 +120,15 @@ class Client {
     std::vector<Node> nodes();
 
   private:
+    void remember(long job, const std::string& user);
     std::shared_ptr<CommandRunner> runner_;
     std::string controller_;
+    // Job (and array) owners, each with the listing generation it was
+    // learnt in: a listing forgets the jobs it no longer shows, but not
+    // those submitted while it ran.
+    std::mutex owners_mu_;
+    std::map<long, std::pair<std::string, std::uint64_t>> owners_;
+    std::uint64_t generation_ = 0;
 };
 
 }  // namespace sandweave::weave::slurm

@@ -144,14 +144,16 @@ void ControllerApi::watch_once(bool first) {
 // barrier first, and removed. Only workers the controller reaches: those
 // with a running sandbox of its own.
 void ControllerApi::reap_worker(const std::string& node, const std::set<std::string>& live) {
-    std::shared_ptr<WorkerLink> link;
+    bool have = false;
     {
         std::lock_guard<std::mutex> g(mu_);
         for (const auto& [id, pl] : placed_)
-            if (!pl.gone && pl.node == node && pl.link) link = pl.link;
+            if (!pl.gone && pl.node == node && pl.link) have = true;
     }
-    if (!link) return;
+    if (!have) return;
     try {
+        // The controller's own link: a sandbox's would show only its job's.
+        std::shared_ptr<WorkerLink> link = link_to(node);
         api::LsParams q;
         q.filter = {std::string("label=") + slurm::job_label};
         for (const auto& v : link->api().ls(q).sandboxes) {
@@ -175,7 +177,8 @@ bool ControllerApi::adopt(long job, const std::string& id, const std::string& no
     p.job = job;
     p.node = node;
     try {
-        p.link = std::make_shared<WorkerLink>(c_, job, node);
+        p.link = std::make_shared<WorkerLink>(c_, job, node,
+                                              job_user.empty() ? slurm_.owner(job) : job_user);
         p.view = p.link->api().inspect({id});
         p.view.worker = node;
         p.name = p.view.record.name;

@@ -3,27 +3,25 @@
 
 #include <fcntl.h>
 #include <signal.h>
-#include <spawn.h>
 #include <sys/socket.h>
 #include <sys/wait.h>
 #include <unistd.h>
 
 #include <chrono>
-#include <cstring>
 #include <thread>
 #include <vector>
 
 #include "lib/core/error.hpp"
 #include "lib/core/fd.hpp"
+#include "lib/core/process.hpp"
 #include "lib/rpc/socket_relay.hpp"
-
-extern char** environ;
 
 namespace sandweave::weave {
 
-WorkerLink::WorkerLink(const ClusterConfig& c, long job, const std::string& node) {
+WorkerLink::WorkerLink(const ClusterConfig& c, long job, const std::string& node,
+                       const std::string& user) {
     open(c, node, {"--jobid=" + std::to_string(job), "--overlap"},
-         "worker " + node + " (job " + std::to_string(job) + ")");
+         "worker " + node + " (job " + std::to_string(job) + ")", user);
 }
 
 WorkerLink::WorkerLink(const ClusterConfig& c, const std::string& node) {
@@ -31,11 +29,12 @@ WorkerLink::WorkerLink(const ClusterConfig& c, const std::string& node) {
     // ends with the connection.
     std::vector<std::string> own = {"--job-name=sandweave-query", "--time=5"};
     if (!c.partition.empty()) own.push_back("--partition=" + c.partition);
-    open(c, node, own, "worker " + node);
+    open(c, node, own, "worker " + node, "");
 }
 
 void WorkerLink::open(const ClusterConfig& c, const std::string& node,
-                      const std::vector<std::string>& srun_options, const std::string& peer) {
+                      const std::vector<std::string>& srun_options, const std::string& peer,
+                      const std::string& user) {
     std::vector<std::string> argv = {"srun"};
     argv.insert(argv.end(), srun_options.begin(), srun_options.end());
     for (const char* a : {"--unbuffered", "--quiet", "--nodes=1", "--ntasks=1"}) argv.push_back(a);
@@ -49,23 +48,16 @@ void WorkerLink::open(const ClusterConfig& c, const std::string& node,
     int sv[2];
     if (::socketpair(AF_UNIX, SOCK_STREAM | SOCK_CLOEXEC, 0, sv) != 0) throw_errno("socketpair");
     Fd ours(sv[0]), theirs(sv[1]);
-    posix_spawn_file_actions_t fa;
-    posix_spawn_file_actions_init(&fa);
-    posix_spawn_file_actions_adddup2(&fa, theirs.get(), 0);
-    posix_spawn_file_actions_adddup2(&fa, theirs.get(), 1);
-    posix_spawnattr_t attr;
-    posix_spawnattr_init(&attr);
-    sigset_t none;
-    sigemptyset(&none);
-    posix_spawnattr_setsigmask(&attr, &none);
-    posix_spawnattr_setflags(&attr, POSIX_SPAWN_SETSIGMASK);
-    std::vector<char*> args;
-    for (auto& a : argv) args.push_back(a.data());
-    args.push_back(nullptr);
-    int rc = ::posix_spawnp(&pid_, "srun", &fa, &attr, args.data(), environ);
-    posix_spawn_file_actions_destroy(&fa);
-    posix_spawnattr_destroy(&attr);
-    if (rc != 0) throw Error(ErrorCode::runtime, "cannot start srun: " + std::string(strerror(rc)));
+    Command cmd;
+    cmd.argv = std::move(argv);
+    cmd.in = cmd.out = cmd.err = Command::Stdio::inherit;
+    cmd.pass_fds = {{theirs.get(), 0}, {theirs.get(), 1}};
+    cmd.run_as = run_as_other(user);
+    try {
+        pid_ = start_command(cmd);
+    } catch (const Error& e) {
+        throw Error(ErrorCode::runtime, std::string("cannot start srun: ") + e.what());
+    }
     theirs.reset();
     Fd out(::fcntl(ours.get(), F_DUPFD_CLOEXEC, 3));
     peer_ = peer;

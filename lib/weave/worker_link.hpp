@@ -18,10 +18,14 @@ namespace sandweave::weave {
 
 class WorkerLink {
   public:
-    // Into sandbox job `job` on `node`.
-    WorkerLink(const ClusterConfig& c, long job, const std::string& node);
+    // Into sandbox job `job` on `node`, whose owner is Unix user `user`:
+    // the relay runs as them (only they may start a step in their job), and
+    // the worker daemon serves it only that job's sandboxes
+    // (lib/rpc/step_peer.hpp). Empty `user`: the controller's own.
+    WorkerLink(const ClusterConfig& c, long job, const std::string& node, const std::string& user);
     // Onto `node` for calls that name no sandbox (templates, images,
-    // snapshots), in a small allocation of its own for as long as it is open.
+    // snapshots, reaping), in a small allocation of the controller's own
+    // user for as long as it is open.
     WorkerLink(const ClusterConfig& c, const std::string& node);
     ~WorkerLink();
     WorkerLink(const WorkerLink&) = delete;
@@ -34,7 +38,8 @@ class WorkerLink {
 
   private:
     void open(const ClusterConfig& c, const std::string& node,
-              const std::vector<std::string>& srun_options, const std::string& peer);
+              const std::vector<std::string>& srun_options, const std::string& peer,
+              const std::string& user);
     void reap();
     std::mutex mu_;
     bool reaped_ = false;

@@ -149,6 +149,56 @@ capture as_alice_munge create --template base
 assert_eq "alice by munge creates" 0 "$LAST_RC"
 SM="$LAST_OUT"
 no_such "alice by munge cannot run in bob's" as_alice_munge run "$SB" -- true
+assert_eq "alice's sandbox is a Slurm job of hers (squeue -o %u)" "$A" \
+    "$(squeue -h -n "$SM" -o %u)"
+
+# --- the user's first example, as alice (munge), on her own job ------------------------------
+note "alice's first example"
+capture as_alice_munge create --template base --hidepid 2 --audit
+assert_eq "alice creates an audited sandbox with hidepid 2" 0 "$LAST_RC"
+SX="$LAST_OUT"
+assert_eq "... in a job Slurm charges to her" "$A" "$(squeue -h -n "$SX" -o %u)"
+capture as_alice_munge run --user 1001 "$SX" -- id -u
+assert_eq "a command runs in it as uid 1001" "1001" "$LAST_OUT"
+capture as_alice_munge audit export "$SX" "$AHOME/audit.jsonl"
+assert_eq "alice exports its audit log" 0 "$LAST_RC"
+assert_eq "... complete" "true" "$(jq -r .complete "$AHOME/audit.jsonl.status.json")"
+assert_true "... and it holds the command's exec" grep -q '"id"' "$AHOME/audit.jsonl"
+assert_eq "... written as hers" "$A" "$(stat -c %U "$AHOME/audit.jsonl")"
+SB_OF_A="$SX" SB_SAVED="$SB"
+SB="$SX"  # no_such names $SB
+no_such "bob cannot run in alice's sandbox" as_bob run "$SX" -- true
+no_such "bob cannot export it" as_bob audit export "$SX" "$SCRATCH/stolen2.jsonl"
+no_such "bob cannot remove it" as_bob rm -f "$SX"
+assert_eq "bob's ls does not show it" "" "$(as_bob ls --json | jq -r ".[] | select(.id == \"$SX\") | .id")"
+SB="$SB_SAVED"
+
+# --- the worker daemon admits alice's relay only in her own job, for its sandboxes ----------
+note "worker daemon admission"
+NODE="$(as_alice_munge inspect --json "$SX" | jq -r .worker)"
+WSOCK="$DIR/workers/$NODE/run/worker.sock"
+JOB="$(squeue -h -n "$SX" -o %i)"
+req() { printf '{"jsonrpc":"2.0","id":%s,"method":"%s","params":%s}\n' "$@"; }
+capture bash -c "$(declare -f req); { req 1 sandbox.ls '{}'; sleep 2; } | runuser -u $A -- $SW __relay --socket $WSOCK"
+assert_match "alice outside any job is refused by the worker daemon" \
+    '"code":-32001.*may not use this worker daemon' "$LAST_OUT"
+capture bash -c "$(declare -f req); { req 0 hello '{\"protocol\":1}'; req 1 sandbox.ls '{}'; req 2 sandbox.inspect '{\"id\":\"$SB\"}'; \
+    req 3 sandbox.inspect '{\"id\":\"$SX\"}'; req 4 sandbox.prune '{}'; \
+    req 5 sandbox.create '{\"template\":\"/etc/shadow\"}'; sleep 3; } |
+    runuser -u $A -- env SLURM_CONF=$DIR/etc/slurm.conf srun --jobid $JOB --overlap --quiet $SW __relay --socket $WSOCK"
+assert_eq "alice's relay in her job is served: its ls shows that job's sandbox only" "$SX" \
+    "$(jq -r 'select(.id == 1) | .result.sandboxes[].id' <<<"$LAST_OUT")"
+assert_match "... bob's sandbox (on that worker or not) is no such sandbox to it" "no such sandbox: $SB" \
+    "$(jq -c 'select(.id == 2)' <<<"$LAST_OUT")"
+assert_eq "... hers is there" "$SX" "$(jq -r 'select(.id == 3) | .result.id' <<<"$LAST_OUT")"
+assert_match "... and a prune is refused" "may not prune" "$(jq -c 'select(.id == 4)' <<<"$LAST_OUT")"
+assert_match "... and a template path on the worker is not read for it" \
+    "not read for a remote client" "$(jq -c 'select(.id == 5)' <<<"$LAST_OUT")"
+assert_no_match "... nor a line of the file quoted" 'root:' "$(jq -c 'select(.id == 5)' <<<"$LAST_OUT")"
+capture bash -c "$(declare -f req); { req 0 hello '{\"protocol\":1}'; req 1 sandbox.ls '{}'; sleep 2; } |
+    runuser -u $A -- env SLURM_CONF=$DIR/etc/slurm.conf srun --jobid $(squeue -h -n "$SB" -o %i) --overlap --quiet $SW __relay --socket $WSOCK"
+assert_no_match "alice cannot start a step in bob's job" '"result"' "$LAST_OUT"
+
 CRED="$(runuser -u "$A" -- munge -n --socket="$MUNGE_SOCKET")"
 assert_exit "a munge credential is accepted once" 0 python3 "$RPC" "127.0.0.1:$PORT" "$SANDWEAVE_WEAVE_FINGERPRINT" --munge "$CRED" version
 capture python3 "$RPC" "127.0.0.1:$PORT" "$SANDWEAVE_WEAVE_FINGERPRINT" --munge "$CRED" version
@@ -169,7 +219,7 @@ note "restart"
 weave_controller_kill
 capture ctl start
 assert_eq "the controller starts again" 0 "$LAST_RC"
-assert_eq "alice's ls after the restart: hers only" "$(printf '%s\n' "$SA" "$SM" | sort)" \
+assert_eq "alice's ls after the restart: hers only" "$(printf '%s\n' "$SA" "$SM" "$SX" | sort)" \
     "$(as_alice ls --json | jq -r '.[].id' | sort)"
 no_such "alice still cannot run in bob's" as_alice run "$SB" -- true
 assert_eq "bob's pool is back, bob's only" "bp" "$(as_bob pool ls --json | jq -r '.[].name')"

@@ -71,4 +71,42 @@ TEST_SUITE("slurm client") {
         CHECK_THROWS_AS(slurm.submit_array({}, 2, 1), Error);
         CHECK_THROWS_AS(slurm.jobs(), Error);
     }
+
+    TEST_CASE("a user's jobs are submitted, changed and ended as that user") {
+        auto runner = std::make_shared<ScriptedRunner>();
+        runner->respond = [](const Command& c) {
+            if (c.argv[0] == "squeue") return ScriptedRunner::ok("nobody\n");
+            CommandResult r = ScriptedRunner::ok();
+            r.err = "salloc: Granted job allocation 40\n";
+            return r;
+        };
+        Client slurm(runner, "c0ffee01");
+        AllocationRequest req;
+        req.user = "nobody";
+        CHECK(slurm.allocate(req) == 40);
+        auto as = [&](std::size_t i) {
+            const auto& ra = runner->calls.at(i).cmd.run_as;
+            return ra ? ra->user : std::string("(the controller)");
+        };
+        CHECK(runner->calls.at(0).cmd.argv.at(0) == "salloc");
+        CHECK(as(0) == "nobody");
+        slurm.name_job(40, "sbx-1");
+        CHECK(runner->calls.at(1).cmd.argv.at(0) == "scontrol");
+        CHECK(as(1) == "nobody");
+        slurm.cancel(40);
+        CHECK(runner->calls.at(2).cmd.argv.at(0) == "scancel");
+        CHECK(as(2) == "nobody");
+        // A job it did not submit (a restarted controller's): Slurm says whose.
+        slurm.cancel(77);
+        CHECK(runner->calls.at(3).cmd.argv ==
+              std::vector<std::string>{"squeue", "-h", "-j", "77", "-o", "%u"});
+        CHECK(as(3) == "(the controller)");
+        CHECK(runner->calls.at(4).cmd.argv.at(0) == "scancel");
+        CHECK(as(4) == "nobody");
+        CHECK(slurm.owner(77) == "nobody");
+        CHECK(runner->calls.size() == 5);  // remembered
+        // With no user, the controller's own: nothing to change.
+        CHECK(slurm.allocate({}) == 40);
+        CHECK(as(5) == "(the controller)");
+    }
 }
