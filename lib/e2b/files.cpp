@@ -265,11 +265,22 @@ GuestResult guest(api::Api& api, const std::string& id, const std::vector<std::s
 
 void Server::filesystem_rpc(const std::string& method, const httplib::Request& req,
                             httplib::Response& res, const std::string& body) {
+    if (method == "WatchDir") {
+        // A body that is not one Connect message is refused as a bad
+        // request; from here on an error is the stream's end-of-stream frame.
+        json in = request_message(req, body, opts.max_body);
+        guarded(res, Plane::stream, [&] {
+            SandboxView sb = envd_sandbox(req);
+            std::optional<std::string> user;
+            if (auto u = envd_user(req)) user = uid_of_user(*u);
+            watch_dir(sb, user, req, res, in);
+        });
+        return;
+    }
     SandboxView sb = envd_sandbox(req);
     const std::string id = sb.record.id;
     std::optional<std::string> user;
     if (auto u = envd_user(req)) user = uid_of_user(*u);
-    if (method == "WatchDir") return watch_dir(sb, user, req, res, body);
     if (req.get_header_value("Content-Type").rfind("application/connect+json", 0) == 0)
         fail(501, "filesystem." + method + " (streaming) is not implemented", "unimplemented");
     json in = connect_json(body, opts.max_body);

@@ -61,10 +61,20 @@ struct HttpError {
 [[noreturn]] void fail_from(const Error& e, bool data_plane);
 
 // Which answer an error gets: E2B's {"code": N, "message"} (control plane,
-// /files, /health) or Connect's {"code": "not_found", "message"} (RPC).
-enum class Plane { control, rpc, envd };
+// /files, /health), Connect's {"code": "not_found", "message"} (unary RPC),
+// or, for a server stream (Start, Connect, WatchDir), HTTP 200 and the
+// end-of-stream frame {"error": {"code", "message"}}: the SDK reads a
+// stream's non-200 status alone, as "unimplemented" (404) or "internal"
+// (400), and never its body.
+enum class Plane { control, rpc, envd, stream };
 // Runs fn, turning what it throws into the plane's error answer.
 void guarded(httplib::Response& res, Plane plane, const std::function<void()>& fn);
+
+// The one message of a Connect request, as JSON: an envelope for
+// `application/connect+json` (a stream), else a JSON object. A body that is
+// neither is refused as a bad request (400), before any stream starts.
+nlohmann::json request_message(const httplib::Request& req, const std::string& body,
+                               std::size_t max);
 
 // When the sandbox was created (Unix ms).
 std::int64_t created_ms(const SandboxView& v);
@@ -120,11 +130,16 @@ class Server {
     std::vector<std::string> sandbox_env(const SandboxView& v);
     void process_rpc(const std::string& method, const httplib::Request& req, httplib::Response& res,
                      const std::string& body);
+    // process.Process/Start, a server stream; its errors are thrown, for
+    // guarded(Plane::stream).
+    void start_process(const SandboxView& sb, const httplib::Request& req, httplib::Response& res,
+                       const nlohmann::json& in);
     void filesystem_rpc(const std::string& method, const httplib::Request& req,
                         httplib::Response& res, const std::string& body);
-    // filesystem.Filesystem/WatchDir, a server stream (watch.cpp).
+    // filesystem.Filesystem/WatchDir, a server stream (watch.cpp); its
+    // errors are thrown, for guarded(Plane::stream).
     void watch_dir(const SandboxView& sb, const std::optional<std::string>& user,
-                   const httplib::Request& req, httplib::Response& res, const std::string& body);
+                   const httplib::Request& req, httplib::Response& res, const nlohmann::json& in);
     void install_control(httplib::Server& http);
     void install_envd(httplib::Server& http);
     void install_files(httplib::Server& http);

@@ -68,6 +68,15 @@ int signal_of(const json& s) {
     fail(400, "signal: expected SIGNAL_SIGKILL or SIGNAL_SIGTERM", "invalid_argument");
 }
 
+// A command's working directory, tried as its user before Start answers:
+// envd refuses a cwd it cannot use as the call's error (invalid_argument),
+// where the runtime would only give an exit status after the start event.
+// A relative cwd is the user's home's, as envd has it; the script prints the
+// path it tries first. The path is an argument, never part of the script.
+const char* cwd_check =
+    "p=\"$1\"; case \"$p\" in /*) ;; *) p=\"${HOME:-/}/$p\" ;; esac; printf %s \"$p\"; "
+    "[ -e \"$p\" ] || exit 3; [ -d \"$p\" ] || exit 4; cd -- \"$p\" 2>/dev/null || exit 5";
+
 json event(json e) {
     return json{{"event", std::move(e)}};
 }
@@ -86,17 +95,6 @@ void publish(Process& p, json ev) {
         s->bytes += n;
     }
     p.cv.notify_all();
-}
-
-json connect_body(const httplib::Request& req, const std::string& body, std::size_t max) {
-    std::string why;
-    std::optional<json> j;
-    if (req.get_header_value("Content-Type").rfind("application/connect+json", 0) == 0)
-        j = decode_stream_request(body, max, why);
-    else
-        j = decode_json_object(body, max, why);
-    if (!j) fail(400, why, "invalid_argument");
-    return *j;
 }
 
 // A new stream of `p`'s events from now on, `first` at its head. Registered
@@ -192,123 +190,150 @@ void Server::forget_processes(const std::string& sandbox) {
     for (auto& p : gone) p->control.cancel();
 }
 
+void Server::start_process(const SandboxView& sb, const httplib::Request& req,
+                           httplib::Response& res, const json& in) {
+    const std::string id = sb.record.id;
+    json config = in.value("process", json::object());
+    auto argv = argv_of(config);
+    api::RunParams rp;
+    rp.id = id;
+    rp.argv = argv;
+    rp.entrypoint = std::vector<std::string>{};
+    auto who = envd_user(req);
+    if (who) rp.user = uid_of_user(*who);
+    if (config.contains("cwd") && config["cwd"].is_string() &&
+        !config["cwd"].get<std::string>().empty())
+        rp.cwd = config["cwd"].get<std::string>();
+    rp.env = sandbox_env(sb);
+    if (config.contains("envs")) {
+        if (!config["envs"].is_object())
+            fail(400, "process.envs: expected an object", "invalid_argument");
+        for (const auto& [k, v] : config["envs"].items()) {
+            if (!v.is_string() || k.empty() || k.find('=') != std::string::npos)
+                fail(400, "process.envs: '" + k + "' is not NAME=string", "invalid_argument");
+            rp.env.push_back(k + "=" + v.get<std::string>());
+        }
+    }
+    bool with_stdin = in.value("stdin", false);
+    auto p = std::make_shared<Process>();
+    if (in.contains("pty") && in["pty"].is_object()) {
+        rp.tty = true;
+        p->pty = true;
+        with_stdin = true;
+        auto size = in["pty"].value("size", json::object());
+        rp.rows = size.value("rows", 24);
+        rp.cols = size.value("cols", 80);
+    }
+    // Connect's deadline (the SDK's timeoutMs) ends the command, as envd does.
+    std::string deadline = req.get_header_value("Connect-Timeout-Ms");
+    if (!deadline.empty()) {
+        try {
+            auto ms = std::stoll(deadline);
+            if (ms > 0) rp.timeout_ms = ms;
+        } catch (...) {
+            fail(400, "Connect-Timeout-Ms: not a number", "invalid_argument");
+        }
+    }
+    if (rp.cwd) {
+        GuestResult r = guest(api, id, {"/bin/sh", "-c", cwd_check, "sh", *rp.cwd}, rp.user, 8192);
+        // The guest's answer is untrusted: taken only as an absolute path.
+        bool resolved = !r.out.empty() && r.out[0] == '/' && r.out.size() <= 4096 &&
+                        r.out.find_first_of(std::string("\0\n", 2)) == std::string::npos;
+        const std::string dir = resolved ? r.out : *rp.cwd;
+        if (r.exit_code == 3) fail(400, "cwd '" + dir + "' does not exist", "invalid_argument");
+        if (r.exit_code == 4) fail(400, "cwd '" + dir + "' is not a directory", "invalid_argument");
+        if (r.exit_code == 5)
+            fail(400,
+                 "cwd '" + dir + "' cannot be entered by " +
+                     (who ? "user '" + *who + "'" : std::string("the sandbox's default user")),
+                 "invalid_argument");
+        rp.cwd = dir;
+    }
+    rp.stdin = with_stdin;
+    Fd stdin_read;
+    if (with_stdin) {
+        Pipe pipe = make_pipe();
+        stdin_read = std::move(pipe.read);
+        p->stdin_write = std::move(pipe.write);
+    }
+    p->sandbox = id;
+    p->config = config;
+    if (in.contains("tag") && in["tag"].is_string()) p->tag = in["tag"].get<std::string>();
+    {
+        std::lock_guard<std::mutex> lock(proc_mu_);
+        if (procs_.size() >= 4096) fail(429, "too many processes", "resource_exhausted");
+        p->pid = next_pid_++;
+        procs_[p->pid] = p;
+    }
+    auto out_name = p->pty ? "pty" : "stdout";
+    auto sub = subscribe(*p, event({{"start", {{"pid", p->pid}}}}));
+    auto shared_in = std::make_shared<Fd>(std::move(stdin_read));
+    {
+        std::lock_guard<std::mutex> lock(runners_mu);
+        ++runners;
+    }
+    std::thread([this, p, rp, shared_in, out_name] {
+        api::RunIo io;
+        io.stdin_fd = shared_in->valid() ? shared_in->get() : -1;
+        io.out = OutputSink{-1, [p, out_name](std::string_view d) {
+                                publish(*p, event({{"data", {{out_name, rpc::base64_encode(d)}}}}));
+                            }};
+        io.err = OutputSink{-1, [p](std::string_view d) {
+                                publish(*p, event({{"data", {{"stderr", rpc::base64_encode(d)}}}}));
+                            }};
+        io.forward_own_signals = false;
+        io.control = &p->control;
+        json end;
+        try {
+            api::RunResult r = api.run(rp, io);
+            end = {{"exitCode", r.exit_code},
+                   {"exited", !r.timed_out},
+                   {"status",
+                    r.timed_out ? "signal: killed" : "exit status " + std::to_string(r.exit_code)}};
+            // As envd's end event has it: a non-zero exit's error is its
+            // status (the SDK's CommandExitError message).
+            if (r.timed_out)
+                end["error"] = "the command's deadline passed (timeoutMs)";
+            else if (r.exit_code != 0)
+                end["error"] = end["status"];
+        } catch (const Error& e) {
+            end = {{"exitCode", -1}, {"exited", false}, {"status", "error"}, {"error", e.what()}};
+        }
+        shared_in->reset();
+        publish_end(*p, event({{"end", end}}));
+        {
+            std::lock_guard<std::mutex> lock(proc_mu_);
+            procs_.erase(p->pid);
+        }
+        std::lock_guard<std::mutex> lock(runners_mu);
+        --runners;
+        runners_cv.notify_all();
+    }).detach();
+    stream_events(res, p, sub);
+}
+
 void Server::process_rpc(const std::string& method, const httplib::Request& req,
                          httplib::Response& res, const std::string& body) {
+    if (method == "Start" || method == "Connect") {
+        // A body that is not one Connect message is refused as a bad
+        // request; from here on an error is the stream's end-of-stream frame.
+        json in = request_message(req, body, opts.max_body);
+        guarded(res, Plane::stream, [&] {
+            SandboxView sb = envd_sandbox(req);
+            if (method == "Start") return start_process(sb, req, res, in);
+            auto p = find_process(sb.record.id, in.value("process", json::object()));
+            stream_events(res, p, subscribe(*p, event({{"start", {{"pid", p->pid}}}})));
+        });
+        return;
+    }
     SandboxView sb = envd_sandbox(req);
     const std::string id = sb.record.id;
-    json in = connect_body(req, body, opts.max_body);
+    json in = request_message(req, body, opts.max_body);
     auto unary = [&](const json& out) {
         res.status = 200;
         res.set_content(out.dump(), "application/json");
     };
 
-    if (method == "Start") {
-        json config = in.value("process", json::object());
-        auto argv = argv_of(config);
-        api::RunParams rp;
-        rp.id = id;
-        rp.argv = argv;
-        rp.entrypoint = std::vector<std::string>{};
-        if (auto u = envd_user(req)) rp.user = uid_of_user(*u);
-        if (config.contains("cwd") && config["cwd"].is_string() &&
-            !config["cwd"].get<std::string>().empty())
-            rp.cwd = config["cwd"].get<std::string>();
-        rp.env = sandbox_env(sb);
-        if (config.contains("envs")) {
-            if (!config["envs"].is_object())
-                fail(400, "process.envs: expected an object", "invalid_argument");
-            for (const auto& [k, v] : config["envs"].items()) {
-                if (!v.is_string() || k.empty() || k.find('=') != std::string::npos)
-                    fail(400, "process.envs: '" + k + "' is not NAME=string", "invalid_argument");
-                rp.env.push_back(k + "=" + v.get<std::string>());
-            }
-        }
-        bool with_stdin = in.value("stdin", false);
-        auto p = std::make_shared<Process>();
-        if (in.contains("pty") && in["pty"].is_object()) {
-            rp.tty = true;
-            p->pty = true;
-            with_stdin = true;
-            auto size = in["pty"].value("size", json::object());
-            rp.rows = size.value("rows", 24);
-            rp.cols = size.value("cols", 80);
-        }
-        // Connect's deadline (the SDK's timeoutMs) ends the command, as envd does.
-        std::string deadline = req.get_header_value("Connect-Timeout-Ms");
-        if (!deadline.empty()) {
-            try {
-                auto ms = std::stoll(deadline);
-                if (ms > 0) rp.timeout_ms = ms;
-            } catch (...) {
-                fail(400, "Connect-Timeout-Ms: not a number", "invalid_argument");
-            }
-        }
-        rp.stdin = with_stdin;
-        Fd stdin_read;
-        if (with_stdin) {
-            Pipe pipe = make_pipe();
-            stdin_read = std::move(pipe.read);
-            p->stdin_write = std::move(pipe.write);
-        }
-        p->sandbox = id;
-        p->config = config;
-        if (in.contains("tag") && in["tag"].is_string()) p->tag = in["tag"].get<std::string>();
-        {
-            std::lock_guard<std::mutex> lock(proc_mu_);
-            if (procs_.size() >= 4096) fail(429, "too many processes", "resource_exhausted");
-            p->pid = next_pid_++;
-            procs_[p->pid] = p;
-        }
-        auto out_name = p->pty ? "pty" : "stdout";
-        auto sub = subscribe(*p, event({{"start", {{"pid", p->pid}}}}));
-        auto shared_in = std::make_shared<Fd>(std::move(stdin_read));
-        {
-            std::lock_guard<std::mutex> lock(runners_mu);
-            ++runners;
-        }
-        std::thread([this, p, rp, shared_in, out_name] {
-            api::RunIo io;
-            io.stdin_fd = shared_in->valid() ? shared_in->get() : -1;
-            io.out =
-                OutputSink{-1, [p, out_name](std::string_view d) {
-                               publish(*p, event({{"data", {{out_name, rpc::base64_encode(d)}}}}));
-                           }};
-            io.err =
-                OutputSink{-1, [p](std::string_view d) {
-                               publish(*p, event({{"data", {{"stderr", rpc::base64_encode(d)}}}}));
-                           }};
-            io.forward_own_signals = false;
-            io.control = &p->control;
-            json end;
-            try {
-                api::RunResult r = api.run(rp, io);
-                end = {{"exitCode", r.exit_code},
-                       {"exited", !r.timed_out},
-                       {"status", r.timed_out ? "signal: killed"
-                                              : "exit status " + std::to_string(r.exit_code)}};
-                if (r.timed_out) end["error"] = "the command's deadline passed (timeoutMs)";
-            } catch (const Error& e) {
-                end = {
-                    {"exitCode", -1}, {"exited", false}, {"status", "error"}, {"error", e.what()}};
-            }
-            shared_in->reset();
-            publish_end(*p, event({{"end", end}}));
-            {
-                std::lock_guard<std::mutex> lock(proc_mu_);
-                procs_.erase(p->pid);
-            }
-            std::lock_guard<std::mutex> lock(runners_mu);
-            --runners;
-            runners_cv.notify_all();
-        }).detach();
-        stream_events(res, p, sub);
-        return;
-    }
-    if (method == "Connect") {
-        auto p = find_process(id, in.value("process", json::object()));
-        stream_events(res, p, subscribe(*p, event({{"start", {{"pid", p->pid}}}})));
-        return;
-    }
     if (method == "List") {
         json list = json::array();
         std::lock_guard<std::mutex> lock(proc_mu_);

@@ -21,6 +21,12 @@ namespace {
 void error_body(httplib::Response& res, Plane plane, int status, const std::string& message,
                 const std::string& connect_code) {
     json j;
+    if (plane == Plane::stream) {
+        res.status = 200;
+        res.set_content(end_stream(connect_code.empty() ? "internal" : connect_code, message),
+                        "application/connect+json");
+        return;
+    }
     if (plane == Plane::rpc) {
         std::string code = connect_code.empty() ? "internal" : connect_code;
         res.status = connect_http_status(code);
@@ -52,6 +58,17 @@ void guarded(httplib::Response& res, Plane plane, const std::function<void()>& f
     } catch (const std::exception& e) {
         error_body(res, plane, 500, std::string("internal error: ") + e.what(), "internal");
     }
+}
+
+json request_message(const httplib::Request& req, const std::string& body, std::size_t max) {
+    std::string why;
+    std::optional<json> j;
+    if (req.get_header_value("Content-Type").rfind("application/connect+json", 0) == 0)
+        j = decode_stream_request(body, max, why);
+    else
+        j = decode_json_object(body, max, why);
+    if (!j) fail(400, why, "invalid_argument");
+    return *j;
 }
 
 Server::Server(api::Api& a, const ServeOptions& o) : api(a), opts(o), keys(o.keys) {}

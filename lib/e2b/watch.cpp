@@ -64,17 +64,9 @@ std::pair<std::string, std::string> end_error(const Watch& w) {
 }  // namespace
 
 void Server::watch_dir(const SandboxView& sb, const std::optional<std::string>& user,
-                       const httplib::Request& req, httplib::Response& res,
-                       const std::string& body) {
-    std::string why;
-    std::optional<json> in;
-    if (req.get_header_value("Content-Type").rfind("application/connect+json", 0) == 0)
-        in = decode_stream_request(body, opts.max_body, why);
-    else
-        in = decode_json_object(body, opts.max_body, why);
-    if (!in) fail(400, why, "invalid_argument");
-    std::string path = path_param(*in, "path");
-    bool recursive = in->value("recursive", false);
+                       const httplib::Request& req, httplib::Response& res, const json& in) {
+    std::string path = path_param(in, "path");
+    bool recursive = in.value("recursive", false);
 
     api::RunParams rp;
     rp.id = sb.record.id;
@@ -158,17 +150,13 @@ void Server::watch_dir(const SandboxView& sb, const std::optional<std::string>& 
             w->cv.notify_all();
             lock.unlock();
             w->control.cancel();
-            // A server stream's error is its end-of-stream frame (an HTTP
-            // error status would reach the client as "unimplemented").
+            // The stream's end-of-stream frame (guarded, Plane::stream).
             auto [code, message] =
                 settled ? end_error(*w)
                         : std::pair<std::string, std::string>{
                               "deadline_exceeded", "the guest did not start the watch in time"};
             if (code.empty()) code = "internal", message = "the watch ended before it started";
-            res.status = 200;
-            res.set_content(end_stream(code, "'" + path + "': " + message),
-                            "application/connect+json");
-            return;
+            fail(connect_http_status(code), "'" + path + "': " + message, code);
         }
     }
 

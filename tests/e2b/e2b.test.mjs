@@ -5,7 +5,7 @@
 import { test, after } from 'node:test';
 import assert from 'node:assert/strict';
 import { randomBytes, createHash } from 'node:crypto';
-import { Sandbox, CommandExitError, NotFoundError, TimeoutError } from 'e2b';
+import { Sandbox, CommandExitError, InvalidArgumentError, NotFoundError, SandboxNotFoundError, TimeoutError } from 'e2b';
 
 const apiUrl = process.env.E2B_API_URL;
 const aliceKey = process.env.E2B_API_KEY;
@@ -319,6 +319,56 @@ test('error paths: unknown template, unknown sandbox, wrong key, another user, a
   // Through the SDK: pause() fails saying why, and the sandbox goes on running.
   await assert.rejects(a.pause(), (e) => /new sandbox with a new id/.test(e.message));
   assert.equal(await a.isRunning(), true);
+});
+
+// Start, Connect and WatchDir are server streams: an error before the
+// stream starts travels in the end-of-stream frame (HTTP 200), which is the
+// only place the SDK reads its code and message from.
+test('stream errors: a command that cannot run, an unknown pid, a bad cwd or user', async () => {
+  const sbx = await create();
+  // As envd: the shell starts, the command's exit is the error.
+  await assert.rejects(sbx.commands.run('/nonexistent/program'), (e) => {
+    assert.ok(e instanceof CommandExitError, `${e.name}: ${e.message}`);
+    assert.equal(e.exitCode, 127);
+    assert.equal(e.error, 'exit status 127');
+    assert.equal(e.message, 'exit status 127');
+    assert.match(e.stderr, /\/nonexistent\/program/);
+    return true;
+  });
+  const isError = (cls, re) => (e) => {
+    assert.ok(e instanceof cls, `expected ${cls.name}, got ${e.name}: ${e.message}`);
+    assert.match(e.message, re);
+    return true;
+  };
+  await assert.rejects(sbx.commands.connect(999999), isError(NotFoundError, /process with pid 999999 not found/));
+  await assert.rejects(sbx.pty.connect(999999, { onData: () => {} }), isError(NotFoundError, /pid 999999 not found/));
+  await assert.rejects(sbx.commands.run('true', { cwd: '/nonexistent' }), isError(InvalidArgumentError, /cwd '\/nonexistent' does not exist/));
+  await assert.rejects(sbx.commands.run('true', { cwd: '/etc/passwd' }), isError(InvalidArgumentError, /cwd '\/etc\/passwd' is not a directory/));
+  await sbx.commands.run('mkdir -p /root/rel && chmod 700 /root');
+  await assert.rejects(sbx.commands.run('true', { cwd: '/root', user: 'user' }), isError(InvalidArgumentError, /cwd '\/root' cannot be entered by user 'user'/));
+  await assert.rejects(sbx.pty.create({ cols: 80, rows: 24, cwd: '/nonexistent', onData: () => {} }), isError(InvalidArgumentError, /cwd '\/nonexistent' does not exist/));
+  // A relative cwd is the user's home's, as in envd.
+  assert.equal((await sbx.commands.run('pwd', { cwd: 'rel' })).stdout, '/root/rel\n');
+  await assert.rejects(sbx.commands.run('true', { user: 'nosuchuser' }), isError(InvalidArgumentError, /user 'nosuchuser'/));
+  await assert.rejects(sbx.files.watchDir('/tmp', () => {}, { user: 'nosuchuser' }), isError(InvalidArgumentError, /user 'nosuchuser'/));
+  // On the wire: HTTP 200, then one end-of-stream frame carrying the error.
+  const res = await fetch(`${process.env.E2B_SANDBOX_URL}/process.Process/Connect`, {
+    method: 'POST',
+    headers: { 'E2b-Sandbox-Id': sbx.sandboxId, 'X-Access-Token': sbx.envdAccessToken ?? '', 'Content-Type': 'application/connect+json' },
+    body: Buffer.concat([Buffer.from([0, 0, 0, 0, 29]), Buffer.from('{"process":{"pid":999999}}   ')]),
+  });
+  assert.equal(res.status, 200);
+  assert.match(res.headers.get('content-type'), /^application\/connect\+json/);
+  const frame = Buffer.from(await res.arrayBuffer());
+  assert.equal(frame[0], 2, 'an end-of-stream frame');
+  assert.equal(frame.readUInt32BE(1), frame.length - 5);
+  assert.equal(JSON.parse(frame.subarray(5)).error.code, 'not_found');
+  // Nothing above broke the sandbox.
+  assert.equal((await sbx.commands.run('echo still here')).stdout, 'still here\n');
+  // A sandbox that has ended: what the SDK says of an unavailable sandbox.
+  await sbx.kill();
+  await assert.rejects(sbx.commands.run('true'), (e) => e instanceof SandboxNotFoundError);
+  await assert.rejects(sbx.commands.connect(1000), (e) => e instanceof SandboxNotFoundError);
 });
 
 test('bad input: malformed JSON, envelopes, oversize bodies; the server stays up', async () => {
