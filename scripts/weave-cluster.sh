@@ -32,8 +32,8 @@
 #                         for its export [24h]
 # Needs root: it installs packages, slurmd starts job steps as the
 # submitting user, which only root can do, and the worker daemons run
-# sandboxes (slurmctld and munged also run as root here, to keep the
-# one-machine setup free of extra accounts).
+# sandboxes. As on a site, only those two run as root: slurmctld runs as
+# SlurmUser=slurm and munged as munge (the accounts Debian's packages make).
 set -euo pipefail
 
 prog="weave-cluster.sh"
@@ -108,7 +108,7 @@ pid_of() {  # FILE NAME
     echo "$pid"
 }
 munged_pid() { pid_of "$dir/munge/munged.pid" munged; }
-slurmctld_pid() { pid_of "$dir/run/slurmctld.pid" slurmctld; }
+slurmctld_pid() { pid_of "$dir/run/ctld/slurmctld.pid" slurmctld; }
 slurmd_pid() { pid_of "$dir/run/slurmd-$1.pid" slurmd; }
 worker_pid() { pid_of "$dir/run/worker-$1.pid" sandweave; }
 worker_socket() { echo "$dir/workers/$1/run/worker.sock"; }
@@ -178,7 +178,7 @@ write_conf() {  # FILE: slurm.conf for this cluster
 ClusterName=sandweave
 SlurmctldHost=localhost(127.0.0.1)
 SlurmctldPort=$port_base
-SlurmUser=root
+SlurmUser=slurm
 SlurmdUser=root
 AuthType=auth/munge
 CredType=cred/munge
@@ -186,7 +186,7 @@ AuthInfo=socket=$munge_socket
 # Bind to the configured addresses (127.0.0.1), never to every interface.
 CommunicationParameters=NoCtldInAddrAny,NoInAddrAny
 StateSaveLocation=$dir/state/ctld
-SlurmctldPidFile=$dir/run/slurmctld.pid
+SlurmctldPidFile=$dir/run/ctld/slurmctld.pid
 SlurmctldLogFile=$dir/log/slurmctld.log
 SlurmdSpoolDir=$dir/state/slurmd-%n
 SlurmdPidFile=$dir/run/slurmd-%n.pid
@@ -317,8 +317,19 @@ prepare_dir() {
     check_searchable
     chmod 0755 "$dir"
     mkdir -p "$dir/etc" "$dir/run" "$dir/log" "$dir/state/ctld"
-    # munged insists on a socket directory only its user can write, and a key only it can read.
-    install -d -m 0711 "$dir/munge"
+    # Owned by the daemons' own users, which run as on a site: munged
+    # insists on a socket directory only its user can write and a key only it
+    # can read; slurmctld (SlurmUser) writes its state, pid and log.
+    install -d -m 0711 -o munge -g munge "$dir/munge"
+    chown -R munge:munge "$dir/munge"
+    install -d -m 0755 -o slurm -g slurm "$dir/state/ctld" "$dir/run/ctld"
+    chown -R slurm:slurm "$dir/state/ctld"
+    local log
+    for log in slurmctld munged; do
+        [ -e "$dir/log/$log.log" ] || install -m 0640 /dev/null "$dir/log/$log.log"
+    done
+    chown slurm:slurm "$dir/log/slurmctld.log"
+    chown munge:munge "$dir/log/munged.log"
     # One snapshot directory every worker shares (as a site's shared
     # filesystem would be): a snapshot taken on one worker restores on any.
     install -d -m 0700 "$dir/snapshots"
@@ -335,6 +346,7 @@ prepare_dir() {
         rm -f "$dir/munge/munge.key"
         mungekey --create --keyfile="$dir/munge/munge.key" || die "could not create the munge key"
     fi
+    chown munge:munge "$dir/munge/munge.key"
     chmod 0600 "$dir/munge/munge.key"
     # A running cluster keeps its settings: changing them needs a stop first.
     write_conf >"$conf.new"
@@ -362,7 +374,7 @@ prepare_dir() {
 start_munged() {
     munged_pid >/dev/null && return 0
     rm -f "$munge_socket" "$munge_socket.lock"
-    munged --socket="$munge_socket" --key-file="$dir/munge/munge.key" \
+    runuser -u munge -- munged --socket="$munge_socket" --key-file="$dir/munge/munge.key" \
         --pid-file="$dir/munge/munged.pid" --log-file="$dir/log/munged.log" \
         --seed-file="$dir/munge/munged.seed" --num-threads=2 ||
         die "munged did not start (see $dir/log/munged.log)"

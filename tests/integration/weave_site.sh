@@ -51,6 +51,9 @@ assert_eq "slurm.conf tracks processes by cgroup" "ProctrackType=proctrack/cgrou
 assert_eq "... confines tasks by cgroup" "TaskPlugin=task/cgroup" "$(conf_line TaskPlugin slurm.conf)"
 assert_eq "... holds each allocation in an extern step" "PrologFlags=contain" "$(conf_line PrologFlags slurm.conf)"
 assert_eq "cgroup.conf uses this host's cgroup v1" "CgroupPlugin=cgroup/v1" "$(conf_line CgroupPlugin cgroup.conf)"
+daemon_user() { ps -o user= -p "$(cat "$1")" | tr -d ' '; }
+assert_eq "slurmctld runs as SlurmUser slurm, not root" "slurm" "$(daemon_user "$DIR/run/ctld/slurmctld.pid")"
+assert_eq "munged runs as munge, not root" "munge" "$(daemon_user "$DIR/munge/munged.pid")"
 J="$(salloc --no-shell -n1 --mem=64M --time=2 2>&1 | sed -n 's/.*Granted job allocation \([0-9]*\).*/\1/p')"
 capture srun --jobid "$J" --overlap --quiet cat /proc/self/cgroup
 assert_match "a job step really runs in the job's cgroup" "freezer:/slurm[^:]*/uid_0/job_$J/step_" "$LAST_OUT"
