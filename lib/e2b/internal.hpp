@@ -76,6 +76,10 @@ void guarded(httplib::Response& res, Plane plane, const std::function<void()>& f
 nlohmann::json request_message(const httplib::Request& req, const std::string& body,
                                std::size_t max);
 
+// The request's Connect deadline (`Connect-Timeout-Ms`, the SDK's
+// timeoutMs) in ms; nullopt when absent or not positive. Not a number: 400.
+std::optional<std::int64_t> connect_timeout_ms(const httplib::Request& req);
+
 // When the sandbox was created (Unix ms).
 std::int64_t created_ms(const SandboxView& v);
 

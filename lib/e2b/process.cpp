@@ -225,15 +225,7 @@ void Server::start_process(const SandboxView& sb, const httplib::Request& req,
         rp.cols = size.value("cols", 80);
     }
     // Connect's deadline (the SDK's timeoutMs) ends the command, as envd does.
-    std::string deadline = req.get_header_value("Connect-Timeout-Ms");
-    if (!deadline.empty()) {
-        try {
-            auto ms = std::stoll(deadline);
-            if (ms > 0) rp.timeout_ms = ms;
-        } catch (...) {
-            fail(400, "Connect-Timeout-Ms: not a number", "invalid_argument");
-        }
-    }
+    if (auto ms = connect_timeout_ms(req)) rp.timeout_ms = *ms;
     if (rp.cwd) {
         GuestResult r = guest(api, id, {"/bin/sh", "-c", cwd_check, "sh", *rp.cwd}, rp.user, 8192);
         // The guest's answer is untrusted: taken only as an absolute path.

@@ -60,6 +60,18 @@ void guarded(httplib::Response& res, Plane plane, const std::function<void()>& f
     }
 }
 
+std::optional<std::int64_t> connect_timeout_ms(const httplib::Request& req) {
+    std::string deadline = req.get_header_value("Connect-Timeout-Ms");
+    if (deadline.empty()) return std::nullopt;
+    try {
+        auto ms = std::stoll(deadline);
+        if (ms > 0) return ms;
+    } catch (...) {
+        fail(400, "Connect-Timeout-Ms: not a number", "invalid_argument");
+    }
+    return std::nullopt;
+}
+
 json request_message(const httplib::Request& req, const std::string& body, std::size_t max) {
     std::string why;
     std::optional<json> j;

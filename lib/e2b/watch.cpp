@@ -74,15 +74,7 @@ void Server::watch_dir(const SandboxView& sb, const std::optional<std::string>& 
     rp.entrypoint = std::vector<std::string>{};
     rp.user = user;
     // Connect's deadline (the SDK's timeoutMs, 60 s by default) ends the watch.
-    std::string deadline = req.get_header_value("Connect-Timeout-Ms");
-    if (!deadline.empty()) {
-        try {
-            auto ms = std::stoll(deadline);
-            if (ms > 0) rp.timeout_ms = ms;
-        } catch (...) {
-            fail(400, "Connect-Timeout-Ms: not a number", "invalid_argument");
-        }
-    }
+    if (auto ms = connect_timeout_ms(req)) rp.timeout_ms = *ms;
 
     auto w = std::make_shared<Watch>();
     {
