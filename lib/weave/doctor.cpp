@@ -1,45 +1,13 @@
 // doctor through a controller (lib/weave/controller_api.hpp): the
 // controller itself, Slurm (slurmctld and its nodes, from `sinfo --json`),
-// and each worker's own `sandweave doctor`, run by a short job on that node.
-#include "lib/api/fields.hpp"
+// and each worker daemon's own doctor, asked through a link onto its node
+// (the daemon runs the sandboxes there, as root: a job of the controller's
+// user could not check what it can do).
 #include "lib/core/error.hpp"
-#include "lib/core/json_input.hpp"
 #include "lib/weave/controller_api.hpp"
 #include "lib/weave/slurm.hpp"
 
 namespace sandweave::weave {
-
-namespace {
-
-// A worker's `sandweave doctor --json`, run as its own one-task job on
-// `node` (no sandbox slot: it needs none). Throws with Slurm's or the
-// worker's one line when it could not run.
-api::DoctorResult worker_doctor(slurm::Client& slurm, const ClusterConfig& c,
-                                const std::string& node) {
-    std::vector<std::string> argv = {
-        "srun",          "--nodes=1",      "--ntasks=1", "--nodelist=" + node,
-        "--time=1",      "--immediate=20", "--quiet",    "--job-name=sandweave-doctor",
-        c.worker_binary, "--json"};
-    if (!c.partition.empty()) argv.insert(argv.begin() + 1, "--partition=" + c.partition);
-    if (auto it = c.state_dirs.find(node); it != c.state_dirs.end()) {
-        argv.push_back("--state-dir");
-        argv.push_back(it->second);
-    }
-    argv.push_back("doctor");
-    CommandResult r = slurm.run(argv, std::chrono::seconds(60));
-    // doctor exits 5 when sandboxes cannot run there: its report still says why.
-    try {
-        api::DoctorResult d;
-        api::decode_value(parse_untrusted_json(r.out), d, "doctor on " + node,
-                          api::Unknown::ignore);
-        return d;
-    } catch (const std::exception&) {
-        std::string why = slurm::last_line(r.err);
-        throw Error(ErrorCode::runtime, "srun doctor: " + (why.empty() ? r.describe() : why));
-    }
-}
-
-}  // namespace
 
 api::DoctorResult ControllerApi::doctor() {
     api::DoctorResult out;
@@ -64,7 +32,7 @@ api::DoctorResult ControllerApi::doctor() {
         add("node " + name, failure.empty(), detail, false);
         if (!failure.empty()) continue;
         try {
-            api::DoctorResult d = worker_doctor(slurm_, c_, name);
+            api::DoctorResult d = link_to(name)->api().doctor();
             for (auto& ch : d.checks) {
                 ch.name = name + ": " + ch.name;
                 out.checks.push_back(std::move(ch));
