@@ -29,9 +29,11 @@ CLI::App* register_controller_tokens(CLI::App& controller, GlobalOptions& g, Out
     token->require_subcommand(1);
     auto dir = std::make_shared<std::string>();
     auto store = [dir, controller_dir] {
-        return weave::TokenStore(!dir->empty()              ? *dir
-                                 : !controller_dir->empty() ? *controller_dir
-                                                            : default_controller_dir);
+        std::string d = !dir->empty()              ? *dir
+                        : !controller_dir->empty() ? *controller_dir
+                                                   : default_controller_dir;
+        weave::act_as_owner_of(d);
+        return weave::TokenStore(d);
     };
     auto dir_option = [dir](CLI::App* s) {
         s->add_option("--controller-dir", *dir,

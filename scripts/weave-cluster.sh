@@ -30,6 +30,9 @@
 #                         sandboxes recorded with that job [sandweave on PATH]
 #   --retain DUR          how long a worker keeps a sandbox whose job ended,
 #                         for its export [24h]
+#   --controller-user U   the Weave controller's Unix user, which the worker
+#                         daemons serve like root (made a system user when
+#                         missing) [sandweave-weave]
 # Needs root: it installs packages, slurmd starts job steps as the
 # submitting user, which only root can do, and the worker daemons run
 # sandboxes. As on a site, only those two run as root: slurmctld runs as
@@ -47,10 +50,11 @@ nodes=(w1 w2 w3)
 action=""
 sandweave="$(command -v sandweave || true)"
 retain=24h
+controller_user=sandweave-weave
 
 die() { printf '%s: %s\n' "$prog" "$*" >&2; exit 1; }
 say() { printf '%s: %s\n' "$prog" "$*" >&2; }
-usage() { sed -n '2,36p' "$0" | sed 's/^# \{0,1\}//'; }
+usage() { sed -n '2,39p' "$0" | sed 's/^# \{0,1\}//'; }
 
 is_uint() { [[ "$1" =~ ^[0-9]+$ ]]; }
 while [ $# -gt 0 ]; do
@@ -62,6 +66,7 @@ while [ $# -gt 0 ]; do
         --message-timeout) [ $# -ge 2 ] && is_uint "$2" || die "--message-timeout needs a number"; message_timeout="$2"; shift ;;
         --timeout) [ $# -ge 2 ] && is_uint "$2" || die "--timeout needs a number"; wait_timeout="$2"; shift ;;
         --sandweave) [ $# -ge 2 ] || die "--sandweave needs a value"; sandweave="$2"; shift ;;
+        --controller-user) [ $# -ge 2 ] && [[ "$2" =~ ^[a-z_][a-z0-9_-]*$ ]] || die "--controller-user needs a user name"; controller_user="$2"; shift ;;
         --retain) [ $# -ge 2 ] && [[ "$2" =~ ^[0-9][0-9hms]*$ ]] || die "--retain needs a duration (24h, 90m)"; retain="$2"; shift ;;
         -h|--help) usage; exit 0 ;;
         start|stop|status|env) [ -z "$action" ] || die "one action at a time"; action="$1" ;;
@@ -371,6 +376,14 @@ prepare_dir() {
     mv -f "$dir/cluster.env.new" "$dir/cluster.env"
 }
 
+# The controller's system user, as tools/systemd/sandweave-controller.service
+# has it: no home, no shell.
+ensure_controller_user() {
+    id -u "$controller_user" >/dev/null 2>&1 && return 0
+    useradd --system --no-create-home --home-dir /nonexistent --shell /usr/sbin/nologin \
+        "$controller_user" || die "could not make the controller's user $controller_user"
+}
+
 start_munged() {
     munged_pid >/dev/null && return 0
     rm -f "$munge_socket" "$munge_socket.lock"
@@ -401,7 +414,7 @@ start_worker() {  # NODE
     [ -x "$sandweave" ] || die "no sandweave binary for the worker daemons (give --sandweave)"
     sock="$(worker_socket "$1")"
     setsid env -u SLURM_CONF -u SANDWEAVE_HOST "$sandweave" --state-dir "$dir/workers/$1/state" \
-        worker --socket "$sock" --retain "$retain" </dev/null >>"$dir/log/worker-$1.log" 2>&1 &
+        worker --socket "$sock" --retain "$retain" --controller-user "$controller_user" </dev/null >>"$dir/log/worker-$1.log" 2>&1 &
     local pid=$!
     echo "$pid" >"$dir/run/worker-$1.pid"
     deadline=$((SECONDS + 10))
@@ -436,6 +449,7 @@ do_start() {
     require_root
     install_packages
     prepare_dir
+    ensure_controller_user
     start_munged
     start_slurmctld
     for n in "${nodes[@]}"; do start_worker "$n"; done

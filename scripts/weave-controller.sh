@@ -16,6 +16,12 @@
 #   --port N        the controller's TCP port on 127.0.0.1 [7443]
 #   --sandweave B   the sandweave binary [sandweave on PATH]
 #   --new-cert      make a new certificate and token before starting
+#   --user U        the controller's Unix user, made a system user when
+#                   missing: the controller runs as U holding only
+#                   CAP_SETUID and CAP_SETGID (to run each user's Slurm
+#                   commands as that user), as
+#                   tools/systemd/sandweave-controller.service runs it
+#                   [sandweave-weave]
 # Other options (--port-base, --slots, ...) go to weave-cluster.sh, and so
 # does --sandweave (for the workers' epilog).
 set -euo pipefail
@@ -26,17 +32,19 @@ dir=/var/lib/sandweave-cluster
 port=7443
 sandweave="$(command -v sandweave || true)"
 new_cert=0
+user=sandweave-weave
 cluster_args=()
 action=""
 die() { printf '%s: %s\n' "$prog" "$*" >&2; exit 1; }
 say() { printf '%s: %s\n' "$prog" "$*" >&2; }
-usage() { sed -n '2,20p' "$0" | sed 's/^# \{0,1\}//'; }
+usage() { sed -n '2,26p' "$0" | sed 's/^# \{0,1\}//'; }
 while [ $# -gt 0 ]; do
     case "$1" in
         --dir) [ $# -ge 2 ] || die "--dir needs a value"; dir="$2"; shift ;;
         --port) [ $# -ge 2 ] && [[ "$2" =~ ^[0-9]+$ ]] || die "--port needs a number"; port="$2"; shift ;;
         --sandweave) [ $# -ge 2 ] || die "--sandweave needs a value"; sandweave="$2"; shift ;;
         --new-cert) new_cert=1 ;;
+        --user) [ $# -ge 2 ] && [[ "$2" =~ ^[a-z_][a-z0-9_-]*$ ]] || die "--user needs a user name"; user="$2"; shift ;;
         --port-base|--slots|--slurmd-timeout|--message-timeout|--timeout)
             [ $# -ge 2 ] || die "$1 needs a value"; cluster_args+=("$1" "$2"); shift ;;
         -h|--help) usage; exit 0 ;;
@@ -50,7 +58,10 @@ done
 dir="${dir%/}"
 cdir="$dir/controller"
 pidfile="$dir/run/controller.pid"
-cluster() { "$here/weave-cluster.sh" --dir "$dir" --sandweave "$sandweave" "${cluster_args[@]}" "$@"; }
+cluster() {
+    "$here/weave-cluster.sh" --dir "$dir" --sandweave "$sandweave" --controller-user "$user" \
+        "${cluster_args[@]}" "$@"
+}
 controller_pid() {
     local pid
     pid="$(cat "$pidfile" 2>/dev/null)" || return 1
@@ -74,9 +85,18 @@ do_start() {
     if controller_pid >/dev/null; then say "the controller already runs (pid $(controller_pid))"; do_env; return; fi
     if ((new_cert)); then rm -f "$cdir/controller.crt" "$cdir/controller.key" "$cdir/token" "$cdir/fingerprint"; fi
     mkdir -p "$dir/run" "$dir/log"
+    # The controller's directory is its user's (weave-cluster.sh start made
+    # the user); what root wrote there before is handed over.
+    install -d -m 0700 -o "$user" -g "$(id -gn "$user")" "$cdir"
+    chown -R "$user:$(id -gn "$user")" "$cdir"
     # setsid: the controller outlives this script; its srun children carry
     # the cluster's SLURM_CONF, so weave-cluster.sh stop ends them too.
-    setsid env -u SANDWEAVE_HOST "$sandweave" controller --controller-dir "$cdir" --listen "127.0.0.1:$port" \
+    # setpriv: as the unit file has it, its user with CAP_SETUID and
+    # CAP_SETGID as its only capabilities (ambient, so they survive exec).
+    setsid env -u SANDWEAVE_HOST setpriv --reuid="$user" --regid="$(id -g "$user")" --init-groups \
+        --inh-caps=-all,+setuid,+setgid --ambient-caps=-all,+setuid,+setgid \
+        --bounding-set=-all,+setuid,+setgid \
+        "$sandweave" controller --controller-dir "$cdir" --listen "127.0.0.1:$port" \
         --cluster-env "$dir/cluster.env" </dev/null >>"$dir/log/controller.log" 2>&1 &
     echo $! >"$pidfile"
     local i

@@ -113,6 +113,16 @@ std::string own_unix_user() {
     return name ? *name : std::to_string(::geteuid());
 }
 
+void act_as_owner_of(const fs::path& controller_dir) {
+    struct stat st {};
+    if (::geteuid() != 0 || ::stat(controller_dir.c_str(), &st) != 0 || st.st_uid == 0) return;
+    gid_t group = st.st_gid;
+    if (::setgroups(1, &group) != 0 || ::setresgid(group, group, group) != 0 ||
+        ::setresuid(st.st_uid, st.st_uid, st.st_uid) != 0)
+        throw_errno("act as " + controller_dir.string() + "'s owner (uid " +
+                    std::to_string(st.st_uid) + ")");
+}
+
 // ---- tokens ---------------------------------------------------------------------
 
 TokenStore::TokenStore(fs::path dir) : file_(dir / "tokens"), lock_(dir / "tokens.lock") {}

@@ -59,6 +59,12 @@ class CallerScope {
 // The user this process runs as (the owner of jobs submitted without --uid).
 std::string own_unix_user();
 
+// Root editing the tokens of a controller that runs as another user (the
+// owner of its directory) does it as that user: what it writes stays
+// readable by the controller, and an admin token's default user is the
+// controller's. Nothing for any other caller or a directory of root's.
+void act_as_owner_of(const std::filesystem::path& controller_dir);
+
 // The per-user tokens in `<controller dir>/tokens`: one line per token,
 // `NAME SHA256 UNIX_USER admin|user`, the file 0600 and replaced atomically
 // under `tokens.lock`.

@@ -121,8 +121,9 @@ for i in $(seq $((12 - used))); do
     salloc --no-shell --gres=sbx:1 -n1 -J "full$i" >/dev/null 2>&1 || fail "salloc full$i"
 done
 F="$("$SW" pool acquire f)"
-# marked with the controller's id, its owner (the admin token's user, root) and the pool
-refill_pending() { squeue -h -t PENDING -o %k | grep -qx 'sandweave/[a-z0-9]*::root/f'; }
+# marked with the controller's id, its owner (the admin token's user: the controller's own,
+# sandweave-weave) and the pool
+refill_pending() { squeue -h -t PENDING -o %k | grep -qx 'sandweave/[a-z0-9]*::sandweave-weave/f'; }
 assert_true "with every slot taken, the refill's job is pending, marked with the pool" wait_for 10 refill_pending
 t0=$SECONDS
 assert_exit "pool rm exits 0" 0 "$SW" pool rm f

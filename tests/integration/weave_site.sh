@@ -54,6 +54,14 @@ assert_eq "cgroup.conf uses this host's cgroup v1" "CgroupPlugin=cgroup/v1" "$(c
 daemon_user() { ps -o user= -p "$(cat "$1")" | tr -d ' '; }
 assert_eq "slurmctld runs as SlurmUser slurm, not root" "slurm" "$(daemon_user "$DIR/run/ctld/slurmctld.pid")"
 assert_eq "munged runs as munge, not root" "munge" "$(daemon_user "$DIR/munge/munged.pid")"
+assert_eq "the controller runs as its system user, not root" "sandweave-weave" \
+    "$(daemon_user "$DIR/run/controller.pid")"
+caps_of() { grep -E "^Cap$2:" "/proc/$(cat "$1")/status" | cut -f2; }
+assert_eq "... holding CAP_SETUID and CAP_SETGID only" "00000000000000c0" \
+    "$(caps_of "$DIR/run/controller.pid" Eff)"
+assert_eq "... also after an exec (ambient), and no more ever (bounding set)" \
+    "00000000000000c0 00000000000000c0" \
+    "$(caps_of "$DIR/run/controller.pid" Amb) $(caps_of "$DIR/run/controller.pid" Bnd)"
 J="$(salloc --no-shell -n1 --mem=64M --time=2 2>&1 | sed -n 's/.*Granted job allocation \([0-9]*\).*/\1/p')"
 capture srun --jobid "$J" --overlap --quiet cat /proc/self/cgroup
 assert_match "a job step really runs in the job's cgroup" "freezer:/slurm[^:]*/uid_0/job_$J/step_" "$LAST_OUT"

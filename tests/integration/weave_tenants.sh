@@ -31,7 +31,8 @@ capture token add "$A"
 assert_eq "token add exits 0" 0 "$LAST_RC"
 assert_match "it prints a new token once" '^[0-9a-f]{64}$' "$LAST_OUT"
 (umask 077 && printf '%s\n' "$LAST_OUT" >"$SCRATCH/alice.token")
-assert_eq "the token store is 0600" 600 "$(stat -c %a "$CDIR/tokens")"
+assert_eq "the token store is 0600, the controller's (root's token add acts as its user)" \
+    "600 $(stat -c %U "$CDIR")" "$(stat -c '%a %U' "$CDIR/tokens")"
 assert_true "it keeps the token's SHA-256, not the token" \
     grep -q "^$A $(printf '%s' "$(cat "$SCRATCH/alice.token")" | sha256sum | cut -d' ' -f1) $A user\$" "$CDIR/tokens"
 assert_true "... and nowhere the token itself" bash -c "! grep -rqF '$(cat "$SCRATCH/alice.token")' '$CDIR'"
@@ -43,7 +44,9 @@ assert_match "... saying why" "no Unix user 'nobody-such-user'" "$LAST_ERR"
 capture token add ops --admin
 (umask 077 && printf '%s\n' "$LAST_OUT" >"$SCRATCH/ops.token")
 capture token ls --json
-assert_eq "token ls lists names, users and roles" "$A:$A:false $B:$B:false ops:root:true" \
+# An admin token's user is the controller's own (sandweave-weave here), not root.
+assert_eq "token ls lists names, users and roles" \
+    "$A:$A:false $B:$B:false ops:$(stat -c %U "$CDIR"):true" \
     "$(jq -r '[.[] | "\(.name):\(.user):\(.admin)"] | join(" ")' <<<"$LAST_OUT")"
 
 as_alice() { SANDWEAVE_WEAVE_TOKEN_FILE="$SCRATCH/alice.token" "$SW" "$@"; }
