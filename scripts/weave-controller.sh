@@ -89,6 +89,14 @@ do_start() {
     # the user); what root wrote there before is handed over.
     install -d -m 0700 -o "$user" -g "$(id -gn "$user")" "$cdir"
     chown -R "$user:$(id -gn "$user")" "$cdir"
+    # It runs as $user: a binary below a directory that user cannot enter (a
+    # checkout in root's home) is copied into the cluster's directory, which
+    # every user can search (munged needs that too).
+    local binary="$sandweave"
+    if ! setpriv --reuid="$user" --regid="$(id -g "$user")" --clear-groups test -x "$binary"; then
+        install -D -m 0755 "$sandweave" "$dir/bin/sandweave"
+        binary="$dir/bin/sandweave"
+    fi
     # setsid: the controller outlives this script; its srun children carry
     # the cluster's SLURM_CONF, so weave-cluster.sh stop ends them too.
     # setpriv: as the unit file has it, its user with CAP_SETUID and
@@ -96,7 +104,7 @@ do_start() {
     setsid env -u SANDWEAVE_HOST setpriv --reuid="$user" --regid="$(id -g "$user")" --init-groups \
         --inh-caps=-all,+setuid,+setgid --ambient-caps=-all,+setuid,+setgid \
         --bounding-set=-all,+setuid,+setgid \
-        "$sandweave" controller --controller-dir "$cdir" --listen "127.0.0.1:$port" \
+        "$binary" controller --controller-dir "$cdir" --listen "127.0.0.1:$port" \
         --cluster-env "$dir/cluster.env" </dev/null >>"$dir/log/controller.log" 2>&1 &
     echo $! >"$pidfile"
     local i
