@@ -26,6 +26,9 @@ constexpr std::size_t max_extends_depth = 32;
 // template has a few dozen, and a YAML alias bomb ("billion laughs": nine
 // levels of nine aliases) stops here instead of being walked 9^9 times.
 constexpr std::size_t max_template_nodes = 100000;
+// How deep a template's values may nest; an alias inside its own anchor's
+// node makes an endless nesting that only this ends.
+constexpr std::size_t max_template_depth = 64;
 
 // User text inside an error message, kept on one line: control characters
 // (a key "a\nb" from inline JSON) are shown escaped.
@@ -107,10 +110,15 @@ void require_template_shape(const YAML::Node& root, const Where& w,
 
 // Every key and scalar of a document, before anything reads it: what goes
 // into a sandbox's record must be UTF-8, and the user is told which key to fix.
-// (yaml-cpp bounds the nesting at 2000 levels.) An alias is walked as often
-// as it is used, and so is counted: `budget` bounds the whole walk.
+// An alias is walked as often as it is used, and so is counted: `budget`
+// bounds the whole walk, and `depth` the recursion (yaml-cpp bounds what it
+// parses at 2000 levels, but an alias that contains itself has no bottom).
 void require_utf8_scalars(const YAML::Node& n, const Where& w, const std::string& key,
-                          std::size_t& budget) {
+                          std::size_t& budget, std::size_t depth = 0) {
+    if (depth > max_template_depth)
+        fail(w, n, key.empty() ? "template" : key,
+             "nested more than " + std::to_string(max_template_depth) +
+                 " levels deep (or an alias inside its own anchor)");
     if (budget == 0)
         throw Error(
             ErrorCode::usage,
@@ -125,12 +133,12 @@ void require_utf8_scalars(const YAML::Node& n, const Where& w, const std::string
             std::string k = kv.first.IsScalar() ? kv.first.Scalar() : std::string();
             if (std::string problem = utf8_problem(k); !problem.empty())
                 fail(w, kv.first, key.empty() ? "a key" : "a key in " + key, problem);
-            require_utf8_scalars(kv.second, w, key.empty() ? k : key + "." + k, budget);
+            require_utf8_scalars(kv.second, w, key.empty() ? k : key + "." + k, budget, depth + 1);
         }
     } else if (n.IsSequence()) {
         std::size_t i = 0;
         for (const auto& e : n)
-            require_utf8_scalars(e, w, key + "[" + std::to_string(i++) + "]", budget);
+            require_utf8_scalars(e, w, key + "[" + std::to_string(i++) + "]", budget, depth + 1);
     }
 }
 

@@ -425,6 +425,20 @@ TEST_SUITE("template hostile input") {
         CHECK(contains(top.what(), "line 2"));
     }
 
+    TEST_CASE("an alias inside its own anchor is refused, not followed to the bottom of the stack") {
+        TemplateResolver r({}, {builtins});
+        // Found by fuzz_template: `*a` inside `&a`'s own list nests without end.
+        auto e = error_of([&] { r.resolve("image: base\nenv:\n  a: &a [\"x\", *a, *a]\n"); });
+        CHECK(e.code() == ErrorCode::usage);
+        CHECK(contains(e.what(), "inline template"));
+        CHECK(contains(e.what(), "levels deep"));
+        std::string deep = "image: base\nlabels: ";
+        for (int i = 0; i < 100; ++i) deep += "[";
+        for (int i = 0; i < 100; ++i) deep += "]";
+        auto d = error_of([&] { r.resolve(deep + "\n"); });
+        CHECK(contains(d.what(), "nested more than 64 levels deep"));
+    }
+
     TEST_CASE("anchors and aliases of an ordinary size still resolve") {
         TemplateResolver r({}, {builtins});
         auto t = r.resolve("image: base\nenv: &e {A: \"1\", B: \"2\"}\nlabels: *e\n");
