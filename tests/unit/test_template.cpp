@@ -425,7 +425,7 @@ TEST_SUITE("template hostile input") {
         CHECK(contains(top.what(), "line 2"));
     }
 
-    TEST_CASE("an alias inside its own anchor is refused, not followed to the bottom of the stack") {
+    TEST_CASE("an alias inside its own anchor is refused, not followed down the stack") {
         TemplateResolver r({}, {builtins});
         // Found by fuzz_template: `*a` inside `&a`'s own list nests without end.
         auto e = error_of([&] { r.resolve("image: base\nenv:\n  a: &a [\"x\", *a, *a]\n"); });
