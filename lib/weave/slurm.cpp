@@ -8,8 +8,6 @@
 #include <mutex>
 #include <set>
 
-#include <unistd.h>
-
 #include "lib/core/error.hpp"
 #include "lib/weave/identity.hpp"
 
@@ -82,7 +80,6 @@ std::vector<std::string> allocation_argv(std::vector<std::string> argv,
 // question to slurmctld. A job missing here (a restarted controller's) is
 // looked up.
 std::mutex tasks_mu;
-
 std::map<long, std::pair<std::string, std::string>> started_tasks;
 
 // An array task as scancel and scontrol name it.
