@@ -1,6 +1,6 @@
 #!/usr/bin/env bash
 # A one-machine Slurm cluster for trying Weave and for its tests: munged,
-# slurmctld and three slurmd (nodes w1, w2, w3) on this host, loopback only,
+# slurmctld and three slurmd (nodes w1, w2, w3; --nodes for more) on this host, loopback only,
 # everything under one directory of its own (the system's /etc/slurm and
 # /etc/munge are neither read nor changed).
 #
@@ -17,7 +17,11 @@
 #   --dir DIR             where keys, configuration, logs and state live
 #                         [/var/lib/sandweave-cluster]
 #   --port-base N         slurmctld listens on N, node wI's slurmd on N+I [17000]
-#   --slots N             sandbox slots (the count-only GRES sbx) per node [4]
+#   --slots N             sandbox slots (the count-only GRES sbx) per node [4];
+#                         each node declares max(8, N) CPUs and 1 GiB per CPU,
+#                         so that N one-CPU sandboxes fit
+#   --nodes N             how many nodes (w1 ... wN) [3, or as many as the
+#                         cluster in --dir was started with]
 #   --slurmd-timeout S    seconds without a slurmd before its node is DOWN [10]
 #   --message-timeout S   Slurm's MessageTimeout [3]: each ping of a dead
 #                         slurmd takes this long to fail, which adds to the
@@ -46,7 +50,7 @@ slots=4
 slurmd_timeout=10
 message_timeout=3
 wait_timeout=60
-nodes=(w1 w2 w3)
+node_count=""
 action=""
 sandweave="$(command -v sandweave || true)"
 retain=24h
@@ -54,7 +58,7 @@ controller_user=sandweave-weave
 
 die() { printf '%s: %s\n' "$prog" "$*" >&2; exit 1; }
 say() { printf '%s: %s\n' "$prog" "$*" >&2; }
-usage() { sed -n '2,39p' "$0" | sed 's/^# \{0,1\}//'; }
+usage() { sed -n '2,43p' "$0" | sed 's/^# \{0,1\}//'; }
 
 is_uint() { [[ "$1" =~ ^[0-9]+$ ]]; }
 while [ $# -gt 0 ]; do
@@ -62,6 +66,7 @@ while [ $# -gt 0 ]; do
         --dir) [ $# -ge 2 ] || die "--dir needs a value"; dir="$2"; shift ;;
         --port-base) [ $# -ge 2 ] && is_uint "$2" || die "--port-base needs a number"; port_base="$2"; shift ;;
         --slots) [ $# -ge 2 ] && is_uint "$2" || die "--slots needs a number"; slots="$2"; shift ;;
+        --nodes) [ $# -ge 2 ] && is_uint "$2" || die "--nodes needs a number"; node_count="$2"; shift ;;
         --slurmd-timeout) [ $# -ge 2 ] && is_uint "$2" || die "--slurmd-timeout needs a number"; slurmd_timeout="$2"; shift ;;
         --message-timeout) [ $# -ge 2 ] && is_uint "$2" || die "--message-timeout needs a number"; message_timeout="$2"; shift ;;
         --timeout) [ $# -ge 2 ] && is_uint "$2" || die "--timeout needs a number"; wait_timeout="$2"; shift ;;
@@ -75,12 +80,23 @@ while [ $# -gt 0 ]; do
     shift
 done
 [ -n "$action" ] || { usage >&2; exit 2; }
+[[ "$dir" == /* ]] || dir="$PWD/$dir"
+dir="${dir%/}"
+conf="$dir/etc/slurm.conf"
+# Without --nodes, the nodes of the cluster already in --dir (so that stop
+# and env find them all), else three.
+if [ -z "$node_count" ]; then
+    node_count=$(grep -c '^NodeName=' "$conf" 2>/dev/null || true)
+    ((node_count >= 1)) || node_count=3
+fi
+((node_count >= 1 && node_count <= 64)) || die "--nodes must be between 1 and 64"
+nodes=()
+for ((i = 1; i <= node_count; i++)); do nodes+=("w$i"); done
+cpus=$((slots > 8 ? slots : 8))
 ((port_base >= 1024 && port_base + ${#nodes[@]} <= 65535)) || die "--port-base must be between 1024 and $((65535 - ${#nodes[@]}))"
 ((slots >= 1 && slots <= 1024)) || die "--slots must be between 1 and 1024"
 ((slurmd_timeout >= 5)) || die "--slurmd-timeout must be at least 5 seconds"
 ((message_timeout >= 2 && message_timeout <= 100)) || die "--message-timeout must be between 2 and 100 seconds"
-[[ "$dir" == /* ]] || dir="$PWD/$dir"
-dir="${dir%/}"
 # Slurm's configuration parser splits on whitespace and '#'.
 [[ "$dir" =~ ^[A-Za-z0-9_./+-]+$ ]] || die "--dir may contain only letters, digits and _ . / + -: $dir"
 if [ -n "$sandweave" ]; then
@@ -88,7 +104,6 @@ if [ -n "$sandweave" ]; then
     [[ "$sandweave" =~ ^[A-Za-z0-9_./+-]+$ ]] || die "--sandweave may contain only letters, digits and _ . / + -: $sandweave"
 fi
 
-conf="$dir/etc/slurm.conf"
 munge_socket="$dir/munge/munge.socket"
 
 # Slurm's commands and daemons, pointed at this cluster. SLURM_CONF is given to
@@ -233,8 +248,8 @@ SlurmdDebug=info
 MailProg=/bin/true
 EOF
     for i in "${!nodes[@]}"; do
-        printf 'NodeName=%s NodeHostname=localhost NodeAddr=127.0.0.1 Port=%d CPUs=8 RealMemory=8192 Gres=sbx:%d State=UNKNOWN\n' \
-            "${nodes[$i]}" $((port_base + i + 1)) "$slots"
+        printf 'NodeName=%s NodeHostname=localhost NodeAddr=127.0.0.1 Port=%d CPUs=%d RealMemory=%d Gres=sbx:%d State=UNKNOWN\n' \
+            "${nodes[$i]}" $((port_base + i + 1)) "$cpus" $((cpus * 1024)) "$slots"
     done
     printf 'PartitionName=sandboxes Nodes=%s Default=YES MaxTime=INFINITE State=UP\n' "$(IFS=,; echo "${nodes[*]}")"
 }

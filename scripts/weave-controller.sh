@@ -45,7 +45,7 @@ while [ $# -gt 0 ]; do
         --sandweave) [ $# -ge 2 ] || die "--sandweave needs a value"; sandweave="$2"; shift ;;
         --new-cert) new_cert=1 ;;
         --user) [ $# -ge 2 ] && [[ "$2" =~ ^[a-z_][a-z0-9_-]*$ ]] || die "--user needs a user name"; user="$2"; shift ;;
-        --port-base|--slots|--slurmd-timeout|--message-timeout|--timeout)
+        --port-base|--slots|--nodes|--slurmd-timeout|--message-timeout|--timeout)
             [ $# -ge 2 ] || die "$1 needs a value"; cluster_args+=("$1" "$2"); shift ;;
         -h|--help) usage; exit 0 ;;
         start|stop|env) [ -z "$action" ] || die "one action at a time"; action="$1" ;;
@@ -107,17 +107,20 @@ do_start() {
         "$binary" controller --controller-dir "$cdir" --listen "127.0.0.1:$port" \
         --cluster-env "$dir/cluster.env" </dev/null >>"$dir/log/controller.log" 2>&1 &
     echo $! >"$pidfile"
+    # It listens once it has adopted the sandboxes of the jobs Slurm still
+    # runs for it (a restart): up to a few seconds per thousand.
     local i
-    for i in $(seq 100); do
+    for i in $(seq 3000); do
         if ss -Hltnp "sport = :$port" 2>/dev/null | grep -qF "pid=$(cat "$pidfile"),"; then
             say "controller listening on 127.0.0.1:$port (pid $(cat "$pidfile"), log $dir/log/controller.log)"
             do_env
             return
         fi
         kill -0 "$(cat "$pidfile")" 2>/dev/null || die "the controller did not start: $(tail -n 3 "$dir/log/controller.log")"
+        ((i != 100)) || say "waiting for the controller to adopt its sandboxes and listen"
         sleep 0.1
     done
-    die "the controller is not listening after 10 s (see $dir/log/controller.log)"
+    die "the controller is not listening after 300 s (see $dir/log/controller.log)"
 }
 
 do_stop() {
