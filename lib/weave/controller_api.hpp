@@ -173,6 +173,9 @@ class ControllerApi final : public api::Api {
     // placed, carries the reason in `unreachable`).
     bool adopt(long job, const std::string& id, const std::string& node,
                const std::string& job_user);
+    // adopt for every `reconnect` among `decisions`, several at once;
+    // counts the failures in tries_.
+    void adopt_all(const std::vector<Decision>& decisions);
     // On a broken link: asks Slurm now; a sandbox Slurm calls lost or ended
     // gets that one line instead of the link's error.
     [[noreturn]] void link_failed(const Placed& pl, const Error& e);

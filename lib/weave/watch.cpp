@@ -3,7 +3,10 @@
 // `sinfo --json` every poll_every (observe), decides what they mean for the
 // controller's sandboxes and jobs (classify.hpp: a pure function), and acts.
 // It sends no heartbeat and keeps no membership of its own.
+#include <algorithm>
+#include <atomic>
 #include <ctime>
+#include <thread>
 
 #include "lib/core/log.hpp"
 #include "lib/weave/classify.hpp"
@@ -19,6 +22,11 @@ constexpr auto poll_every = std::chrono::milliseconds(1500);
 // The workers' sandboxes whose job ended unseen are reaped at start and
 // every this many polls.
 constexpr unsigned reap_every = 20;
+
+// How many sandboxes a restarted controller adopts at once (each an srun
+// starting a relay): enough to keep Slurm's slurmd and the workers busy,
+// few enough not to run the controller host out of processes.
+constexpr std::size_t adopt_at_once = 32;
 
 }  // namespace
 
@@ -123,19 +131,47 @@ void ControllerApi::watch_once(bool first) {
                            std::to_string(d.array) + ": " + d.why);
                 slurm_.cancel_task(d.array, d.task);
                 break;
-            case Decision::Kind::reconnect:
-                if (adopt(d.job, d.sandbox, d.node, d.user))
-                    tries_.erase(d.job);
-                else
-                    ++tries_[d.job];
-                break;
-            case Decision::Kind::reap:
-                if (live.empty()) live = live_jobs(seen);
-                reap_worker(d.node, live);
-                break;
             default:
                 break;
         }
+    }
+    adopt_all(decisions);
+    for (const Decision& d : decisions)
+        if (d.kind == Decision::Kind::reap) {
+            if (live.empty()) live = live_jobs(seen);
+            reap_worker(d.node, live);
+        }
+}
+
+// Each adoption waits for an srun to start a relay on its node and for the
+// worker's answer; after a restart there is one per live sandbox, so they
+// run side by side, at most adopt_at_once at a time.
+void ControllerApi::adopt_all(const std::vector<Decision>& decisions) {
+    std::vector<const Decision*> todo;
+    for (const Decision& d : decisions)
+        if (d.kind == Decision::Kind::reconnect) todo.push_back(&d);
+    std::vector<char> adopted(todo.size(), 0);
+    std::atomic<std::size_t> next{0};
+    auto work = [&] {
+        for (std::size_t i; (i = next++) < todo.size();) {
+            const Decision& d = *todo[i];
+            try {
+                adopted[i] = adopt(d.job, d.sandbox, d.node, d.user);
+            } catch (const std::exception& e) {  // not on this thread's way out
+                log().warn("controller: adopting sandbox " + d.sandbox + ": " + e.what());
+            }
+        }
+    };
+    std::vector<std::thread> threads;
+    const std::size_t n = std::min(todo.size(), adopt_at_once);
+    for (std::size_t t = 1; t < n; ++t) threads.emplace_back(work);
+    work();
+    for (std::thread& t : threads) t.join();
+    for (std::size_t i = 0; i < todo.size(); ++i) {
+        if (adopted[i])
+            tries_.erase(todo[i]->job);
+        else
+            ++tries_[todo[i]->job];
     }
 }
 
