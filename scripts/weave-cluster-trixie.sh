@@ -28,7 +28,10 @@
 # leaves running (nsenter --root: a chroot into a bind of the host's root
 # would still count as chrooted, and runsc could make no user namespace). 24.11's slurmd needs /sys/fs/cgroup bound
 # recursively and cgroup.conf `CgroupPlugin=cgroup/v1` on this host (which
-# mounts cgroup v1), the host's /etc/hosts, and /proc, /sys, /dev.
+# mounts cgroup v1), the host's /etc/hosts, and /proc, /sys, /dev. Every
+# wrapper copies the host's /etc/passwd and /etc/group into the root when
+# they differ, so slurmctld runs as the host's slurm user, munged as its
+# munge, and jobs as the host's users, by the same uids.
 #
 # Example:
 #   sudo scripts/weave-cluster-trixie.sh --share /var/lib/sw-cluster --sandweave build/sandweave setup
@@ -43,7 +46,7 @@ sandweave="$(command -v sandweave || true)"
 action=""
 die() { printf '%s: %s\n' "$prog" "$*" >&2; exit 1; }
 say() { printf '%s: %s\n' "$prog" "$*" >&2; }
-usage() { sed -n '2,36p' "$0" | sed 's/^# \{0,1\}//'; }
+usage() { sed -n '2,39p' "$0" | sed 's/^# \{0,1\}//'; }
 while [ $# -gt 0 ]; do
     case "$1" in
         --root) [ $# -ge 2 ] || die "--root needs a value"; root="$2"; shift ;;
@@ -112,8 +115,12 @@ do_setup() {
         [ -x "$root$path" ] || path=/usr/sbin/$p
         [ -x "$root$path" ] || die "trixie's root has no $p"
         # chroot(1) keeps the environment (SLURM_CONF) but not the working
-        # directory: Slurm's programs here take absolute paths only.
-        printf '#!/bin/sh\nexec chroot %s %s "$@"\n' "$root" "$path" >"$bin/$p"
+        # directory: Slurm's programs here take absolute paths only. The
+        # root's users are the host's (slurm, munge, the controller's, the
+        # tests' alice and bob, made any time): each call brings its copy
+        # up to date first, whole files renamed into place.
+        printf '#!/bin/sh\nfor f in passwd group; do\n    cmp -s /etc/$f %s/etc/$f || { cp /etc/$f %s/etc/$f.$$ && mv -f %s/etc/$f.$$ %s/etc/$f; }\ndone\nexec chroot %s %s "$@"\n' \
+            "$root" "$root" "$root" "$root" "$root" "$path" >"$bin/$p"
         chmod 0755 "$bin/$p"
     done
     say "Slurm $(chroot "$root" dpkg-query -W -f='${Version}' slurmd) from $root; use: PATH=$bin:\$PATH"
