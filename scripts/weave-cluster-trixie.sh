@@ -28,10 +28,12 @@
 # leaves running (nsenter --root: a chroot into a bind of the host's root
 # would still count as chrooted, and runsc could make no user namespace). 24.11's slurmd needs /sys/fs/cgroup bound
 # recursively and cgroup.conf `CgroupPlugin=cgroup/v1` on this host (which
-# mounts cgroup v1), the host's /etc/hosts, and /proc, /sys, /dev. Every
-# wrapper copies the host's /etc/passwd and /etc/group into the root when
-# they differ, so slurmctld runs as the host's slurm user, munged as its
-# munge, and jobs as the host's users, by the same uids.
+# mounts cgroup v1), the host's /etc/hosts, and /proc, /sys, /dev. setup
+# leaves a loop running that keeps the root's /etc/passwd and /etc/group
+# the host's, so slurmctld runs as the host's slurm user, munged as its
+# munge, and jobs as the host's users, by the same uids. A wrapper called
+# by a user other than root (the unprivileged controller) enters the root
+# in a user namespace of its own uid instead of chrooting.
 #
 # Example:
 #   sudo scripts/weave-cluster-trixie.sh --share /var/lib/sw-cluster --sandweave build/sandweave setup
@@ -46,7 +48,7 @@ sandweave="$(command -v sandweave || true)"
 action=""
 die() { printf '%s: %s\n' "$prog" "$*" >&2; exit 1; }
 say() { printf '%s: %s\n' "$prog" "$*" >&2; }
-usage() { sed -n '2,39p' "$0" | sed 's/^# \{0,1\}//'; }
+usage() { sed -n '2,41p' "$0" | sed 's/^# \{0,1\}//'; }
 while [ $# -gt 0 ]; do
     case "$1" in
         --root) [ $# -ge 2 ] || die "--root needs a value"; root="$2"; shift ;;
@@ -102,6 +104,22 @@ do_setup() {
         anchor=$!
         echo "$anchor" >"$bin/anchor.pid"
     fi
+    # The root's users are the host's (slurm, munge, the controller's, the
+    # tests' alice and bob, made at any time), by the same uids: a loop
+    # copies the host's passwd and group into the root within a second of
+    # a change, whole files renamed into place.
+    local syncer
+    syncer="$(cat "$bin/sync.pid" 2>/dev/null || true)"
+    if [ -z "$syncer" ] || ! grep -qF sw-trixie-sync "/proc/$syncer/cmdline" 2>/dev/null; then
+        # shellcheck disable=SC2016
+        setsid bash -c 'while :; do
+            for f in passwd group; do
+                cmp -s "/etc/$f" "$1/etc/$f" || { cp "/etc/$f" "$1/etc/$f.sync" && mv -f "$1/etc/$f.sync" "$1/etc/$f"; }
+            done
+            sleep 1
+        done' sw-trixie-sync "$root" </dev/null >/dev/null 2>&1 &
+        echo $! >"$bin/sync.pid"
+    fi
     # Inside the root, sandweave's path runs the host's sandweave.
     mkdir -p "$(dirname "$root$sandweave")"
     printf '#!/bin/sh\n# Written by %s: sandweave runs on the host, with its libraries.\nexec nsenter --target %s --mount --root --wd -- %s "$@"\n' \
@@ -115,12 +133,13 @@ do_setup() {
         [ -x "$root$path" ] || path=/usr/sbin/$p
         [ -x "$root$path" ] || die "trixie's root has no $p"
         # chroot(1) keeps the environment (SLURM_CONF) but not the working
-        # directory: Slurm's programs here take absolute paths only. The
-        # root's users are the host's (slurm, munge, the controller's, the
-        # tests' alice and bob, made any time): each call brings its copy
-        # up to date first, whole files renamed into place.
-        printf '#!/bin/sh\nfor f in passwd group; do\n    cmp -s /etc/$f %s/etc/$f || { cp /etc/$f %s/etc/$f.$$ && mv -f %s/etc/$f.$$ %s/etc/$f; }\ndone\nexec chroot %s %s "$@"\n' \
-            "$root" "$root" "$root" "$root" "$root" "$path" >"$bin/$p"
+        # directory: Slurm's programs here take absolute paths only. A
+        # caller other than root (the controller as its own user, a job's
+        # user) may not chroot: it enters the root in a user namespace
+        # that maps only its own uid, so it stays who it is to munge and
+        # Slurm.
+        printf '#!/bin/sh\nif [ "$(id -u)" = 0 ]; then exec chroot %s %s "$@"; fi\nexec unshare --user --map-current-user --root=%s %s "$@"\n' \
+            "$root" "$path" "$root" "$path" >"$bin/$p"
         chmod 0755 "$bin/$p"
     done
     say "Slurm $(chroot "$root" dpkg-query -W -f='${Version}' slurmd) from $root; use: PATH=$bin:\$PATH"
@@ -134,6 +153,10 @@ do_teardown() {
     anchor="$(cat "$bin/anchor.pid" 2>/dev/null || true)"
     if [ -n "$anchor" ] && [ "$(cat "/proc/$anchor/comm" 2>/dev/null)" = sleep ]; then kill "$anchor"; fi
     rm -f "$bin/anchor.pid"
+    local syncer
+    syncer="$(cat "$bin/sync.pid" 2>/dev/null || true)"
+    if [ -n "$syncer" ] && grep -qF sw-trixie-sync "/proc/$syncer/cmdline" 2>/dev/null; then kill "$syncer"; fi
+    rm -f "$bin/sync.pid"
     say "unmounted everything under $root"
 }
 
