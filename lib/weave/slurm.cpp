@@ -250,7 +250,10 @@ std::vector<Job> Client::jobs() {
         std::lock_guard<std::mutex> g(owners_mu_);
         listing = ++generation_;
     }
-    CommandResult r = run({"squeue", "--json"});
+    // Every state: a job that ended says how (CANCELLED, TIMEOUT) for
+    // MinJobAge. 22.05's --json ignores filters and lists them anyway;
+    // 23.02 and later apply squeue's default filter, which hides them.
+    CommandResult r = run({"squeue", "--json", "--states=all"});
     if (!r.ok()) throw Error(ErrorCode::runtime, "squeue: " + r.describe());
     std::vector<Job> jobs = parse_squeue(r.out);
     std::lock_guard<std::mutex> g(owners_mu_);
