@@ -18,6 +18,15 @@ bool alive(const std::string& st) {
     return st == "RUNNING" || st == "COMPLETING" || st == "CONFIGURING";
 }
 
+// A job that ended other than by its node failing (or is finishing its
+// epilog): its worker terminated the sandbox and keeps it for its retention.
+bool ended(const std::string& st) {
+    for (const char* s : {"COMPLETING", "COMPLETED", "CANCELLED", "TIMEOUT", "FAILED",
+                          "OUT_OF_MEMORY", "DEADLINE", "PREEMPTED", "BOOT_FAIL"})
+        if (st == s) return true;
+    return false;
+}
+
 }  // namespace
 
 std::vector<Decision> classify(const Observation& seen, const Holdings& held) {
@@ -120,6 +129,12 @@ std::vector<Decision> classify(const Observation& seen, const Holdings& held) {
             out.push_back({Kind::list_lost, sandbox, j.id, j.nodes, 0, -1, 0,
                            "worker " + j.nodes + " lost: Slurm ended its job " +
                                std::to_string(j.id) + " NODE_FAIL",
+                           j.user});
+        } else if (ended(j.state) && held.first && !j.nodes.empty()) {
+            // Ended before this controller started: listed, so that its
+            // export is still fetched from the worker.
+            out.push_back({Kind::list_ended, sandbox, j.id, j.nodes, 0, -1, 0,
+                           "its Slurm job " + std::to_string(j.id) + " ended (" + j.state + ")",
                            j.user});
         }
     }

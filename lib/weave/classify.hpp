@@ -74,6 +74,7 @@ struct Decision {
         unlisted,       // sandbox: Slurm did not list its job; `count` polls in a row now
         reconnect,      // sandbox (job, node): a running job whose link is down or not held
         list_lost,      // sandbox (job, node): at the start, a job of ours that ended NODE_FAIL
+        list_ended,     // sandbox (job, node): at the start, a job of ours that ended otherwise
         cancel,         // job: of ours, with no sandbox coming (why)
         end_array,      // array: its slots run with no create coming and none in use
         end_slot,       // array, task: this slot runs with no create coming
@@ -87,7 +88,7 @@ struct Decision {
     long array = 0, task = -1;
     int count = 0;
     std::string why;
-    std::string user;  // reconnect, list_lost of a job no sandbox holds: Slurm's user of the job
+    std::string user;  // reconnect, list_lost/list_ended: Slurm's user of the job
 };
 
 std::vector<Decision> classify(const Observation& seen, const Holdings& held);

@@ -92,14 +92,19 @@ void ControllerApi::watch_once(bool first) {
                 case Decision::Kind::unlisted:
                     if (it != placed_.end()) it->second.missing = d.count;
                     break;
-                case Decision::Kind::list_lost: {
+                case Decision::Kind::list_lost:
+                case Decision::Kind::list_ended: {
+                    // Its owner, when the job is the controller's own user's
+                    // (a token's sandbox), is in the worker's record: until
+                    // then only an admin sees it.
                     Placed p;
                     p.id = d.sandbox;
                     p.job = d.job;
                     p.node = d.node;
                     p.owner = owner_of({}, d.user);
                     p.view.record.id = d.sandbox;
-                    p.gone = SandboxState::lost;
+                    p.gone = d.kind == Decision::Kind::list_lost ? SandboxState::lost
+                                                                 : SandboxState::stopped;
                     p.why = d.why;
                     placed_[d.sandbox] = std::move(p);
                     break;

@@ -50,6 +50,8 @@ const char* kind_name(Decision::Kind k) {
             return "reconnect";
         case Decision::Kind::list_lost:
             return "list_lost";
+        case Decision::Kind::list_ended:
+            return "list_ended";
         case Decision::Kind::cancel:
             return "cancel";
         case Decision::Kind::end_array:
@@ -226,6 +228,27 @@ TEST_SUITE("weave classify") {
                     requeued[0], requeued[1]});
         h.first = false;
         CHECK(shown(classify(s, h)) == requeued);
+    }
+
+    TEST_CASE("22.05: at the start, a named job that ended otherwise is listed as stopped") {
+        Holdings h = held_by_recorder();
+        auto s = seen("22.05/squeue-cancelled.json", "22.05/sinfo-idle.json");
+        for (auto& j : s.jobs)
+            if (j.id == 5) j.comment = "sandweave/c0ffee01:sbx-ended1", j.array = 0, j.task = -1;
+        h.sandboxes = {sandbox("sbx-9f8e7d6c5b4a", 1, "w1")};
+        h.in_flight = {4, 9, 10, 7, 8};
+        h.first = true;
+        CHECK(shown(classify(s, h)) ==
+              Lines{"list_ended sbx-ended1 5 w2: its Slurm job 5 ended (CANCELLED)"});
+        // Only at the start: later, a job the controller does not hold that
+        // ended was removed by it (or by another process of it, gone).
+        h.first = false;
+        CHECK(shown(classify(s, h)) == Lines{});
+        // Another controller's ended job is not listed.
+        for (auto& j : s.jobs)
+            if (j.id == 5) j.comment = "sandweave/deadbeef:sbx-ended1";
+        h.first = true;
+        CHECK(shown(classify(s, h)) == Lines{});
     }
 
     TEST_CASE("22.05: removed jobs are forgotten once Slurm no longer lists them") {
