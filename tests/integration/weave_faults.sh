@@ -209,9 +209,9 @@ note "killed relay step"
 JB="$(job_of "$B")"
 # (Restarting a slurmd on this host ends the other nodes' sruns too: the
 # controller makes a new link when it sees one ended.)
-has_srun() { pgrep -f -- "^srun --jobid=$JB --overlap" >/dev/null; }
+has_srun() { pgrep -f -- "^([^ ]*/)?srun --jobid=$JB --overlap" >/dev/null; }
 assert_true "the controller keeps a link to each sandbox" wait_for 10 has_srun
-pkill -KILL -f -- "^srun --jobid=$JB --overlap" || fail "no srun for job $JB"
+pkill -KILL -f -- "^([^ ]*/)?srun --jobid=$JB --overlap" || fail "no srun for job $JB"
 capture "$SW" run "$B" -- true  # may fail: its link broke under it
 again() { [[ "$("$SW" run "$B" -- echo again 2>/dev/null)" == again ]]; }
 assert_true "after its relay step is killed, the sandbox is reachable again" wait_for 10 again

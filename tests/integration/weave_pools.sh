@@ -77,7 +77,7 @@ dead="$(members p | awk '$2 == "idle" { print $1 }')"
 for id in $dead; do
     job="$(squeue -h -o '%i %j' | awk -v id="$id" '$2 == id { print $1 }')"
     # srun and the child it forks both hold the connection.
-    pids="$(pgrep -f -- "^srun --jobid=$job --overlap ")" || fail "no srun for $id (job $job)"
+    pids="$(pgrep -f -- "^([^ ]*/)?srun --jobid=$job --overlap ")" || fail "no srun for $id (job $job)"
     kill -KILL $pids
 done
 capture "$SW" pool acquire p
