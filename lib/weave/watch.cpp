@@ -182,8 +182,9 @@ void ControllerApi::adopt_all(const std::vector<Decision>& decisions) {
 
 // The sandboxes on `node` whose job Slurm no longer runs (their job ended
 // while no epilog could run, or before it was named) are terminated, audit
-// barrier first, and removed. Only workers the controller reaches: those
-// with a running sandbox of its own.
+// barrier first, and left to the worker's retention (an ended job's export
+// stays retrievable). Only workers the controller reaches: those with a
+// running sandbox of its own.
 void ControllerApi::reap_worker(const std::string& node, const std::set<std::string>& live) {
     bool have = false;
     {
@@ -201,10 +202,12 @@ void ControllerApi::reap_worker(const std::string& node, const std::set<std::str
             const auto& labels = v.record.spec.labels;
             auto l = labels.find(slurm::job_label);
             if (l == labels.end() || live.count(l->second)) continue;
+            // Terminated (audit barrier first) as its epilog would have; the
+            // worker keeps it, and its export, for its retention.
+            if (v.live != SandboxState::running) continue;
             log().warn("controller: sandbox " + v.record.id + " on " + node + ": its job " +
-                       l->second + " no longer runs; removing it");
-            if (v.live == SandboxState::running) link->api().terminate({v.record.id});
-            link->api().rm({v.record.id});
+                       l->second + " no longer runs; terminating it");
+            link->api().terminate({v.record.id});
         }
     } catch (const std::exception& e) {
         log().warn("controller: reaping on " + node + ": " + e.what());
