@@ -11,7 +11,9 @@
 # controller is complete, from the worker daemon that keeps it); a killed
 # worker daemon (its sandbox is reported, its commands fail with one line
 # naming the daemon, nothing runs unaudited, and once the daemon is back
-# the sandbox is whole again).
+# the sandbox is whole again); a job that ends while the controller is
+# away (the restarted controller lists its sandbox stopped, saying how the
+# job ended, and its export is complete).
 source "$(dirname "${BASH_SOURCE[0]}")/lib.sh"
 require_root "Slurm's daemons start job steps as their users; runsc"
 require_cmd jq ss
@@ -180,6 +182,33 @@ assert_eq "the sha256 is the worker's" "$(jq -r .sha256 "$SCRATCH/t.jsonl.status
 WT="$(worker_of "$T")"
 assert_exit "rm through the controller exits 0" 0 "$SW" rm "$T"
 capture local_sw "$WT" inspect "$T"
+assert_eq "... and removes it on its worker" 4 "$LAST_RC"
+
+# --- a job that ends while the controller is away ------------------------------------------
+note "a job that ends while the controller is away"
+capture "$SW" create --template base --audit
+assert_eq "create exits 0" 0 "$LAST_RC"
+E="$LAST_OUT"
+WE="$(worker_of "$E")"
+JE="$(job_of "$E")"
+"$SW" run "$E" -- sh -c "echo before the controller went away" >/dev/null || fail "run in $E"
+kill -KILL "$(cat "$DIR/run/controller.pid")"
+scancel "$JE"
+cancelled() { [[ "$(squeue -h -t all -j "$JE" -o %T 2>/dev/null)" == CANCELLED ]]; }
+assert_true "Slurm ends its job (CANCELLED, its epilog done)" wait_for 30 cancelled
+assert_eq "... and its epilog stopped the sandbox on its worker" stopped \
+    "$(local_sw "$WE" inspect --json "$E" | jq -r .state)"
+capture ctl start
+assert_eq "the controller starts again" 0 "$LAST_RC"
+capture "$SW" inspect --json "$E"
+assert_eq "the restarted controller lists it, stopped" "0 stopped" "$LAST_RC $(jq -r .state <<<"$LAST_OUT")"
+assert_match "... saying how its job ended" "its Slurm job $JE ended \(CANCELLED\)" "$(jq -r .error <<<"$LAST_OUT")"
+capture "$SW" audit export "$E" "$SCRATCH/e.jsonl"
+assert_eq "its export through the new controller is complete, nothing dropped" "0 true 0" \
+    "$LAST_RC $(export_says "$SCRATCH/e.jsonl")"
+assert_match "... holding its command" "before the controller went away" "$(cat "$SCRATCH/e.jsonl")"
+assert_exit "rm through the controller exits 0" 0 "$SW" rm "$E"
+capture local_sw "$WE" inspect "$E"
 assert_eq "... and removes it on its worker" 4 "$LAST_RC"
 
 # --- stop ----------------------------------------------------------------------------------
