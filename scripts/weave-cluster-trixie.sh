@@ -1,6 +1,6 @@
 #!/usr/bin/env bash
-# Slurm 24.11 for the one-machine cluster: Debian trixie's slurmctld, slurmd,
-# munged and Slurm's clients, run from a debootstrapped trixie root on this
+# Slurm 24.11 for the one-machine cluster: Debian trixie's slurmctld, slurmd
+# and Slurm's clients (with the host's munged), run from a debootstrapped trixie root on this
 # (bookworm) host, so the controller and the Weave tests can be run against
 # Slurm 24.11 as they are against bookworm's 22.05.
 #
@@ -65,7 +65,9 @@ done
 [[ "$root" == /* ]] || root="$PWD/$root"
 root="${root%/}"
 bin="$(dirname "$root")/bin"
-programs=(squeue sinfo salloc srun sbatch scancel scontrol sacct slurmctld slurmd munged)
+# Not munged: the host's serves trixie's Slurm as well (munge's protocol is
+# the same across 0.5.x), and it runs as munge, which may not chroot.
+programs=(squeue sinfo salloc srun sbatch scancel scontrol sacct slurmctld slurmd)
 
 mounted() { findmnt -rn -M "$1" >/dev/null 2>&1; }
 bind() {  # SRC DST [--rbind]
@@ -122,8 +124,18 @@ do_setup() {
     fi
     # Inside the root, sandweave's path runs the host's sandweave.
     mkdir -p "$(dirname "$root$sandweave")"
-    printf '#!/bin/sh\n# Written by %s: sandweave runs on the host, with its libraries.\nexec nsenter --target %s --mount --root --wd -- %s "$@"\n' \
-        "$prog" "$anchor" "$sandweave" >"$bin/sandweave-on-host"
+    # Root (the epilog, which runs sandboxes) enters the host's root; a
+    # job's user (the relay step) may not, and runs the host's binary with
+    # the host's loader and libraries, seen read-only at /host.
+    mkdir -p "$root/host"
+    mounted "$root/host" || { mount --bind / "$root/host" && mount -o remount,bind,ro "$root/host"; } ||
+        die "cannot bind / at $root/host"
+    # The loader by its real path: the host's /lib64 link is absolute and
+    # would lead to trixie's.
+    local loader
+    loader="$(readlink -f /lib64/ld-linux-x86-64.so.2)"
+    printf '#!/bin/sh\n# Written by %s: sandweave runs on the host, with its libraries.\nif [ "$(id -u)" = 0 ]; then exec nsenter --target %s --mount --root --wd -- %s "$@"; fi\nexec /host%s --library-path /host%s /host%s "$@"\n' \
+        "$prog" "$anchor" "$sandweave" "$loader" "$(dirname "$loader")" "$sandweave" >"$bin/sandweave-on-host"
     chmod 0755 "$bin/sandweave-on-host"
     [ -e "$root$sandweave" ] || touch "$root$sandweave"
     bind "$bin/sandweave-on-host" "$root$sandweave"
