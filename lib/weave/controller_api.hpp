@@ -222,6 +222,8 @@ class ControllerApi final : public api::Api {
     // At exit (pools.cpp): waits a while for background refills, then closes
     // every worker connection at once.
     void stop_refills_and_links();
+    // Cancels the job of a sandbox that was removed, unnamed first.
+    void end_removed_job(long job);
 
     // Pools (pools.cpp). Lock order: pools_mu_ before mu_.
     Placed make_member(const ControllerPool& pool);

@@ -179,7 +179,7 @@ void ControllerApi::drop_member(const std::string& id) {
         log().warn("controller: removing pool member " + id + " on " + pl.node + ": " + e.what());
     }
     pl.link.reset();
-    slurm_.cancel(pl.job);
+    end_removed_job(pl.job);
 }
 
 void ControllerApi::replace_gone_members() {

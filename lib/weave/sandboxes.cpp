@@ -287,8 +287,17 @@ api::Removed ControllerApi::rm(const api::IdParams& p) {
         ending_.insert(pl.job);
     }
     pl.link.reset();
-    slurm_.cancel(pl.job);
+    end_removed_job(pl.job);
     return r;
+}
+
+void ControllerApi::end_removed_job(long job) {
+    // The job's comment loses its sandbox id first: a controller started
+    // while Slurm still lists the ended job would list the removed sandbox
+    // again (classify's list_ended). A job already ended keeps it (Slurm
+    // refuses the update); its worker no longer has the sandbox either way.
+    slurm_.set_comment(job, "");
+    slurm_.cancel(job);
 }
 
 api::RemovedList ControllerApi::prune() {
