@@ -17,21 +17,14 @@ chmod 0711 "$work"
 ctl=("$top/scripts/weave-controller.sh" --dir "$work/cluster" --port "${SANDWEAVE_BENCH_PORT:-7743}"
     --port-base "${SANDWEAVE_BENCH_PORT_BASE:-17700}" --sandweave "$sw")
 local_state="$work/local"
-cleanup() {
-    local d
-    for d in "$work"/cluster/workers/*/state "$local_state"; do
-        [[ -d "$d" ]] && env -u SANDWEAVE_HOST "$sw" --state-dir "$d" rm -f --all >/dev/null 2>&1 || true
-    done
-    env -u SANDWEAVE_HOST "${ctl[@]}" stop >/dev/null 2>&1 || true
-    rm -rf "$work"
-}
+source "$(dirname "${BASH_SOURCE[0]}")/lib.sh"  # median, ratio, weave_bench_cleanup
+cleanup() { weave_bench_cleanup "$work" "$sw" "$local_state" "${ctl[@]}"; }
 trap cleanup EXIT
 # A start that failed must not leave "weave" measuring the local host.
 settings="$("${ctl[@]}" start 2>"$work/start.err")" || { cat "$work/start.err" >&2; exit 1; }
 eval "$settings"
 now() { date +%s%N; }
 ms() { echo $((($(now) - $1) / 1000000)); }
-source "$(dirname "${BASH_SOURCE[0]}")/lib.sh"  # median, ratio
 locally() { env -u SANDWEAVE_HOST SANDWEAVE_STATE_DIR="$local_state" "$sw" "$@"; }
 # Warm up: the first create on each side builds the base image.
 locally create --template base >/dev/null

@@ -21,14 +21,8 @@ chmod 0711 "$work"
 slots=$(((conc + 2) / 3))
 ctl=("$top/scripts/weave-controller.sh" --dir "$work/cluster" --port 7753 --port-base 17750
     --slots "$slots" --sandweave "$sw")
-cleanup() {
-    local d
-    for d in "$work"/cluster/workers/*/state; do
-        [[ -d "$d" ]] && env -u SANDWEAVE_HOST "$sw" --state-dir "$d" rm -f --all >/dev/null 2>&1 || true
-    done
-    env -u SANDWEAVE_HOST "${ctl[@]}" stop >/dev/null 2>&1 || true
-    rm -rf "$work"
-}
+source "$(dirname "${BASH_SOURCE[0]}")/lib.sh"  # weave_bench_cleanup
+cleanup() { weave_bench_cleanup "$work" "$sw" "" "${ctl[@]}"; }
 trap cleanup EXIT
 eval "$("${ctl[@]}" start 2>/dev/null)"
 export SW="$sw"

@@ -32,18 +32,13 @@ chmod 0711 "$work"
 slots=$(((n + nodes - 1) / nodes + 1))
 ctl=("$top/scripts/weave-controller.sh" --dir "$work/cluster" --port "${SANDWEAVE_BENCH_PORT:-7763}"
     --port-base "${SANDWEAVE_BENCH_PORT_BASE:-17760}" --nodes "$nodes" --slots "$slots" --sandweave "$sw")
-cleanup() {
-    local d
-    for d in "$work"/cluster/workers/*/state; do
-        [[ -d "$d" ]] && env -u SANDWEAVE_HOST "$sw" --state-dir "$d" rm -f --all >/dev/null 2>&1 || true
-    done
-    env -u SANDWEAVE_HOST "${ctl[@]}" stop >/dev/null 2>&1 || true
-    rm -rf "$work"
-}
+source "$(dirname "${BASH_SOURCE[0]}")/lib.sh"  # weave_bench_cleanup
+cleanup() { weave_bench_cleanup "$work" "$sw" "" "${ctl[@]}"; }
 trap cleanup EXIT
 say() { printf 'weave_scale: %s\n' "$*" >&2; }
-# Each idle sandbox is about 60 host threads (the sentry's, under ptrace),
-# and every thread takes a pid: at the default pid_max (32768) slurmctld
+# Each idle sandbox is about 65 host threads with its Slurm steps, srun
+# and relay (most of them the sentry's, under ptrace), and every thread
+# takes a pid: at the default pid_max (32768) slurmctld
 # fails to start a thread at about 500 sandboxes on one host.
 if (($(cat /proc/sys/kernel/pid_max) < n * 100)); then
     say "raising kernel.pid_max to 4194304 (threads for $n sandboxes on one host)"

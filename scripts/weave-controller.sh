@@ -108,7 +108,7 @@ do_start() {
         --cluster-env "$dir/cluster.env" </dev/null >>"$dir/log/controller.log" 2>&1 &
     echo $! >"$pidfile"
     # It listens once it has adopted the sandboxes of the jobs Slurm still
-    # runs for it (a restart): up to a few seconds per thousand.
+    # runs for it (a restart): about a minute per thousand on two CPUs.
     local i
     for i in $(seq 3000); do
         if ss -Hltnp "sport = :$port" 2>/dev/null | grep -qF "pid=$(cat "$pidfile"),"; then
