@@ -235,6 +235,9 @@ void serve(api::Api& api, const ServeOptions& o, int stop_fd) {
     BoundedServer http(limits);
     http.set_payload_max_length(o.max_body);
     http.set_keep_alive_max_count(1000);
+    // A stream's frames are small writes: without this, each waits for the
+    // client's delayed ACK of the one before (Nagle).
+    http.set_tcp_nodelay(true);
     server.install(http);
     int port = o.port == 0 ? http.bind_to_any_port(o.host)
                            : (http.bind_to_port(o.host, o.port) ? o.port : -1);
