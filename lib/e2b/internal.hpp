@@ -11,6 +11,7 @@
 #include <memory>
 #include <mutex>
 #include <optional>
+#include <set>
 #include <string>
 #include <thread>
 #include <vector>
@@ -165,11 +166,23 @@ class Server {
     void forget_seen(const std::string& id) {
         std::lock_guard<std::mutex> lock(seen_mu_);
         seen_.erase(id);
+        no_bash_.erase(id);
+    }
+    // Sandboxes whose image was found to have no /bin/bash (process.cpp).
+    bool lacks_bash(const std::string& id) {
+        std::lock_guard<std::mutex> lock(seen_mu_);
+        return no_bash_.count(id) > 0;
+    }
+    void note_no_bash(const std::string& id) {
+        std::lock_guard<std::mutex> lock(seen_mu_);
+        if (no_bash_.size() > 4096) no_bash_.clear();
+        no_bash_.insert(id);
     }
 
   private:
     std::mutex seen_mu_;
     std::map<std::string, std::pair<std::chrono::steady_clock::time_point, SandboxView>> seen_;
+    std::set<std::string> no_bash_;
     std::mutex end_mu_;
     std::map<std::string, std::int64_t> end_override_;
     std::mutex proc_mu_;

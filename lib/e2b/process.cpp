@@ -26,19 +26,16 @@ constexpr std::size_t max_args = 4096;
 
 // The SDK runs `/bin/bash -l -c CMD`; an image without bash (busybox) runs
 // it with /bin/sh, which takes the same -l -c. The shim is fixed text: the
-// command stays an argument.
+// command stays an argument. It costs the guest one more exec, so it is
+// used only where a direct try cannot be repeated (see login_shell_argv).
 const char* bash_shim = "if [ -x /bin/bash ]; then exec /bin/bash \"$@\"; fi; exec /bin/sh \"$@\"";
 
+// argv of the command: cmd then args.
 std::vector<std::string> argv_of(const json& config) {
     if (!config.is_object() || !config.contains("cmd") || !config["cmd"].is_string() ||
         config["cmd"].get<std::string>().empty())
         fail(400, "process.cmd: expected a command", "invalid_argument");
-    std::vector<std::string> argv;
-    std::string cmd = config["cmd"].get<std::string>();
-    if (cmd == "/bin/bash")
-        argv = {"/bin/sh", "-c", bash_shim, "sh"};
-    else
-        argv = {cmd};
+    std::vector<std::string> argv = {config["cmd"].get<std::string>()};
     if (config.contains("args")) {
         if (!config["args"].is_array() || config["args"].size() > max_args)
             fail(400, "process.args: expected a list of strings", "invalid_argument");
@@ -48,6 +45,16 @@ std::vector<std::string> argv_of(const json& config) {
         }
     }
     return argv;
+}
+
+bool is_login_shell(const std::vector<std::string>& argv) {
+    return argv[0] == "/bin/bash";
+}
+
+// A NOT_STARTED exit: the program is not in the sandbox, nothing ran.
+bool not_found(const api::RunResult& r) {
+    return r.exit_code == 127 && r.message &&
+           r.message->rfind("command not found in sandbox", 0) == 0;
 }
 
 std::uint32_t pid_of(const json& selector) {
@@ -242,6 +249,20 @@ void Server::start_process(const SandboxView& sb, const httplib::Request& req,
         rp.cwd = dir;
     }
     rp.stdin = with_stdin;
+    // /bin/bash is tried as it is, and /bin/sh after it when the image has
+    // no bash (remembered per sandbox). A command with stdin takes the shim
+    // instead: a failed try could have read input meant for the retry.
+    bool retry_with_sh = false;
+    if (is_login_shell(argv)) {
+        if (lacks_bash(id))
+            rp.argv[0] = "/bin/sh";
+        else if (with_stdin) {
+            rp.argv.front() = "sh";  // the shim's $0; the rest is its "$@"
+            rp.argv.insert(rp.argv.begin(), {"/bin/sh", "-c", bash_shim});
+        } else {
+            retry_with_sh = true;
+        }
+    }
     Fd stdin_read;
     if (with_stdin) {
         Pipe pipe = make_pipe();
@@ -264,7 +285,7 @@ void Server::start_process(const SandboxView& sb, const httplib::Request& req,
         std::lock_guard<std::mutex> lock(runners_mu);
         ++runners;
     }
-    std::thread([this, p, rp, shared_in, out_name] {
+    std::thread([this, p, rp, shared_in, out_name, retry_with_sh] {
         api::RunIo io;
         io.stdin_fd = shared_in->valid() ? shared_in->get() : -1;
         io.out = OutputSink{-1, [p, out_name](std::string_view d) {
@@ -278,6 +299,12 @@ void Server::start_process(const SandboxView& sb, const httplib::Request& req,
         json end;
         try {
             api::RunResult r = api.run(rp, io);
+            if (retry_with_sh && not_found(r)) {
+                note_no_bash(rp.id);
+                api::RunParams sh = rp;
+                sh.argv[0] = "/bin/sh";
+                r = api.run(sh, io);
+            }
             end = {{"exitCode", r.exit_code},
                    {"exited", !r.timed_out},
                    {"status",
