@@ -1,7 +1,8 @@
 /*
- * `init --watch [--recursive] DIR`: a directory watch for the host (the E2B
- * API's WatchDir), run as an ordinary command with the caller's uid, so the
- * guest's own permissions decide what may be watched. inotify, in the guest.
+ * `init --watch [--recursive] [--entry] DIR`: a directory watch for the host
+ * (the E2B API's WatchDir), run as an ordinary command with the caller's uid,
+ * so the guest's own permissions decide what may be watched. inotify, in the
+ * guest.
  *
  * Output on stdout, for a reader that trusts none of it (the host checks
  * every field against these limits):
@@ -10,6 +11,11 @@
  *   in), W (written), R (removed), N (renamed or moved out), M (attributes),
  *   LEN the decimal byte length of NAME (1 to 4096), NAME the path relative
  *   to DIR, any bytes but NUL.
+ *   With --entry, a C, W or M record whose file still exists when its event
+ *   is read comes after "E MODE SIZE MTIME OWNER GROUP LEN PATH\n": the file's
+ *   lstat (MODE octal, SIZE and MTIME decimal), its owner and group as names
+ *   of [A-Za-z0-9._-] from /etc/passwd and /etc/group (else the numbers), and
+ *   its absolute PATH of LEN bytes (1 to 8192).
  * Exit: 0 when DIR itself is removed or moved away, 3 DIR does not exist,
  * 4 DIR is not a directory, 5 permission denied, 6 events were lost (the
  * kernel's queue overflowed) or more than the watch limit, 1 otherwise; a
@@ -20,7 +26,9 @@
 
 #include <dirent.h>
 #include <errno.h>
+#include <grp.h>
 #include <limits.h>
+#include <pwd.h>
 #include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
@@ -45,6 +53,8 @@ static struct watched* dirs;
 static size_t ndirs;
 static int ifd = -1;
 static int root_wd = -1;
+static const char* watch_root;
+static int with_entry;
 
 static int fail(int code, const char* what, const char* path) {
     fprintf(stderr, "watch: %s '%s': %s\n", what, path, strerror(errno));
@@ -144,11 +154,75 @@ static int put(const char* buf, size_t n) {
     return 0;
 }
 
+/* A user or group name as the reader takes it: [A-Za-z0-9._-], 1 to 32. */
+static int plain_name(const char* s) {
+    size_t n = strlen(s);
+    if (n == 0 || n > 32) return 0;
+    for (; *s; ++s)
+        if (!((*s >= 'a' && *s <= 'z') || (*s >= 'A' && *s <= 'Z') || (*s >= '0' && *s <= '9') ||
+              *s == '.' || *s == '_' || *s == '-'))
+            return 0;
+    return 1;
+}
+
+/* The name of uid (or gid, `group`) from the guest's own files, read
+ * directly (no NSS in a static init); the last answer is kept. */
+static void name_of(unsigned id, int group, char out[33]) {
+    static unsigned last_id[2] = {(unsigned)-1, (unsigned)-1};
+    static char last[2][33];
+    if (last_id[group] == id) {
+        memcpy(out, last[group], 33);
+        return;
+    }
+    snprintf(out, 33, "%u", id);
+    FILE* f = fopen(group ? "/etc/group" : "/etc/passwd", "re");
+    if (f != NULL) {
+        if (group) {
+            struct group* g;
+            while ((g = fgetgrent(f)) != NULL)
+                if (g->gr_gid == id) {
+                    if (plain_name(g->gr_name)) snprintf(out, 33, "%s", g->gr_name);
+                    break;
+                }
+        } else {
+            struct passwd* p;
+            while ((p = fgetpwent(f)) != NULL)
+                if (p->pw_uid == id) {
+                    if (plain_name(p->pw_name)) snprintf(out, 33, "%s", p->pw_name);
+                    break;
+                }
+        }
+        fclose(f);
+    }
+    last_id[group] = id;
+    memcpy(last[group], out, 33);
+}
+
+/* The "E ..." line of `rel`'s file, when it still exists. */
+static int emit_entry(const char* rel) {
+    char path[PATH_MAX];
+    size_t rl = strlen(watch_root);
+    int len = snprintf(path, sizeof path, "%s%s%s", watch_root,
+                       rl > 0 && watch_root[rl - 1] == '/' ? "" : "/", rel);
+    if (len <= 0 || len >= (int)sizeof path) return 0;
+    struct stat st;
+    if (lstat(path, &st) != 0) return 0; /* gone already: no entry */
+    char owner[33], group[33];
+    name_of((unsigned)st.st_uid, 0, owner);
+    name_of((unsigned)st.st_gid, 1, group);
+    char line[PATH_MAX + 160];
+    int n = snprintf(line, sizeof line, "E %o %lld %lld %s %s %d %s\n", (unsigned)st.st_mode,
+                     (long long)st.st_size, (long long)st.st_mtime, owner, group, len, path);
+    if (n <= 0 || n >= (int)sizeof line) return 0;
+    return put(line, (size_t)n);
+}
+
 static int emit(char type, const char* rel, const char* name) {
     char line[WATCH_MAX_NAME + 64];
     char full[WATCH_MAX_NAME + 2];
     int len = snprintf(full, sizeof full, "%s%s%s", rel, *rel ? "/" : "", name);
     if (len <= 0 || len > WATCH_MAX_NAME) return 0; /* nothing a reader could take */
+    if (with_entry && type != 'R' && type != 'N' && emit_entry(full) != 0) return -1;
     int n = snprintf(line, sizeof line, "%c %d %s\n", type, len, full);
     return put(line, (size_t)n);
 }
@@ -156,15 +230,20 @@ static int emit(char type, const char* rel, const char* name) {
 int watch_main(int argc, char** argv) {
     int recursive = 0;
     int i = 2;
-    if (i < argc && strcmp(argv[i], "--recursive") == 0) {
-        recursive = 1;
-        ++i;
+    for (; i < argc; ++i) {
+        if (strcmp(argv[i], "--recursive") == 0)
+            recursive = 1;
+        else if (strcmp(argv[i], "--entry") == 0)
+            with_entry = 1;
+        else
+            break;
     }
     if (i + 1 != argc || argv[i][0] == '\0') {
-        fprintf(stderr, "usage: %s --watch [--recursive] DIR\n", argv[0]);
+        fprintf(stderr, "usage: %s --watch [--recursive] [--entry] DIR\n", argv[0]);
         return 2;
     }
     const char* root = argv[i];
+    watch_root = root;
     struct stat st;
     if (stat(root, &st) != 0) return fail(code_of(errno), "watch", root);
     if (!S_ISDIR(st.st_mode)) {

@@ -3,6 +3,7 @@
 // an argument, never part of the script, and the guest's own permissions
 // decide what the user may touch.
 #include <httplib.h>
+#include <strings.h>
 #include <unistd.h>
 
 #include <cerrno>
@@ -89,6 +90,13 @@ std::optional<json> entry_of(const std::string& line) {
     } catch (...) {
         return std::nullopt;
     }
+    return entry_info(path, mode, size, std::stoll(mtime), user, group);
+}
+
+}  // namespace
+
+json entry_info(const std::string& path, unsigned mode, const std::string& size, std::int64_t mtime,
+                const std::string& owner, const std::string& group) {
     unsigned type = mode & 0170000;
     std::string name = path.substr(path.find_last_of('/') + 1);
     return json{{"name", name},
@@ -99,10 +107,12 @@ std::optional<json> entry_of(const std::string& line) {
                 {"size", size},
                 {"mode", mode & 07777},
                 {"permissions", permissions(mode)},
-                {"owner", user},
+                {"owner", owner},
                 {"group", group},
-                {"modifiedTime", rfc3339(std::stoll(mtime))}};
+                {"modifiedTime", rfc3339(mtime)}};
 }
+
+namespace {
 
 [[noreturn]] void guest_failed(const GuestResult& r, const std::string& path,
                                int plane_status_for_missing) {
@@ -389,6 +399,13 @@ void Server::install_files(httplib::Server& http) {
         guarded(res, Plane::envd, [&] {
             SandboxView sb = envd_sandbox(req);
             auto user = user_of(req);
+            // File metadata (envd 0.6.2's X-Metadata-* headers) is refused,
+            // never dropped without a word.
+            for (const auto& [name, value] : req.headers)
+                if (name.size() > 11 && strncasecmp(name.c_str(), "X-Metadata-", 11) == 0)
+                    fail(400,
+                         "file metadata (" + name + ") is not supported by sandweave's E2B API",
+                         "invalid_argument");
             std::string query_path = req.get_param_value("path");
             json written = json::array();
             std::uint64_t total = 0;

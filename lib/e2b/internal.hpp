@@ -43,9 +43,10 @@ inline constexpr const char* template_label = "e2b.template";
 // labels of its own (weave:// adds its job and owner), which are not E2B
 // metadata.
 inline constexpr const char* metadata_keys_label = "e2b.metadata_keys";
-// What the SDK compares to unlock features: every gate of 2.51.0 opens at
-// 0.5.7 or below, so 0.6.0 says "all of what this server implements".
-inline constexpr const char* envd_version = "0.6.0";
+// What the SDK compares to unlock features. 2.51.0's gates: 0.6.3 opens
+// WatchDir's includeEntry (implemented) and 0.6.2 file metadata (refused
+// with an error, see install_files); 0.6.4's network-mount watches stay shut.
+inline constexpr const char* envd_version = "0.6.3";
 inline constexpr std::int64_t default_timeout_s = 300;
 inline constexpr std::int64_t max_timeout_s = 86400;  // E2B's longest session
 
@@ -193,6 +194,11 @@ class Server {
     std::shared_ptr<Process> find_process(const std::string& sandbox,
                                           const nlohmann::json& selector);
 };
+
+// envd's EntryInfo of a file (mode: st_mode; size: decimal, as envd's int64
+// is JSON-encoded as a string; mtime: Unix seconds).
+nlohmann::json entry_info(const std::string& path, unsigned mode, const std::string& size,
+                          std::int64_t mtime, const std::string& owner, const std::string& group);
 
 // A filesystem call's path parameter `key` of `in` (400 when missing or bad).
 std::string path_param(const nlohmann::json& in, const char* key);

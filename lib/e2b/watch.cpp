@@ -25,7 +25,7 @@ constexpr std::size_t max_queued_events = 65536;
 constexpr auto ready_deadline = std::chrono::seconds(30);
 
 const std::string watch_script =
-    std::string("exec ") + SW_GUEST_INIT_PATH + " --watch ${2:+--recursive} \"$p\"";
+    std::string("exec ") + SW_GUEST_INIT_PATH + " --watch ${2:+--recursive} ${3:+--entry} \"$p\"";
 
 struct Watch {
     RunControl control;
@@ -67,10 +67,12 @@ void Server::watch_dir(const SandboxView& sb, const std::optional<std::string>& 
                        const httplib::Request& req, httplib::Response& res, const json& in) {
     std::string path = path_param(in, "path");
     bool recursive = in.value("recursive", false);
+    // The file's EntryInfo with each event while the file exists (envd 0.6.3).
+    bool include_entry = in.value("includeEntry", false);
 
     api::RunParams rp;
     rp.id = sb.record.id;
-    rp.argv = path_script(watch_script, {path, recursive ? "1" : ""});
+    rp.argv = path_script(watch_script, {path, recursive ? "1" : "", include_entry ? "1" : ""});
     rp.entrypoint = std::vector<std::string>{};
     rp.user = user;
     // Connect's deadline (the SDK's timeoutMs, 60 s by default) ends the watch.
@@ -183,9 +185,14 @@ void Server::watch_dir(const SandboxView& sb, const std::optional<std::string>& 
                 end = w->ended || !w->broken.empty();
                 if (end) error = end_error(*w);
             }
-            for (const auto& r : batch)
-                out += envelope(
-                    {{"filesystem", {{"name", r.name}, {"type", watch_event_type(r.type)}}}});
+            for (const auto& r : batch) {
+                json ev = {{"name", r.name}, {"type", watch_event_type(r.type)}};
+                if (r.entry)
+                    ev["entry"] =
+                        entry_info(r.entry->path, r.entry->mode, std::to_string(r.entry->size),
+                                   r.entry->mtime, r.entry->owner, r.entry->group);
+                out += envelope({{"filesystem", ev}});
+            }
             if (out.empty() && !end) out = envelope({{"keepalive", json::object()}});
             if (!out.empty() && !sink.write(out.data(), out.size())) return false;
             if (end) {

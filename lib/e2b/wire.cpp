@@ -170,6 +170,69 @@ std::optional<std::vector<std::pair<std::string, std::string>>> parse_metadata_q
 
 namespace {
 constexpr std::size_t max_watch_name = 4096;
+constexpr std::size_t max_entry_path = 8192;
+constexpr std::size_t max_entry_header = 160;
+
+bool plain_token(std::string_view t, std::size_t max) {
+    return !t.empty() && t.size() <= max &&
+           t.find_first_not_of(
+               "abcdefghijklmnopqrstuvwxyzABCDEFGHIJKLMNOPQRSTUVWXYZ0123456789._-") ==
+               std::string_view::npos;
+}
+
+std::optional<std::int64_t> decimal(std::string_view t, bool may_be_negative) {
+    bool neg = may_be_negative && !t.empty() && t[0] == '-';
+    auto d = neg ? t.substr(1) : t;
+    if (d.empty() || d.size() > 18 || (d.size() > 1 && d[0] == '0') ||
+        d.find_first_not_of("0123456789") != std::string_view::npos)
+        return std::nullopt;
+    std::int64_t v = std::stoll(std::string(d));
+    return neg ? -v : v;
+}
+
+// "E MODE SIZE MTIME OWNER GROUP LEN PATH\n" (guest/watch.c). Returns the
+// bytes taken (0: not all here yet), or nullopt and `why` when malformed.
+std::optional<std::size_t> parse_entry(std::string_view rest, WatchEntry& e, std::string& why) {
+    // Seven fields before PATH ("E" the first), each ending in a space.
+    std::size_t pos = 0, field_start[7], field_end[7];
+    for (int f = 0; f < 7; ++f) {
+        auto sp = rest.find(' ', pos);
+        if (sp == std::string_view::npos || sp > max_entry_header) {
+            if (rest.size() > max_entry_header)
+                return why = "an entry's header is too long", std::nullopt;
+            return 0;
+        }
+        field_start[f] = pos;
+        field_end[f] = sp;
+        pos = sp + 1;
+    }
+    auto field = [&](int f) { return rest.substr(field_start[f], field_end[f] - field_start[f]); };
+    // field 0 is "E" itself.
+    auto mode = field(1);
+    if (mode.empty() || mode.size() > 7 ||
+        mode.find_first_not_of("01234567") != std::string_view::npos)
+        return why = "an entry's mode is not octal", std::nullopt;
+    auto size = decimal(field(2), false), mtime = decimal(field(3), true);
+    auto len = decimal(field(6), false);
+    if (!size || !mtime) return why = "an entry's size or time is not a number", std::nullopt;
+    if (!plain_token(field(4), 32) || !plain_token(field(5), 32))
+        return why = "an entry's owner or group is not a plain name", std::nullopt;
+    if (!len || *len < 1 || static_cast<std::size_t>(*len) > max_entry_path)
+        return why = "an entry's path length is out of range", std::nullopt;
+    auto n = static_cast<std::size_t>(*len);
+    if (rest.size() < pos + n + 1) return 0;
+    auto path = rest.substr(pos, n);
+    if (rest[pos + n] != '\n') return why = "an entry without its newline", std::nullopt;
+    if (path[0] != '/' || path.find('\0') != std::string_view::npos)
+        return why = "an entry's path is not absolute", std::nullopt;
+    e.mode = static_cast<unsigned>(std::stoul(std::string(mode), nullptr, 8));
+    e.size = *size;
+    e.mtime = *mtime;
+    e.owner = std::string(field(4));
+    e.group = std::string(field(5));
+    e.path = std::string(path);
+    return pos + n + 1;
+}
 }  // namespace
 
 bool WatchReader::feed(std::string_view bytes, std::string& why) {
@@ -198,6 +261,19 @@ bool WatchReader::feed(std::string_view bytes, std::string& why) {
             pos += hello.size();
             continue;
         }
+        if (!rest.empty() && rest[0] == 'E') {
+            if (rest.size() < 2) break;
+            if (rest[1] != ' ') return broken("no space after the type");
+            if (entry_) return broken("two entries for one event");
+            WatchEntry e;
+            std::string bad;
+            auto took = parse_entry(rest, e, bad);
+            if (!took) return broken(bad);
+            if (*took == 0) break;  // the rest has not arrived
+            entry_ = std::move(e);
+            pos += *took;
+            continue;
+        }
         // "T LEN NAME\n": the header is at most "T 4096 " (7 bytes).
         auto space = rest.size() > 2 ? rest.find(' ', 2) : std::string_view::npos;
         if (space == std::string_view::npos) {
@@ -221,7 +297,10 @@ bool WatchReader::feed(std::string_view bytes, std::string& why) {
         auto name = rest.substr(space + 1, len);
         if (rest[space + 1 + len] != '\n') return broken("a record without its newline");
         if (name.find('\0') != std::string_view::npos) return broken("a NUL in a name");
-        records_.push_back({type, std::string(name)});
+        if (entry_ && std::string_view("CWM").find(type) == std::string_view::npos)
+            return broken("an entry for a removal");
+        records_.push_back({type, std::string(name), std::move(entry_)});
+        entry_.reset();
         pos += space + 1 + len + 1;
     }
     buf_.erase(0, pos);

@@ -46,9 +46,16 @@ std::optional<std::vector<std::pair<std::string, std::string>>> parse_metadata_q
 // The guest watcher's output (`/.sandweave/init --watch`, guest/watch.c):
 // "ready\n", then records "T LEN NAME\n". From a guest, so untrusted: every
 // field is checked, a name is 1 to 4096 bytes without NUL.
+// A file's lstat as the guest watcher saw it (its "E" line, with --entry).
+struct WatchEntry {
+    unsigned mode = 0;
+    std::int64_t size = 0, mtime = 0;
+    std::string owner, group, path;
+};
 struct WatchRecord {
     char type = 0;  // C created, W written, R removed, N renamed, M attributes
     std::string name;
+    std::optional<WatchEntry> entry;  // with --entry, while the file exists
 };
 class WatchReader {
   public:
@@ -63,6 +70,7 @@ class WatchReader {
     std::string buf_;
     bool ready_ = false, broken_ = false;
     std::vector<WatchRecord> records_;
+    std::optional<WatchEntry> entry_;  // an "E" line, for the record after it
 };
 // A record's type as envd's EventType name ("EVENT_TYPE_CREATE", ...).
 const char* watch_event_type(char type);

@@ -240,6 +240,48 @@ test('files.watchDir: create, write, remove, rename events; recursive; stop; err
   await assert.rejects(sbx.files.watchDir('/root/private', () => {}, { user: 'user' }), (e) => /permission|denied/i.test(e.message));
 });
 
+test('files.watchDir with includeEntry: each event carries the file as it is', async () => {
+  const sbx = await create();
+  await sbx.files.makeDir('/tmp/we');
+  const events = [];
+  const until = async (what, ok) => {
+    for (let i = 0; i < 100 && !ok(); i++) await new Promise((r) => setTimeout(r, 100));
+    assert.ok(ok(), `${what}: got ${JSON.stringify(events)}`);
+  };
+  const handle = await sbx.files.watchDir('/tmp/we', (e) => events.push(e), { includeEntry: true, recursive: true });
+  await sbx.commands.run('printf 12345 > /tmp/we/five.txt && chmod 640 /tmp/we/five.txt && chown 1000:1000 /tmp/we/five.txt');
+  await until('chmod of five.txt', () => events.some((e) => e.name === 'five.txt' && e.type === 'chmod'));
+  const last = events.filter((e) => e.name === 'five.txt').at(-1);
+  assert.ok(last.entry, JSON.stringify(last));
+  assert.equal(last.entry.name, 'five.txt');
+  assert.equal(last.entry.path, '/tmp/we/five.txt');
+  assert.equal(last.entry.type, 'file');
+  assert.equal(last.entry.size, 5);
+  assert.equal(last.entry.permissions, '-rw-r-----');
+  assert.equal(last.entry.owner, '1000', 'uid 1000 has no name in the base image');
+  assert.ok(last.entry.modifiedTime instanceof Date && Math.abs(last.entry.modifiedTime - Date.now()) < 120000);
+  await sbx.commands.run('mkdir /tmp/we/d');
+  await until('the new directory', () => events.some((e) => e.name === 'd' && e.type === 'create'));
+  const dir = events.find((e) => e.name === 'd');
+  assert.equal(dir.entry.type, 'dir');
+  assert.equal(dir.entry.owner, 'root');
+  await sbx.commands.run('rm /tmp/we/five.txt');
+  await until('the removal', () => events.some((e) => e.name === 'five.txt' && e.type === 'remove'));
+  assert.equal(events.find((e) => e.type === 'remove').entry, undefined, 'a removed file has no entry');
+  await handle.stop();
+  // Without includeEntry, no entry (and no stat in the guest).
+  const plain = [];
+  const h2 = await sbx.files.watchDir('/tmp/we', (e) => plain.push(e));
+  await sbx.commands.run('echo x > /tmp/we/p.txt');
+  for (let i = 0; i < 100 && !plain.some((e) => e.name === 'p.txt'); i++) await new Promise((r) => setTimeout(r, 100));
+  assert.ok(plain.length > 0 && plain.every((e) => e.entry === undefined), JSON.stringify(plain));
+  await h2.stop();
+  // File metadata (X-Metadata-*) is refused with a reason, never dropped.
+  await assert.rejects(sbx.files.write('/tmp/we/m.txt', 'm', { metadata: { k: 'v' } }),
+    (e) => /metadata/i.test(e.message));
+  assert.equal(await sbx.files.exists('/tmp/we/m.txt'), false);
+});
+
 test('files: binary and 50 MiB, byte for byte', async () => {
   const sbx = await create();
   const bin = new Uint8Array(256 * 4);

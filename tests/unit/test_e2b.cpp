@@ -94,3 +94,56 @@ TEST_CASE("e2b: keys are stored hashed; tokens are per sandbox") {
     CHECK(e2b::Keys(file).token_for("sw-1") == t1);  // the secret stays
     std::filesystem::remove_all(dir);
 }
+
+TEST_CASE("e2b: the guest watcher's records, with entries, in any pieces") {
+    const std::string out =
+        "ready\n"
+        "E 100640 5 1700000000 root users 12 /tmp/w/a.txt\n"
+        "C 5 a.txt\n"
+        "R 5 b.txt\n"
+        "E 40755 4096 -1 1000 1000 8 /tmp/w/d\n"
+        "W 1 d\n";
+    // Fed a byte at a time or whole, the records are the same.
+    for (std::size_t piece : {std::size_t{1}, std::size_t{7}, out.size()}) {
+        e2b::WatchReader r;
+        std::string why;
+        std::vector<e2b::WatchRecord> got;
+        for (std::size_t i = 0; i < out.size(); i += piece) {
+            INFO("piece ", piece, " at ", i, ": ", why);
+            REQUIRE(r.feed(std::string_view(out).substr(i, piece), why));
+            for (auto& rec : r.take()) got.push_back(std::move(rec));
+        }
+        REQUIRE(got.size() == 3);
+        CHECK(got[0].type == 'C');
+        CHECK(got[0].name == "a.txt");
+        REQUIRE(got[0].entry);
+        CHECK(got[0].entry->mode == 0100640);
+        CHECK(got[0].entry->size == 5);
+        CHECK(got[0].entry->mtime == 1700000000);
+        CHECK(got[0].entry->owner == "root");
+        CHECK(got[0].entry->group == "users");
+        CHECK(got[0].entry->path == "/tmp/w/a.txt");
+        CHECK_FALSE(got[1].entry);
+        REQUIRE(got[2].entry);
+        CHECK(got[2].entry->mtime == -1);
+        CHECK(got[2].entry->path == "/tmp/w/d");
+    }
+}
+
+TEST_CASE("e2b: a malformed entry breaks the watch") {
+    auto fails = [](const std::string& line) {
+        e2b::WatchReader r;
+        std::string why;
+        bool ok = r.feed("ready\n" + line, why);
+        return !ok && why.find("malformed") != std::string::npos;
+    };
+    CHECK(fails("E 100640 5 1 root root 5 /a/b/c\nC 1 c\n"));  // length is not the path's
+    CHECK(fails("E 100648 5 1 root root 2 /a\nC 1 a\n"));      // mode not octal
+    CHECK(fails("E 100644 -5 1 root root 2 /a\nC 1 a\n"));     // negative size
+    CHECK(fails("E 100644 5 1 ro:ot root 2 /a\nC 1 a\n"));     // owner not a plain name
+    CHECK(fails("E 100644 5 1 root root 1 a\nC 1 a\n"));       // path not absolute
+    CHECK(fails("E 100644 5 1 root root 2 /a\nR 1 a\n"));      // entry for a removal
+    CHECK(fails("E 100644 5 1 root root 2 /a\nE 100644 5 1 root root 2 /a\n"));
+    CHECK(fails("E 100644 5 1 root root 99999 /a\n"));  // path too long
+    CHECK(fails("E " + std::string(200, '1') + "\n"));  // header too long
+}
