@@ -6,6 +6,7 @@
 #include "cmd/common.hpp"
 #include "lib/core/error.hpp"
 #include "lib/core/fd.hpp"
+#include "lib/core/units.hpp"
 #include "lib/e2b/e2b.hpp"
 
 namespace sandweave::cli {
@@ -16,8 +17,18 @@ struct E2bFlags {
     std::string listen = "127.0.0.1:3000";
     std::string keys;
     std::size_t connections = 64;
+    std::string idle_timeout = "15s";
+    std::string io_timeout = "30s";
     std::string name;
 };
+
+std::chrono::milliseconds timeout_of(const std::string& flag, const std::string& text) {
+    auto d = parse_duration(text);
+    if (!d || d->count() < 100 || *d > std::chrono::hours(1))
+        throw Error(ErrorCode::usage,
+                    flag + " '" + text + "': expected a duration from 100ms to 1h (e.g. 15s)");
+    return *d;
+}
 
 std::filesystem::path keys_path(const E2bFlags& f) {
     return f.keys.empty() ? e2b::default_keys_path() : std::filesystem::path(f.keys);
@@ -52,6 +63,15 @@ void register_e2b(CLI::App& app, GlobalOptions& g, Outcome& out) {
     sub->add_option("--connections", f->connections, "Connections served at once")
         ->capture_default_str()
         ->check(CLI::Range(1, 4096));
+    sub->add_option("--idle-timeout", f->idle_timeout,
+                    "Close a keep-alive connection that waits this long for its next request")
+        ->capture_default_str()
+        ->type_name("DURATION");
+    sub->add_option("--io-timeout", f->io_timeout,
+                    "Give up on a client whose next bytes take this long to send or receive; "
+                    "past it, a request body must average 1 KiB/s")
+        ->capture_default_str()
+        ->type_name("DURATION");
     sub->require_subcommand(0, 1);
 
     auto* key = sub->add_subcommand("key", "Manage the API keys (identities) of `sandweave e2b`");
@@ -89,6 +109,8 @@ void register_e2b(CLI::App& app, GlobalOptions& g, Outcome& out) {
         parse_listen(f->listen, o);
         o.keys = keys_path(*f);
         o.threads = f->connections;
+        o.idle_timeout = timeout_of("--idle-timeout", f->idle_timeout);
+        o.io_timeout = timeout_of("--io-timeout", f->io_timeout);
         Fd sfd = stop_signals_fd();
         Session s(g);
         std::string host = o.host;

@@ -14,8 +14,10 @@
 // Each sandbox has its own envd access token, an HMAC of its id under the
 // keys file's secret, so one sandbox's token never opens another.
 
+#include <chrono>
 #include <cstddef>
 #include <filesystem>
+#include <functional>
 #include <string>
 
 #include "lib/api/api.hpp"
@@ -25,8 +27,13 @@ namespace sandweave::e2b {
 struct ServeOptions {
     std::string host = "127.0.0.1";
     int port = 3000;
-    std::filesystem::path keys;                     // the keys file (see add_key)
-    std::size_t threads = 64;                       // connections served at once
+    std::filesystem::path keys;  // the keys file (see add_key)
+    std::size_t threads = 64;    // connections served at once
+    // A keep-alive connection waiting for its next request is closed after
+    // idle_timeout; any read or write waits at most io_timeout, and past it
+    // a request body must average 1 KiB/s (lib/e2b/connections.hpp).
+    std::chrono::milliseconds idle_timeout{15000};
+    std::chrono::milliseconds io_timeout{30000};
     std::size_t max_body = 1u << 20;                // an API or RPC request body
     std::size_t max_upload = std::size_t{1} << 32;  // a /files upload
     // Called once the socket listens, with the port (useful with port 0).

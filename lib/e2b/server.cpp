@@ -232,6 +232,8 @@ void serve(api::Api& api, const ServeOptions& o, int stop_fd) {
     Server server(api, o);
     ConnectionLimits limits;
     limits.max = o.threads;
+    limits.idle = o.idle_timeout;
+    limits.io = o.io_timeout;
     BoundedServer http(limits);
     http.set_payload_max_length(o.max_body);
     http.set_keep_alive_max_count(1000);
