@@ -148,16 +148,16 @@ void stream_events(httplib::Response& res, std::shared_ptr<Process> p,
                 p->cv.notify_all();
             }
             if (batch.empty()) batch.push_back(event({{"keepalive", json::object()}}));
+            // One write (one chunk, one segment) for the batch and, at the
+            // end, the end-of-stream frame.
+            std::string out;
             for (const auto& e : batch) {
-                std::string frame = envelope(e);
-                if (!sink.write(frame.data(), frame.size())) return false;
+                out += envelope(e);
                 if (e.contains("event") && e["event"].contains("end")) end = true;
             }
-            if (end) {
-                std::string fin = end_stream();
-                sink.write(fin.data(), fin.size());
-                sink.done();
-            }
+            if (end) out += end_stream();
+            if (!sink.write(out.data(), out.size())) return false;
+            if (end) sink.done();
             return true;
         },
         [p, sub](bool) {
