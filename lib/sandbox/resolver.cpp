@@ -15,6 +15,7 @@
 #include <cstring>
 #include <memory>
 #include <sstream>
+#include <string_view>
 
 #include "lib/core/error.hpp"
 #include "lib/core/fd.hpp"
@@ -179,14 +180,28 @@ NameVerdict judge_name(const EgressPolicy& policy, const std::string& qname) {
     return v;
 }
 
+namespace {
+
+// The empty answer with TC set: the guest asks again over TCP.
+std::optional<std::string> truncated(const ldns_pkt* q, const ldns_rr* question,
+                                     const ldns_pkt* a) {
+    Pkt tc = reply_to(q, question, static_cast<std::uint8_t>(ldns_pkt_get_rcode(a)));
+    if (!tc) return std::nullopt;
+    ldns_pkt_set_tc(tc.get(), true);
+    return to_wire(tc.get());
+}
+
+}  // namespace
+
 std::chrono::seconds set_timeout_for(std::uint32_t ttl) {
     return std::clamp(std::chrono::seconds(ttl), min_name_ttl, max_name_ttl);
 }
 
-std::optional<std::string> answer_query(const std::string& datagram, const EgressPolicy& policy,
-                                        const AskUpstream& ask, const OpenAddresses& open) {
-    if (datagram.size() > max_query_bytes) return std::nullopt;
-    Pkt q = parse(datagram);
+std::optional<std::string> answer_query(const std::string& message, const EgressPolicy& policy,
+                                        const AskUpstream& ask, const OpenAddresses& open,
+                                        DnsTransport over) {
+    if (message.size() > max_query_bytes) return std::nullopt;
+    Pkt q = parse(message);
     if (!q || ldns_pkt_qr(q.get())) return std::nullopt;  // garbage, or a reply sent at us
     const ldns_rr_list* questions = ldns_pkt_question(q.get());
     if (ldns_pkt_get_opcode(q.get()) != LDNS_PACKET_QUERY || ldns_pkt_qdcount(q.get()) != 1 ||
@@ -211,9 +226,14 @@ std::optional<std::string> answer_query(const std::string& datagram, const Egres
     std::optional<std::string> got = up_wire ? ask(*up_wire) : std::nullopt;
     Pkt a = got ? parse(*got) : nullptr;
     const ldns_rr_list* aq = a ? ldns_pkt_question(a.get()) : nullptr;
-    if (!a || !ldns_pkt_qr(a.get()) || ldns_pkt_id(a.get()) != id || ldns_pkt_tc(a.get()) || !aq ||
+    if (!a || !ldns_pkt_qr(a.get()) || ldns_pkt_id(a.get()) != id || !aq ||
         ldns_rr_list_rr_count(aq) != 1 || !same_question(ldns_rr_list_rr(aq, 0), question))
         return reply_wire(q.get(), question, LDNS_RCODE_SERVFAIL);
+    if (ldns_pkt_tc(a.get())) {
+        // Too large for the upstream's datagram: nothing of it is opened.
+        if (over == DnsTransport::tcp) return reply_wire(q.get(), question, LDNS_RCODE_SERVFAIL);
+        return truncated(q.get(), question, a.get());
+    }
 
     std::uint32_t ttl = 0;
     std::vector<ResolvedAddress> addrs = addresses_of(ldns_pkt_answer(a.get()), ttl);
@@ -222,18 +242,18 @@ std::optional<std::string> answer_query(const std::string& datagram, const Egres
         return reply_wire(q.get(), question, LDNS_RCODE_SERVFAIL);
     Pkt r = answer_from(q.get(), question, a.get(), static_cast<std::uint32_t>(timeout.count()));
     if (!r) return reply_wire(q.get(), question, LDNS_RCODE_SERVFAIL);
-    // A datagram the guest takes: 512 bytes, or what its EDNS offered (up to ours).
-    std::size_t limit = 512;
+    // A datagram the guest takes: 512 bytes, or what its EDNS offered (up to
+    // ours); over TCP, any message.
+    std::size_t limit = over == DnsTransport::tcp ? max_reply_bytes : 512;
     if (ldns_pkt_edns(q.get())) {
-        limit = std::clamp<std::size_t>(ldns_pkt_edns_udp_size(q.get()), 512, max_query_bytes);
+        if (over == DnsTransport::udp)
+            limit = std::clamp<std::size_t>(ldns_pkt_edns_udp_size(q.get()), 512, max_query_bytes);
         ldns_pkt_set_edns_udp_size(r.get(), static_cast<std::uint16_t>(max_query_bytes));
     }
     auto wire = to_wire(r.get());
     if (wire && wire->size() <= limit) return wire;
-    Pkt tc = reply_to(q.get(), question, static_cast<std::uint8_t>(ldns_pkt_get_rcode(a.get())));
-    if (!tc) return std::nullopt;
-    ldns_pkt_set_tc(tc.get(), true);
-    return to_wire(tc.get());
+    if (over == DnsTransport::tcp) return reply_wire(q.get(), question, LDNS_RCODE_SERVFAIL);
+    return truncated(q.get(), question, a.get());
 }
 
 std::vector<std::string> host_nameservers() {
@@ -297,6 +317,91 @@ std::optional<std::string> ask_nameservers(const std::vector<std::string>& serve
     return std::nullopt;
 }
 
+using Clock = std::chrono::steady_clock;
+
+int ms_until(Clock::time_point deadline) {
+    auto left = std::chrono::duration_cast<std::chrono::milliseconds>(deadline - Clock::now());
+    return left.count() > 0 ? static_cast<int>(left.count()) : 0;
+}
+
+// Exactly n bytes from a non-blocking socket before `deadline`; false on
+// its end, an error or the deadline.
+bool read_exact(int fd, char* buf, std::size_t n, Clock::time_point deadline) {
+    while (n > 0) {
+        ssize_t got = ::recv(fd, buf, n, 0);
+        if (got > 0) {
+            buf += got;
+            n -= static_cast<std::size_t>(got);
+            continue;
+        }
+        if (got == 0 || (errno != EAGAIN && errno != EINTR)) return false;
+        pollfd p{fd, POLLIN, 0};
+        int left = ms_until(deadline);
+        if (left == 0 || ::poll(&p, 1, left) <= 0) return false;
+    }
+    return true;
+}
+
+bool write_all(int fd, std::string_view data, Clock::time_point deadline) {
+    while (!data.empty()) {
+        ssize_t put = ::send(fd, data.data(), data.size(), MSG_NOSIGNAL);
+        if (put > 0) {
+            data.remove_prefix(static_cast<std::size_t>(put));
+            continue;
+        }
+        if (put == 0 || (errno != EAGAIN && errno != EINTR)) return false;
+        pollfd p{fd, POLLOUT, 0};
+        int left = ms_until(deadline);
+        if (left == 0 || ::poll(&p, 1, left) <= 0) return false;
+    }
+    return true;
+}
+
+// One DNS message over TCP: its two-byte length, then it.
+std::string framed(const std::string& message) {
+    std::string out(2, '\0');
+    out[0] = static_cast<char>(message.size() >> 8);
+    out[1] = static_cast<char>(message.size() & 0xff);
+    return out + message;
+}
+
+// The next message of a TCP connection, at most `max` bytes; nullopt at its
+// end, past the deadline, or when it is longer.
+std::optional<std::string> read_framed(int fd, std::size_t max, Clock::time_point deadline) {
+    unsigned char len[2];
+    if (!read_exact(fd, reinterpret_cast<char*>(len), 2, deadline)) return std::nullopt;
+    std::size_t n = (std::size_t{len[0]} << 8) | len[1];
+    if (n == 0 || n > max) return std::nullopt;
+    std::string msg(n, '\0');
+    if (!read_exact(fd, msg.data(), n, deadline)) return std::nullopt;
+    return msg;
+}
+
+// The same question over TCP, to each nameserver in turn.
+std::optional<std::string> ask_nameservers_tcp(const std::vector<std::string>& servers,
+                                               const std::string& query) {
+    for (const auto& s : servers) {
+        sockaddr_storage ss;
+        socklen_t len = 0;
+        if (!sockaddr_of(s, 53, ss, len)) continue;
+        Fd fd(::socket(ss.ss_family, SOCK_STREAM | SOCK_CLOEXEC | SOCK_NONBLOCK, 0));
+        if (!fd) continue;
+        auto deadline = Clock::now() + std::chrono::milliseconds(upstream_timeout_ms);
+        if (::connect(fd.get(), reinterpret_cast<sockaddr*>(&ss), len) != 0) {
+            if (errno != EINPROGRESS) continue;
+            pollfd p{fd.get(), POLLOUT, 0};
+            int err = 0;
+            socklen_t el = sizeof err;
+            if (::poll(&p, 1, ms_until(deadline)) != 1 ||
+                ::getsockopt(fd.get(), SOL_SOCKET, SO_ERROR, &err, &el) != 0 || err != 0)
+                continue;
+        }
+        if (!write_all(fd.get(), framed(query), deadline)) continue;
+        if (auto reply = read_framed(fd.get(), max_reply_bytes, deadline)) return reply;
+    }
+    return std::nullopt;
+}
+
 // Adds each address to the sets of each entry, refreshing its timeout when it
 // is there already (a delete and an add in one transaction; a plain add when
 // it is not).
@@ -315,28 +420,54 @@ bool open_in_nftables(const std::string& id, const std::vector<int>& entries,
     }
 }
 
-Fd bind_resolver_socket(const std::string& address) {
+// The resolver's UDP socket (type SOCK_DGRAM) or TCP listener (SOCK_STREAM).
+Fd bind_resolver_socket(const std::string& address, int type) {
     sockaddr_storage ss;
     socklen_t len = 0;
     if (!sockaddr_of(address, 53, ss, len))
         throw Error(ErrorCode::runtime, "the resolver's address is not one: " + address);
-    Fd fd(::socket(ss.ss_family, SOCK_DGRAM | SOCK_CLOEXEC, 0));
+    Fd fd(::socket(ss.ss_family, type | SOCK_CLOEXEC, 0));
     if (!fd) throw_errno("socket");
+    int one = 1;
+    if (type == SOCK_STREAM) ::setsockopt(fd.get(), SOL_SOCKET, SO_REUSEADDR, &one, sizeof one);
     if (::bind(fd.get(), reinterpret_cast<sockaddr*>(&ss), len) != 0)
-        throw_errno("binding the resolver to " + address + ":53");
+        throw_errno("binding the resolver to " + address + ":53" +
+                    (type == SOCK_STREAM ? " (TCP)" : ""));
+    if (type == SOCK_STREAM && ::listen(fd.get(), 16) != 0) throw_errno("listen");
     return fd;
 }
 
-void serve(int sock, int stop_fd, const EgressPolicy& policy, const AskUpstream& ask,
-           const OpenAddresses& open) {
+// One TCP connection from the guest: its questions in turn (at most 16),
+// each to arrive and be answered within tcp_deadline.
+void serve_tcp(int listener, const EgressPolicy& policy, const AskUpstream& ask,
+               const OpenAddresses& open) {
+    Fd conn(::accept4(listener, nullptr, nullptr, SOCK_CLOEXEC | SOCK_NONBLOCK));
+    if (!conn) return;
+    for (int i = 0; i < 16; ++i) {
+        auto deadline = Clock::now() + tcp_deadline;
+        auto msg = read_framed(conn.get(), max_query_bytes, deadline);
+        if (!msg) return;
+        std::optional<std::string> reply;
+        try {
+            reply = answer_query(*msg, policy, ask, open, DnsTransport::tcp);
+        } catch (const std::exception&) {
+            return;
+        }
+        if (!reply || !write_all(conn.get(), framed(*reply), Clock::now() + tcp_deadline)) return;
+    }
+}
+
+void serve(int sock, int listener, int stop_fd, const EgressPolicy& policy, const AskUpstream& ask,
+           const AskUpstream& ask_tcp, const OpenAddresses& open) {
     std::string buf(max_query_bytes + 1, '\0');
     for (;;) {
-        pollfd p[2] = {{sock, POLLIN, 0}, {stop_fd, POLLIN, 0}};
-        if (::poll(p, 2, -1) < 0) {
+        pollfd p[3] = {{sock, POLLIN, 0}, {stop_fd, POLLIN, 0}, {listener, POLLIN, 0}};
+        if (::poll(p, 3, -1) < 0) {
             if (errno == EINTR) continue;
             return;
         }
         if (p[1].revents & POLLIN) return;
+        if (p[2].revents & POLLIN) serve_tcp(listener, policy, ask_tcp, open);
         if (!(p[0].revents & POLLIN)) continue;
         sockaddr_storage from{};
         socklen_t from_len = sizeof from;
@@ -367,12 +498,14 @@ std::function<void(int)> start_resolver(const StateStore& store, const std::stri
         std::vector<std::string> upstreams;
         for (const auto& u : res.value("upstreams", json::array()))
             if (u.is_string()) upstreams.push_back(u.get<std::string>());
-        auto sock = std::make_shared<Fd>(bind_resolver_socket(address));
+        auto sock = std::make_shared<Fd>(bind_resolver_socket(address, SOCK_DGRAM));
+        auto listener = std::make_shared<Fd>(bind_resolver_socket(address, SOCK_STREAM));
         auto policy = std::make_shared<EgressPolicy>(*r->spec.runtime.egress);
-        return std::function<void(int)>([sock, policy, upstreams, id](int stop_fd) {
+        return std::function<void(int)>([sock, listener, policy, upstreams, id](int stop_fd) {
             serve(
-                sock->get(), stop_fd, *policy,
+                sock->get(), listener->get(), stop_fd, *policy,
                 [&](const std::string& q) { return ask_nameservers(upstreams, q); },
+                [&](const std::string& q) { return ask_nameservers_tcp(upstreams, q); },
                 [&](const std::vector<int>& entries, const std::vector<ResolvedAddress>& addrs,
                     std::chrono::seconds timeout) {
                     return open_in_nftables(id, entries, addrs, timeout);

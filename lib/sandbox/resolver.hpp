@@ -21,8 +21,12 @@
 //     capped at that bound; if the sets cannot be updated the guest gets
 //     SERVFAIL. The answer carries the question and answer sections only.
 //
-// TCP is not served (an answer too large for a datagram comes back
-// truncated, and the guest's retry over TCP is refused).
+// The same questions are served over TCP on port 53 too (RFC 7766: each
+// message after its two-byte length, several on one connection), asked of
+// the upstreams over TCP, and answered whole: an answer too large for the
+// guest's datagram comes back truncated over UDP, and the guest's retry over
+// TCP gets it. One TCP connection is served at a time, each question within
+// tcp_deadline, so a guest that holds one open only delays its own names.
 
 #include <array>
 #include <chrono>
@@ -39,6 +43,7 @@ namespace sandweave {
 class StateStore;
 
 inline constexpr std::size_t max_query_bytes = 1232;
+inline constexpr std::chrono::milliseconds tcp_deadline{2000};
 inline constexpr std::chrono::seconds min_name_ttl{60};
 inline constexpr std::chrono::seconds max_name_ttl{3600};
 
@@ -75,10 +80,16 @@ using AskUpstream = std::function<std::optional<std::string>(const std::string& 
 using OpenAddresses = std::function<bool(const std::vector<int>& entries,
                                          const std::vector<ResolvedAddress>& addresses,
                                          std::chrono::seconds timeout)>;
-// The reply to one datagram from the guest, or nullopt to drop it (not a
-// query, or not parseable).
-std::optional<std::string> answer_query(const std::string& datagram, const EgressPolicy& policy,
-                                        const AskUpstream& ask, const OpenAddresses& open);
+// How the guest asked: a reply over UDP fits its datagram (512 bytes, or
+// its EDNS size up to max_query_bytes) or is truncated; over TCP it is whole.
+enum class DnsTransport { udp, tcp };
+// The reply to one message from the guest, or nullopt to drop it (not a
+// query, or not parseable). `ask` is to go over the same transport: an
+// upstream reply that is truncated is answered truncated over UDP (the guest
+// asks again over TCP) and SERVFAIL over TCP.
+std::optional<std::string> answer_query(const std::string& message, const EgressPolicy& policy,
+                                        const AskUpstream& ask, const OpenAddresses& open,
+                                        DnsTransport over = DnsTransport::udp);
 // ---------------------------------------------------------------------------------
 
 // The host's nameservers for a new sandbox's resolver: those of

@@ -15,7 +15,8 @@
 # address was refused; a name the upstream knows but the policy does not
 # allow is NXDOMAIN and never reaches the upstream; a denied name under an
 # allowed wildcard is NXDOMAIN; a port outside the name's entry is refused;
-# the resolved address is in the sandbox's set with a bounded timeout; guest
+# the resolved address is in the sandbox's set with a bounded timeout; the
+# same over TCP (an allowed name answered and opened, another NXDOMAIN); guest
 # root asking another resolver reaches nothing; inspect shows the resolver;
 # the audit sidecar names the policy with its names; the resolver, its sets
 # and rules go at rm and when the runtime is killed.
@@ -122,6 +123,36 @@ assert_eq "the allowed name connects on its port" "hello 18080" "$(probe nc -w 3
 assert_true "... from the guest's address" grep -qx "tcp 18080 $GUEST" "$SCRATCH/srv.log"
 out="$(probe nc -w 3 deb.debian.org 18081)"
 assert_no_match "a port outside the name's entry is refused" 'hello' "$out"
+# DNS over TCP (busybox has no TCP client for it: the query's bytes by hand).
+dns_tcp() {  # NAME: the guest asks the resolver over TCP; prints "RCODE ADDRESS..."
+    local q
+    q="$(python3 -c '
+import struct, sys
+name = b"".join(bytes([len(l)]) + l for l in sys.argv[1].encode().split(b".")) + b"\0"
+m = struct.pack(">HHHHHH", 0x1234, 0x0100, 1, 0, 0, 0) + name + struct.pack(">HH", 1, 1)
+sys.stdout.write("".join("\\%03o" % b for b in struct.pack(">H", len(m)) + m))' "$1")"
+    probe sh -c "printf '$q' | nc -w 5 $HOST 53 | od -An -v -tx1" | python3 -c '
+import sys
+b = bytes.fromhex("".join(sys.stdin.read().split()))
+if len(b) < 14: print("none"); sys.exit()
+m = b[2:2 + int.from_bytes(b[:2], "big")]
+rcode, an = m[3] & 15, int.from_bytes(m[6:8], "big")
+i = 12
+while m[i]: i += m[i] + 1
+i += 5
+out = [str(rcode)]
+for _ in range(an):
+    i += 2 if m[i] & 0xc0 == 0xc0 else 0
+    t, rdlen = int.from_bytes(m[i:i + 2], "big"), int.from_bytes(m[i + 8:i + 10], "big")
+    if t == 1: out.append(".".join(str(x) for x in m[i + 10:i + 14]))
+    i += 10 + rdlen
+print(" ".join(out))'
+}
+assert_eq "over TCP, a name the policy does not allow: NXDOMAIN" "3" "$(dns_tcp other.test)"
+assert_eq "over TCP, a name under the allowed wildcard resolves, to the test's address" \
+    "0 $HOST" "$(dns_tcp good.example.com)"
+ELEMS1="$(nft -j list set inet sandweave "sandbox-$ID-1-v4" | jq -c '[.nftables[] | .set? // empty | .elem[]? | .elem.val]')"
+assert_eq "... and its answer opened the address in the wildcard entry's set" "[\"$HOST\"]" "$ELEMS1"
 assert_eq "a name under the allowed wildcard connects" "hello 18080" \
     "$(probe nc -w 3 good.example.com 18080)"
 ELEMS="$(nft -j list set inet sandweave "sandbox-$ID-0-v4" | jq -c '[.nftables[] | .set? // empty | .elem[]? | .elem]')"

@@ -236,3 +236,63 @@ TEST_SUITE("resolver") {
         CHECK(judge_name(policy(), "a.b.example.com").entries == std::vector<int>{0});
     }
 }
+
+TEST_SUITE("resolver") {
+    TEST_CASE("over TCP an answer comes whole; over UDP, too large, it is truncated") {
+        std::vector<std::string> many;
+        for (int i = 1; i <= 60; ++i)
+            many.push_back("deb.debian.org. 300 IN A 192.0.2." + std::to_string(i));
+        auto asked = [&](DnsTransport over) {
+            Answer a;
+            a.up.records = many;
+            a.wire = answer_query(
+                query("deb.debian.org.", LDNS_RR_TYPE_A), policy(),
+                [&](const std::string& q) { return a.up(q); },
+                [&](const std::vector<int>& e, const std::vector<ResolvedAddress>& addrs,
+                    std::chrono::seconds t) { return a.sink(e, addrs, t); },
+                over);
+            return a;
+        };
+        Answer tcp = asked(DnsTransport::tcp);
+        CHECK(rcode(tcp) == LDNS_RCODE_NOERROR);
+        Msg whole(*tcp.wire);
+        CHECK_FALSE(ldns_pkt_tc(whole.p));
+        CHECK(ldns_rr_list_rr_count(ldns_pkt_answer(whole.p)) == 60);
+        CHECK(tcp.sink.addresses.size() == 60);
+
+        Answer udp = asked(DnsTransport::udp);
+        CHECK(rcode(udp) == LDNS_RCODE_NOERROR);
+        Msg cut(*udp.wire);
+        CHECK(ldns_pkt_tc(cut.p));
+        CHECK(ldns_rr_list_rr_count(ldns_pkt_answer(cut.p)) == 0);
+        CHECK(udp.wire->size() <= 512);
+    }
+
+    TEST_CASE("an upstream reply that is truncated opens nothing") {
+        // The upstream's own TC bit: over UDP the guest is told to ask over
+        // TCP; over TCP (where the upstream was asked over TCP too) SERVFAIL.
+        for (DnsTransport over : {DnsTransport::udp, DnsTransport::tcp}) {
+            Answer a;
+            a.up.records = {"deb.debian.org. 300 IN A 192.0.2.5"};
+            a.wire = answer_query(
+                query("deb.debian.org.", LDNS_RR_TYPE_A), policy(),
+                [&](const std::string& q) {
+                    auto r = a.up(q);
+                    Msg m(*r);
+                    ldns_pkt_set_tc(m.p, true);
+                    return std::optional<std::string>(m.wire());
+                },
+                [&](const std::vector<int>& e, const std::vector<ResolvedAddress>& addrs,
+                    std::chrono::seconds t) { return a.sink(e, addrs, t); },
+                over);
+            CHECK(a.sink.calls == 0);
+            if (over == DnsTransport::udp) {
+                CHECK(rcode(a) == LDNS_RCODE_NOERROR);
+                Msg m(*a.wire);
+                CHECK(ldns_pkt_tc(m.p));
+            } else {
+                CHECK(rcode(a) == LDNS_RCODE_SERVFAIL);
+            }
+        }
+    }
+}
