@@ -1,6 +1,7 @@
 #include "lib/sandbox/network.hpp"
 
 #include <arpa/inet.h>
+#include <ifaddrs.h>
 #include <sys/stat.h>
 #include <unistd.h>
 
@@ -105,18 +106,42 @@ bool path_exists(const fs::path& p) {
     return fs::exists(p, ec);
 }
 
+// Several `ip` commands in one process (`ip [-n NETNS] -batch`), stopping
+// at the first that fails: each `ip` process costs the create several ms.
+// The lines are sandweave's own (names and addresses it made), never input.
+void ip_batch(Context& ctx, const std::string& netns, const std::vector<std::string>& lines) {
+    std::string text;
+    for (const auto& l : lines) text += l + "\n";
+    Pipe pipe = make_pipe();
+    if (::write(pipe.write.get(), text.data(), text.size()) != static_cast<ssize_t>(text.size()))
+        throw_errno("writing the ip batch");
+    pipe.write.reset();
+    Command c;
+    c.argv = {ip_program()};
+    if (!netns.empty()) c.argv.insert(c.argv.end(), {"-n", netns});
+    c.argv.insert(c.argv.end(), {"-batch", "/dev/fd/3"});
+    c.pass_fds = {{pipe.read.get(), 3}};
+    c.timeout = std::chrono::seconds(10);
+    CommandResult r = ctx.runner.run(c);
+    if (!r.ok()) {
+        std::string what;
+        for (const auto& l : lines) what += (what.empty() ? "" : "; ") + l;
+        throw Error(ErrorCode::runtime, "ip" + (netns.empty() ? "" : " -n " + netns) + " (" + what +
+                                            "): " + r.describe());
+    }
+}
+
 // Slots whose host address is on some interface of this namespace.
-std::set<int> used_slots(Context& ctx) {
+std::set<int> used_slots() {
     std::set<int> used;
-    json links = json::parse(ip(ctx, {"-j", "-4", "addr", "show"}), nullptr, false);
-    if (!links.is_array()) return used;
-    for (const auto& l : links)
-        for (const auto& a : l.value("addr_info", json::array())) {
-            in_addr in{};
-            if (::inet_pton(AF_INET, a.value("local", std::string()).c_str(), &in) != 1) continue;
-            std::uint32_t v = ntohl(in.s_addr);
-            if ((v >> 16) == ((10u << 8) | 213u)) used.insert(static_cast<int>((v & 0xffff) / 4));
-        }
+    ifaddrs* all = nullptr;
+    if (::getifaddrs(&all) != 0) throw_errno("listing this host's addresses");
+    for (ifaddrs* a = all; a; a = a->ifa_next) {
+        if (!a->ifa_addr || a->ifa_addr->sa_family != AF_INET) continue;
+        std::uint32_t v = ntohl(reinterpret_cast<sockaddr_in*>(a->ifa_addr)->sin_addr.s_addr);
+        if ((v >> 16) == ((10u << 8) | 213u)) used.insert(static_cast<int>((v & 0xffff) / 4));
+    }
+    ::freeifaddrs(all);
     return used;
 }
 
@@ -341,34 +366,29 @@ json nft_refresh_element_commands(const std::string& set, const std::string& add
 
 namespace {
 
-void make_namespace(Context& ctx, const std::string& id) {
-    with_context("making network namespace " + netns_name(id), [&] {
-        ip(ctx, {"netns", "add", netns_name(id)});
-    });
-}
-
-// Under the host-wide lock: a free /30, the veth, the host end's address.
-NetworkLink make_veth(Context& ctx, const std::string& id) {
+// Under the host-wide lock: a free /30, the namespace, the veth into it,
+// the host end's address.
+NetworkLink make_namespace_and_veth(Context& ctx, const std::string& id) {
     NetworkLink l{netns_name(id), host_interface_name(id), "", "", 30, {}};
-    with_context("making the veth " + l.host_interface, [&] {
+    with_context("making network namespace " + l.netns + " and the veth " + l.host_interface, [&] {
         FileLock lock(network_lock);
-        auto [host, guest] = slot_addresses(pick_slot(id, used_slots(ctx)));
+        auto [host, guest] = slot_addresses(pick_slot(id, used_slots()));
         l.host_address = host;
         l.guest_address = guest;
-        ip(ctx, {"link", "add", l.host_interface, "type", "veth", "peer", "name", "eth0", "netns",
-                 l.netns});
-        ip(ctx, {"addr", "add", host + "/30", "dev", l.host_interface});
-        ip(ctx, {"link", "set", l.host_interface, "up"});
+        ip_batch(ctx, "",
+                 {"netns add " + l.netns,
+                  "link add " + l.host_interface + " type veth peer name eth0 netns " + l.netns,
+                  "addr add " + host + "/30 dev " + l.host_interface,
+                  "link set " + l.host_interface + " up"});
     });
     return l;
 }
 
 void configure_guest_end(Context& ctx, const NetworkLink& l) {
     with_context("configuring the guest end in " + l.netns, [&] {
-        ip(ctx, {"-n", l.netns, "addr", "add", l.guest_address + "/30", "dev", "eth0"});
-        ip(ctx, {"-n", l.netns, "link", "set", "eth0", "up"});
-        ip(ctx, {"-n", l.netns, "link", "set", "lo", "up"});
-        ip(ctx, {"-n", l.netns, "route", "add", "default", "via", l.host_address});
+        ip_batch(ctx, l.netns,
+                 {"addr add " + l.guest_address + "/30 dev eth0", "link set eth0 up",
+                  "link set lo up", "route add default via " + l.host_address});
     });
 }
 
@@ -410,8 +430,7 @@ NetworkLink setup_network(Context& ctx, const std::string& id, const EgressPolic
     std::vector<std::string> upstreams;
     if (policy.has_names()) upstreams = host_nameservers();
     try {
-        make_namespace(ctx, id);
-        NetworkLink l = make_veth(ctx, id);
+        NetworkLink l = make_namespace_and_veth(ctx, id);
         l.upstreams = upstreams;
         configure_guest_end(ctx, l);
         install_policy(id, policy, l.upstreams.empty() ? "" : l.host_address);
