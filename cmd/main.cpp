@@ -254,7 +254,9 @@ void add_top_level_options(CLI::App& app, GlobalOptions& g) {
     add_global_options(app, g);
     app.footer(
         "Exit status: 0 ok, 1 error, 2 usage, 3 audit export incomplete, 4 not found, 5 runtime "
-        "missing or lacks a feature.\nSee sandweave(1) and sandweave-VERB(1).");
+        "missing or lacks a feature, 6 batch: some episodes failed, 7 batch: infrastructure "
+        "failures remained, 255 the connection to a remote worker failed or was lost.\nSee "
+        "sandweave(1) and sandweave-VERB(1).");
 }
 
 // `sandweave [global options] --version` before any verb: the version verb.
