@@ -11,6 +11,7 @@
 #include <fstream>
 #include <functional>
 #include <set>
+#include <tuple>
 
 #include "lib/core/error.hpp"
 #include "lib/core/fsutil.hpp"
@@ -215,7 +216,10 @@ json to_json(const NetworkLink& l) {
            {"host_interface", l.host_interface},
            {"host_address", l.host_address},
            {"guest_address", l.guest_address},
-           {"prefix", l.prefix}};
+           {"prefix", l.prefix},
+           {"host_address6", l.host_address6},
+           {"guest_address6", l.guest_address6},
+           {"prefix6", 126}};
     if (!l.upstreams.empty())
         j["resolver"] = {{"address", l.host_address}, {"upstreams", l.upstreams}};
     return j;
@@ -246,6 +250,21 @@ std::pair<std::string, std::string> slot_addresses(int n) {
         return std::string(buf);
     };
     std::uint32_t base = (10u << 24) | (213u << 16) | static_cast<std::uint32_t>(n) * 4;
+    return {addr(base + 1), addr(base + 2)};
+}
+
+std::pair<std::string, std::string> slot_addresses6(int n) {
+    auto addr = [](std::uint32_t low) {
+        in6_addr in{};
+        const std::uint8_t prefix[6] = {0xfd, 0x77, 0x77, 0x76, 0x61, 0x76};
+        std::copy(prefix, prefix + 6, in.s6_addr);
+        in.s6_addr[14] = static_cast<std::uint8_t>(low >> 8);
+        in.s6_addr[15] = static_cast<std::uint8_t>(low & 0xff);
+        char buf[INET6_ADDRSTRLEN] = {};
+        ::inet_ntop(AF_INET6, &in, buf, sizeof buf);
+        return std::string(buf);
+    };
+    std::uint32_t base = static_cast<std::uint32_t>(n) * 4;
     return {addr(base + 1), addr(base + 2)};
 }
 
@@ -297,6 +316,13 @@ json nft_sandbox_commands(const std::string& id, const EgressPolicy& policy,
     cmds.push_back(add_rule(
         chain, {match({{"ct", {{"key", "state"}}}}, json::array({"established", "related"}), "in"),
                 {{"accept", nullptr}}}));
+    // IPv6 neighbour discovery with the host end (IPv4's ARP is not IP, so
+    // it never meets these rules): without it the guest reaches no IPv6
+    // address at all.
+    cmds.push_back(
+        add_rule(chain, {match({{"payload", {{"protocol", "icmpv6"}, {"field", "type"}}}},
+                               {{"set", {"nd-neighbor-solicit", "nd-neighbor-advert"}}}),
+                         {{"accept", nullptr}}}));
     if (!resolver.empty())
         cmds.push_back(add_rule(
             chain, {match({{"payload", {{"protocol", "ip"}, {"field", "daddr"}}}}, resolver),
@@ -369,16 +395,19 @@ namespace {
 // Under the host-wide lock: a free /30, the namespace, the veth into it,
 // the host end's address.
 NetworkLink make_namespace_and_veth(Context& ctx, const std::string& id) {
-    NetworkLink l{netns_name(id), host_interface_name(id), "", "", 30, {}};
+    NetworkLink l;
+    l.netns = netns_name(id);
+    l.host_interface = host_interface_name(id);
     with_context("making network namespace " + l.netns + " and the veth " + l.host_interface, [&] {
         FileLock lock(network_lock);
-        auto [host, guest] = slot_addresses(pick_slot(id, used_slots()));
-        l.host_address = host;
-        l.guest_address = guest;
+        int slot = pick_slot(id, used_slots());
+        std::tie(l.host_address, l.guest_address) = slot_addresses(slot);
+        std::tie(l.host_address6, l.guest_address6) = slot_addresses6(slot);
         ip_batch(ctx, "",
                  {"netns add " + l.netns,
                   "link add " + l.host_interface + " type veth peer name eth0 netns " + l.netns,
-                  "addr add " + host + "/30 dev " + l.host_interface,
+                  "addr add " + l.host_address + "/30 dev " + l.host_interface,
+                  "addr add " + l.host_address6 + "/126 dev " + l.host_interface + " nodad",
                   "link set " + l.host_interface + " up"});
     });
     return l;
@@ -387,8 +416,10 @@ NetworkLink make_namespace_and_veth(Context& ctx, const std::string& id) {
 void configure_guest_end(Context& ctx, const NetworkLink& l) {
     with_context("configuring the guest end in " + l.netns, [&] {
         ip_batch(ctx, l.netns,
-                 {"addr add " + l.guest_address + "/30 dev eth0", "link set eth0 up",
-                  "link set lo up", "route add default via " + l.host_address});
+                 {"addr add " + l.guest_address + "/30 dev eth0",
+                  "addr add " + l.guest_address6 + "/126 dev eth0 nodad", "link set eth0 up",
+                  "link set lo up", "route add default via " + l.host_address,
+                  "route add ::/0 via " + l.host_address6});
     });
 }
 

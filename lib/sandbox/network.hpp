@@ -55,6 +55,8 @@
 namespace sandweave {
 
 inline constexpr const char* network_range = "10.213.0.0/16";
+// The IPv6 twin of network_range: slot n's /126 mirrors its IPv4 /30.
+inline constexpr const char* network_range6 = "fd77:7776:6176::/112";
 inline constexpr const char* nft_table_name = "sandweave";
 
 // Where a sandbox's network is on the host, saved in its record.
@@ -64,6 +66,8 @@ struct NetworkLink {
     std::string host_address;    // "10.213.0.5": the guest's gateway
     std::string guest_address;   // "10.213.0.6"
     int prefix = 30;
+    std::string host_address6;   // "fd77:7776:6176::5": the guest's IPv6 gateway
+    std::string guest_address6;  // "fd77:7776:6176::6", prefix 126
     // With domain names: the host's nameservers the resolver asks (it
     // listens on host_address).
     std::vector<std::string> upstreams;
@@ -94,6 +98,8 @@ nlohmann::json nft_refresh_element_commands(const std::string& set, const std::s
                                             std::chrono::seconds timeout);
 // The /30 of slot `n` (0..16383): {host .1, guest .2}.
 std::pair<std::string, std::string> slot_addresses(int n);
+// Its IPv6 /126 in network_range6, the same offsets: {host ::4n+1, guest ::4n+2}.
+std::pair<std::string, std::string> slot_addresses6(int n);
 // ---------------------------------------------------------------------------------
 
 // Makes the namespace, the veth and the rules (and, for a policy with names,

@@ -1,5 +1,6 @@
 #!/usr/bin/env python3
-"""A test server for tests/integration/network*.sh: listens on ADDRESS at each
+"""A test server for tests/integration/network*.sh: listens on ADDRESS (IPv4
+or IPv6) at each
 PORT/PROTO given (TCP and UDP), and appends one line "PROTO PORT PEER" to LOG
 for every connection accepted or datagram received; a TCP peer gets "hello
 PORT\\n". Writes READY_FILE once every socket is bound. Runs until killed.
@@ -18,7 +19,8 @@ def main():
     for spec in sys.argv[4:]:
         port, proto = spec.split("/")
         kind = socket.SOCK_STREAM if proto == "tcp" else socket.SOCK_DGRAM
-        s = socket.socket(socket.AF_INET, kind)
+        family = socket.AF_INET6 if ":" in address else socket.AF_INET
+        s = socket.socket(family, kind)
         s.setsockopt(socket.SOL_SOCKET, socket.SO_REUSEADDR, 1)
         s.bind((address, int(port)))
         if proto == "tcp":

@@ -11,7 +11,9 @@
 # Covered: allowed TCP ports connect, a port outside the policy and a denied
 # port inside an allowed range are refused (TCP), an allowed UDP port
 # receives and another does not; inspect shows the policy, its origin and the
-# addresses; guest root changing its routes or sending ICMP through a raw
+# addresses; over IPv6 (the guest's own fd77:7776:6176:: address) an allowed
+# port connects and another, or the same port over IPv4, is refused; guest
+# root changing its routes or sending ICMP through a raw
 # socket gains nothing; hidepid and audit work as without a network, and the
 # audit records the connects with their destinations and results; the
 # namespace, veth and rules go at rm, after the runtime is killed, after a
@@ -126,6 +128,32 @@ assert_no_match "... and the server saw nothing" '^tcp 18083 ' "$(cat "$SCRATCH/
 "$SW" rm -f "$ID" >/dev/null 2>&1
 wait_for 5 net_gone "$ID"
 assert_eq "rm: no namespace, veth, chain or map entry left" "" "$(net_left "$ID")"
+
+# ---- IPv6: the guest's own address, the same policy -----------------------------------
+ID6="$(sw_create --allow '[fd77:7776:6176::/112]:18095/tcp')" || fatal "create with an IPv6 entry"
+INSPECT6="$("$SW" inspect "$ID6")"
+H6="$(jq -r '.network.host_address6' <<<"$INSPECT6")"
+G6="$(jq -r '.network.guest_address6' <<<"$INSPECT6")"
+H4="$(jq -r '.network.host_address' <<<"$INSPECT6")"
+assert_match "inspect: the guest's IPv6 address is sandweave's" '^fd77:7776:6176::[0-9a-f]+$' "$G6"
+assert_true "the guest has its IPv6 address" \
+    grep -q "$G6/126" <<<"$("$SW" run "$ID6" -- ip -6 addr </dev/null 2>&1)"
+assert_match "the guest's IPv6 default route is the host end" "^default via $H6 dev eth0" \
+    "$("$SW" run "$ID6" -- ip -6 route </dev/null 2>&1 | grep "^default via .*:")"
+start_server srv6.log "$H6" 18095/tcp 18096/tcp
+start_server srv64.log "$H4" 18095/tcp
+probe6() { "$SW" run "$ID6" -- "$@" </dev/null 2>&1; }
+assert_eq "an allowed IPv6 port connects" "hello 18095" "$(probe6 nc -w 3 "$H6" 18095)"
+assert_true "... from the guest's IPv6 address" grep -qx "tcp 18095 $G6" "$SCRATCH/srv6.log"
+out="$(probe6 nc -w 3 "$H6" 18096)"
+assert_no_match "an IPv6 port outside the policy is refused" 'hello' "$out"
+out="$(probe6 nc -w 3 "$H4" 18095)"
+assert_no_match "the same port over IPv4, which the policy does not allow, is refused" 'hello' "$out"
+assert_true "the refused ones saw nothing" \
+    test -z "$(grep '^tcp 18096' "$SCRATCH/srv6.log")$(cat "$SCRATCH/srv64.log")"
+"$SW" rm -f "$ID6" >/dev/null 2>&1
+wait_for 5 net_gone "$ID6"
+assert_eq "rm: nothing of the IPv6 sandbox's network left" "" "$(net_left "$ID6")"
 
 # ---- hidepid and audit, unchanged with a network ------------------------------------
 ID2="$(sw_create --hidepid 2 --audit --allow 10.213.0.0/16:18080/tcp)" || fatal "create with hidepid, audit and a policy"

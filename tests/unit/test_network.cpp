@@ -202,6 +202,11 @@ TEST_SUITE("network") {
         CHECK(slot_addresses(1) == std::pair<std::string, std::string>{"10.213.0.5", "10.213.0.6"});
         CHECK(slot_addresses(16383) ==
               std::pair<std::string, std::string>{"10.213.255.253", "10.213.255.254"});
+        // Their IPv6 twins: the same offsets in fd77:7776:6176::/112.
+        CHECK(slot_addresses6(0) ==
+              std::pair<std::string, std::string>{"fd77:7776:6176::1", "fd77:7776:6176::2"});
+        CHECK(slot_addresses6(16383) ==
+              std::pair<std::string, std::string>{"fd77:7776:6176::fffd", "fd77:7776:6176::fffe"});
         CHECK(host_interface_name("sw-0123456789ab") == "swv0123456789ab");
         CHECK(host_interface_name("sw-0123456789ab").size() <= 15);
     }
@@ -216,21 +221,26 @@ TEST_SUITE("network") {
         std::vector<json> rules;
         for (const auto& c : cmds)
             if (c["add"].contains("rule")) rules.push_back(c["add"]["rule"]["expr"]);
-        REQUIRE(rules.size() == 5);
+        REQUIRE(rules.size() == 6);
         CHECK(rules[0][0]["match"]["left"]["ct"]["key"] == "state");
         CHECK(rules[0][0]["match"]["op"] == "in");
+        // IPv6 neighbour discovery with the host end, and nothing else of ICMPv6.
+        CHECK(rules[1][0]["match"]["left"]["payload"]["protocol"] == "icmpv6");
+        CHECK(rules[1][0]["match"]["right"]["set"] ==
+              json{"nd-neighbor-solicit", "nd-neighbor-advert"});
+        CHECK(rules[1].back().contains("accept"));
         // The deny: both protocols for a port range, then the refusal chain.
-        CHECK(rules[1][0]["match"]["right"]["prefix"]["addr"] == "10.9.0.0");
-        CHECK(rules[1][1]["match"]["right"]["set"] == json{"tcp", "udp"});
-        CHECK(rules[1][2]["match"]["right"]["range"] == json{8000, 8100});
-        CHECK(rules[1].back()["goto"]["target"] == "refuse");
+        CHECK(rules[2][0]["match"]["right"]["prefix"]["addr"] == "10.9.0.0");
+        CHECK(rules[2][1]["match"]["right"]["set"] == json{"tcp", "udp"});
+        CHECK(rules[2][2]["match"]["right"]["range"] == json{8000, 8100});
+        CHECK(rules[2].back()["goto"]["target"] == "refuse");
         // An allow with a protocol and a port; a host with neither.
-        CHECK(rules[2][1]["match"]["right"] == "tcp");
-        CHECK(rules[2][2]["match"]["right"] == 443);
-        CHECK(rules[2].back().contains("accept"));
-        CHECK(rules[3].size() == 2);
-        CHECK(rules[3][0]["match"]["right"] == "192.0.2.1");
-        CHECK(rules[4] == json::array({{{"goto", {{"target", "refuse"}}}}}));
+        CHECK(rules[3][1]["match"]["right"] == "tcp");
+        CHECK(rules[3][2]["match"]["right"] == 443);
+        CHECK(rules[3].back().contains("accept"));
+        CHECK(rules[4].size() == 2);
+        CHECK(rules[4][0]["match"]["right"] == "192.0.2.1");
+        CHECK(rules[5] == json::array({{{"goto", {{"target", "refuse"}}}}}));
         // Its interface jumps to it.
         const json& elem = cmds.back()["add"]["element"];
         CHECK(elem["name"] == "sandboxes");
@@ -249,11 +259,12 @@ TEST_SUITE("network") {
             if (c["add"].contains("rule")) rules.push_back(c["add"]["rule"]["expr"]);
             if (c["add"].contains("set")) sets.push_back(c["add"]["set"]);
         }
-        // established, DNS, 1 deny (the denied name is the resolver's), 1 + 2 x 2 allows, refuse
-        REQUIRE(rules.size() == 9);
-        CHECK(rules[1][0]["match"]["right"] == "10.213.0.1");
-        CHECK(rules[1][2]["match"]["right"] == 53);
-        CHECK(rules[2].back()["goto"]["target"] == "refuse");
+        // established, neighbour discovery, DNS, 1 deny (the denied name is
+        // the resolver's), 1 + 2 x 2 allows, refuse
+        REQUIRE(rules.size() == 10);
+        CHECK(rules[2][0]["match"]["right"] == "10.213.0.1");
+        CHECK(rules[2][2]["match"]["right"] == 53);
+        CHECK(rules[3].back()["goto"]["target"] == "refuse");
         REQUIRE(sets.size() == 4);
         CHECK(sets[0]["name"] == name_set_name(id, 0, 4));
         CHECK(sets[0]["name"] == "sandbox-sw-0123456789ab-0-v4");
@@ -262,11 +273,11 @@ TEST_SUITE("network") {
         CHECK(sets[0]["flags"] == json::array({"timeout"}));
         CHECK(sets[2]["name"] == "sandbox-sw-0123456789ab-1-v4");
         // The name entry's rule: its set, then its protocol and port.
-        CHECK(rules[4][0]["match"]["right"] == "@sandbox-sw-0123456789ab-0-v4");
-        CHECK(rules[4][1]["match"]["right"] == "tcp");
-        CHECK(rules[4][2]["match"]["right"] == 443);
-        CHECK(rules[5][0]["match"]["left"]["payload"]["protocol"] == "ip6");
-        CHECK(rules[6].size() == 2);  // example.org: any port
+        CHECK(rules[5][0]["match"]["right"] == "@sandbox-sw-0123456789ab-0-v4");
+        CHECK(rules[5][1]["match"]["right"] == "tcp");
+        CHECK(rules[5][2]["match"]["right"] == 443);
+        CHECK(rules[6][0]["match"]["left"]["payload"]["protocol"] == "ip6");
+        CHECK(rules[7].size() == 2);  // example.org: any port
         // Without names, no DNS rule and no sets.
         p.allow = {dest("10.0.0.0/8")};
         p.deny.clear();
