@@ -132,6 +132,22 @@ void ip_batch(Context& ctx, const std::string& netns, const std::vector<std::str
     }
 }
 
+// Whether this host gives new interfaces IPv6 (the kernel has it and
+// neither `all` nor `default` disables it); without, a sandbox gets IPv4
+// only.
+bool ipv6_available() {
+    for (const char* which : {"all", "default"}) {
+        std::string v;
+        try {
+            v = read_file(std::string("/proc/sys/net/ipv6/conf/") + which + "/disable_ipv6", 16);
+        } catch (const Error&) {
+            return false;
+        }
+        if (v.empty() || v[0] != '0') return false;
+    }
+    return true;
+}
+
 // Slots whose host address is on some interface of this namespace.
 std::set<int> used_slots() {
     std::set<int> used;
@@ -216,10 +232,12 @@ json to_json(const NetworkLink& l) {
            {"host_interface", l.host_interface},
            {"host_address", l.host_address},
            {"guest_address", l.guest_address},
-           {"prefix", l.prefix},
-           {"host_address6", l.host_address6},
-           {"guest_address6", l.guest_address6},
-           {"prefix6", 126}};
+           {"prefix", l.prefix}};
+    if (!l.guest_address6.empty()) {
+        j["host_address6"] = l.host_address6;
+        j["guest_address6"] = l.guest_address6;
+        j["prefix6"] = 126;
+    }
     if (!l.upstreams.empty())
         j["resolver"] = {{"address", l.host_address}, {"upstreams", l.upstreams}};
     return j;
@@ -402,24 +420,30 @@ NetworkLink make_namespace_and_veth(Context& ctx, const std::string& id) {
         FileLock lock(network_lock);
         int slot = pick_slot(id, used_slots());
         std::tie(l.host_address, l.guest_address) = slot_addresses(slot);
-        std::tie(l.host_address6, l.guest_address6) = slot_addresses6(slot);
-        ip_batch(ctx, "",
-                 {"netns add " + l.netns,
-                  "link add " + l.host_interface + " type veth peer name eth0 netns " + l.netns,
-                  "addr add " + l.host_address + "/30 dev " + l.host_interface,
-                  "addr add " + l.host_address6 + "/126 dev " + l.host_interface + " nodad",
-                  "link set " + l.host_interface + " up"});
+        std::vector<std::string> lines = {
+            "netns add " + l.netns,
+            "link add " + l.host_interface + " type veth peer name eth0 netns " + l.netns,
+            "addr add " + l.host_address + "/30 dev " + l.host_interface};
+        if (ipv6_available()) {
+            std::tie(l.host_address6, l.guest_address6) = slot_addresses6(slot);
+            lines.push_back("addr add " + l.host_address6 + "/126 dev " + l.host_interface +
+                            " nodad");
+        }
+        lines.push_back("link set " + l.host_interface + " up");
+        ip_batch(ctx, "", lines);
     });
     return l;
 }
 
 void configure_guest_end(Context& ctx, const NetworkLink& l) {
     with_context("configuring the guest end in " + l.netns, [&] {
-        ip_batch(ctx, l.netns,
-                 {"addr add " + l.guest_address + "/30 dev eth0",
-                  "addr add " + l.guest_address6 + "/126 dev eth0 nodad", "link set eth0 up",
-                  "link set lo up", "route add default via " + l.host_address,
-                  "route add ::/0 via " + l.host_address6});
+        std::vector<std::string> lines = {"addr add " + l.guest_address + "/30 dev eth0"};
+        if (!l.guest_address6.empty())
+            lines.push_back("addr add " + l.guest_address6 + "/126 dev eth0 nodad");
+        lines.insert(lines.end(), {"link set eth0 up", "link set lo up",
+                                   "route add default via " + l.host_address});
+        if (!l.host_address6.empty()) lines.push_back("route add ::/0 via " + l.host_address6);
+        ip_batch(ctx, l.netns, lines);
     });
 }
 

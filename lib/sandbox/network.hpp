@@ -66,6 +66,7 @@ struct NetworkLink {
     std::string host_address;    // "10.213.0.5": the guest's gateway
     std::string guest_address;   // "10.213.0.6"
     int prefix = 30;
+    // Empty where the host disables IPv6 (the sandbox is then IPv4 only).
     std::string host_address6;   // "fd77:7776:6176::5": the guest's IPv6 gateway
     std::string guest_address6;  // "fd77:7776:6176::6", prefix 126
     // With domain names: the host's nameservers the resolver asks (it
