@@ -264,6 +264,12 @@ void add_create_flags(CLI::App& sub, CreateFlags& f, bool with_user) {
                    "allowed (repeatable)")
         ->type_name("DEST")
         ->allow_extra_args(false);
+    sub.add_option("--publish", f.publish,
+                   "Expose guest TCP port GUEST on 127.0.0.1:HOST (the same port when HOST is "
+                   "left out) for the sandbox's life; without --allow the sandbox gets a "
+                   "network that lets nothing out (repeatable)")
+        ->type_name("[HOST:]GUEST")
+        ->allow_extra_args(false);
 }
 
 void check_user_flag(const std::string& flag, const std::string& value) {
@@ -339,6 +345,7 @@ api::CreateParams to_create_params(const CreateFlags& f, const CLI::App& sub) {
     // Each entry is checked by the worker (lib/spec/network.hpp), which names it.
     if (!f.allow.empty()) p.allow = f.allow;
     if (!f.deny.empty()) p.deny = f.deny;
+    if (!f.publish.empty()) p.publish = f.publish;
     return p;
 }
 

@@ -120,6 +120,7 @@ struct CreateFlags {
     std::string cpus, memory;
     std::string network;
     std::vector<std::string> allow, deny;
+    std::vector<std::string> publish;
 };
 void add_create_flags(CLI::App& sub, CreateFlags& f, bool with_user = true);
 // `sub` tells which flags were given explicitly (a default template is not).

@@ -132,6 +132,20 @@ CreateRequest to_create_request(const CreateParams& p) {
     };
     req.flags.allow = destinations("allow", p.allow);
     req.flags.deny = destinations("deny", p.deny);
+    for (const auto& text : p.publish.value_or(std::vector<std::string>{})) {
+        std::string why;
+        auto port = parse_published_port(text, why);
+        if (!port) throw Error(ErrorCode::usage, "publish '" + text + "': " + why);
+        for (const auto& other : req.flags.publish)
+            if (other.host_port == port->host_port)
+                throw Error(ErrorCode::usage, "publish '" + text + "': host port " +
+                                                  std::to_string(port->host_port) +
+                                                  " is published twice");
+        req.flags.publish.push_back(*port);
+    }
+    if (!req.flags.publish.empty() && p.pool)
+        throw Error(ErrorCode::usage,
+                    "pool members cannot publish ports (a host port is one sandbox's)");
     return req;
 }
 

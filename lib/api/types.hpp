@@ -175,6 +175,9 @@ struct CreateParams {
     // or destinations added to the template's egress policy.
     std::optional<std::string> network;
     std::optional<std::vector<std::string>> allow, deny;
+    // Guest TCP ports published on host loopback ports: "GUEST" or
+    // "HOST:GUEST" (lib/spec/options.hpp).
+    std::optional<std::vector<std::string>> publish;
     // Through a controller: made in slot `slot` (0-based) of the reservation
     // `reservation` (batch.reserve: a Slurm job array) instead of an
     // allocation of its own; waits while Slurm keeps that slot pending.
@@ -190,6 +193,7 @@ struct CreateParams {
         v.optional("network", network);
         v.optional("allow", allow);
         v.optional("deny", deny);
+        v.optional("publish", publish);
         v.optional("template_source", template_source);
         v.optional("pool", pool);
         v.optional("ttl_ms", ttl_ms);

@@ -1,13 +1,15 @@
 #include "lib/sandbox/companions.hpp"
 
 #include "lib/sandbox/lifetime.hpp"
+#include "lib/sandbox/publish.hpp"
 #include "lib/sandbox/resolver.hpp"
 #include "lib/store/state.hpp"
 
 namespace sandweave {
 
 bool needs_shim_companions(const SandboxSpec& spec) {
-    return spec.lifetime.any() || (spec.runtime.egress && spec.runtime.egress->has_names());
+    return spec.lifetime.any() || (spec.runtime.egress && spec.runtime.egress->has_names()) ||
+           !spec.publish.empty();
 }
 
 std::vector<std::function<void(int)>> shim_companions(const std::vector<std::string>& args) {
@@ -25,6 +27,7 @@ std::vector<std::function<void(int)>> shim_companions(const std::vector<std::str
     }
     if (r->spec.runtime.egress && r->spec.runtime.egress->has_names())
         out.push_back(start_resolver(store, r->id));
+    if (!r->spec.publish.empty()) out.push_back(start_publisher(store, r->id));
     return out;
 }
 

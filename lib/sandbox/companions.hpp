@@ -2,9 +2,10 @@
 // What a sandbox's supervisor runs beside it (lib/core/shim.hpp's
 // ShimCompanion, args: state directory and sandbox id): the lifetime watcher
 // when the sandbox has a lifetime (lib/sandbox/lifetime.hpp), the resolver
-// when its egress policy names domains (lib/sandbox/resolver.hpp). A watcher
-// that cannot start is left to ls/inspect; a resolver that cannot start
-// throws, which fails the create.
+// when its egress policy names domains (lib/sandbox/resolver.hpp), the
+// publisher when it publishes ports (lib/sandbox/publish.hpp). A watcher
+// that cannot start is left to ls/inspect; a resolver or publisher that
+// cannot start throws, which fails the create.
 
 #include <functional>
 #include <string>

@@ -46,9 +46,14 @@ std::string tmpl_origin(const ResolvedTemplate& tmpl, const std::string& ptr) {
 void resolve_network(SandboxSpec& s, const ResolvedTemplate& tmpl, const FlagOverrides& flags) {
     const std::string ptr = "/runtime_options/network";
     json::json_pointer jp(ptr);
+    s.publish = flags.publish;
     if (flags.network_none) {
         if (!flags.allow.empty() || !flags.deny.empty())
             throw Error(ErrorCode::usage, "a network of none has nothing to allow or deny");
+        if (!flags.publish.empty())
+            throw Error(ErrorCode::usage,
+                        "a network of none cannot publish a port (--publish gives the sandbox a "
+                        "network that lets nothing out)");
         s.origin[ptr] = "flag";
         return;
     }
@@ -70,11 +75,42 @@ void resolve_network(SandboxSpec& s, const ResolvedTemplate& tmpl, const FlagOve
                                       flags.deny.end());
         origin = origin == "default" || !tmpl.doc.at(jp).is_object() ? "flag" : origin + " + flag";
     }
+    if (!flags.publish.empty() && !s.runtime.egress) {
+        // A published port needs a network; this one lets nothing out.
+        s.runtime.egress = EgressPolicy{};
+        origin = "flag (--publish)";
+    }
     s.runtime.network = s.runtime.egress ? "sandbox" : "none";
     s.origin[ptr] = origin;
 }
 
 }  // namespace
+
+std::string PublishedPort::str() const {
+    return std::to_string(host_port) + ":" + std::to_string(guest_port);
+}
+
+std::optional<PublishedPort> parse_published_port(const std::string& text, std::string& why) {
+    auto port = [&](const std::string& t, std::uint16_t& out) {
+        if (t.empty() || t.size() > 5 || t.find_first_not_of("0123456789") != std::string::npos ||
+            std::stoul(t) < 1 || std::stoul(t) > 65535) {
+            why = "'" + t + "' is not a port (1 to 65535)";
+            return false;
+        }
+        out = static_cast<std::uint16_t>(std::stoul(t));
+        return true;
+    };
+    PublishedPort p;
+    auto colon = text.find(':');
+    if (colon == std::string::npos) {
+        if (!port(text, p.guest_port)) return std::nullopt;
+        p.host_port = p.guest_port;
+        return p;
+    }
+    if (!port(text.substr(0, colon), p.host_port) || !port(text.substr(colon + 1), p.guest_port))
+        return std::nullopt;
+    return p;
+}
 
 SandboxSpec resolve_spec(const ResolvedTemplate& tmpl, const json* snapshot_settings,
                          const std::string& snapshot_name, const FlagOverrides& flags) {
@@ -213,6 +249,10 @@ json to_json(const SandboxSpec& s) {
         out["desktop"] = {{"screen", s.desktop->screen.str()},
                           {"start", s.desktop->start},
                           {"user", s.desktop->user.str()}};
+    if (!s.publish.empty()) {
+        out["publish"] = json::array();
+        for (const auto& p : s.publish) out["publish"].push_back(p.str());
+    }
     if (s.lifetime.ttl) out["lifetime"]["ttl_ms"] = s.lifetime.ttl->count();
     if (s.lifetime.idle_timeout)
         out["lifetime"]["idle_timeout_ms"] = s.lifetime.idle_timeout->count();
@@ -249,6 +289,11 @@ SandboxSpec spec_from_json(const json& j) {
         ds.start = d.value("start", std::string(default_desktop_start));
         if (auto u = parse_user(d.value("user", std::string()))) ds.user = *u;
         s.desktop = ds;
+    }
+    for (const auto& p : j.value("publish", json::array())) {
+        std::string why;
+        if (!p.is_string()) continue;
+        if (auto pp = parse_published_port(p.get<std::string>(), why)) s.publish.push_back(*pp);
     }
     if (const json& lt = j.value("lifetime", json::object()); lt.is_object()) {
         if (lt.contains("ttl_ms"))

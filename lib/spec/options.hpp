@@ -59,6 +59,18 @@ struct Lifetime {
 };
 
 // Everything needed to launch a sandbox, fully resolved.
+// A guest TCP port published on a host loopback port for the sandbox's
+// life (lib/sandbox/publish.hpp). Needs a network: a sandbox given one
+// without an egress policy gets an empty one (nothing out).
+struct PublishedPort {
+    std::uint16_t host_port = 0, guest_port = 0;
+    std::string str() const;  // "8080:80"
+    bool operator==(const PublishedPort&) const = default;
+};
+// "GUEST_PORT" (the same port on the host) or "HOST_PORT:GUEST_PORT", each
+// 1 to 65535; nullopt and `why` otherwise.
+std::optional<PublishedPort> parse_published_port(const std::string& text, std::string& why);
+
 struct SandboxSpec {
     std::string template_name;
     std::string image;
@@ -74,6 +86,7 @@ struct SandboxSpec {
     Lifetime lifetime;
     std::map<std::string, std::string> labels;
     std::optional<DesktopSpec> desktop;  // the template has `desktop:`
+    std::vector<PublishedPort> publish;  // not kept by snapshots: ports are the host's
     // "/runtime_options/hidepid" -> "flag" | "snapshot S" | "template T" | "default"
     std::map<std::string, std::string> origin;
 };
@@ -92,6 +105,7 @@ struct FlagOverrides {
     // --deny add entries to the template's policy (or to an empty one).
     bool network_none = false;
     std::vector<Destination> allow, deny;
+    std::vector<PublishedPort> publish;
 };
 
 // `snapshot_settings` is a filesystem snapshot's saved runtime_options object

@@ -12,7 +12,7 @@ import functools
 import inspect
 import json
 import os
-from typing import Any, Callable, Dict, Generator, Mapping, Optional, Tuple, TypedDict, TypeVar, Union
+from typing import Any, Callable, Dict, Generator, Mapping, Optional, Sequence, Tuple, TypedDict, TypeVar, Union
 
 from ._aio import Call, Step
 from .client import Connection, resolve_connection
@@ -41,6 +41,7 @@ class CreateOptions(TypedDict, total=False):
     cpus: Optional[float]
     memory: Optional[int]
     network: Union[None, str, Mapping[str, Any]]
+    publish: Optional[Sequence[Union[int, str]]]
     connection: Union[None, str, Connection]
     state_dir: Optional[str]
 
@@ -167,6 +168,13 @@ def _params(conn: Connection, template: Optional[Template], options: Mapping[str
     if options.get("labels") is not None:
         params["labels"] = dict(options["labels"])
     params.update(_network_params(options.get("network")))
+    publish = options.get("publish")
+    if publish is not None:
+        if isinstance(publish, (str, int)) or not all(
+            isinstance(p, str) or (isinstance(p, int) and not isinstance(p, bool)) for p in publish
+        ):
+            raise TypeError('publish: expected a list of ports or "HOST:GUEST" strings')
+        params["publish"] = [str(p) for p in publish]
     return params
 
 

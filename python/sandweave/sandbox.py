@@ -72,6 +72,11 @@ class Sandbox:
           ``{"allow": [...], "deny": [...]}``, destinations
           ``"CIDR[:PORTS[/tcp|udp]]"`` added to the template's egress policy
           (``sandweave create --allow/--deny``).
+        - ``publish``: guest TCP ports to expose on this host's loopback for
+          the sandbox's life, each a port (the same on both sides) or
+          ``"HOST:GUEST"`` (``sandweave create --publish``); without an
+          ``allow`` list the sandbox gets a network that lets nothing out.
+          Not for pool members.
         - ``connection``: ``"local"`` (default, or ``SANDWEAVE_HOST``),
           ``"ssh://user@host"``, or a :class:`~sandweave.Connection`;
           ``state_dir``: the worker's state directory.

@@ -45,6 +45,7 @@ OPTIONS = [
     "cpus",
     "memory",
     "network",
+    "publish",
     "connection",
     "state_dir",
 ]

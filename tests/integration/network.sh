@@ -12,7 +12,10 @@
 # port inside an allowed range are refused (TCP), an allowed UDP port
 # receives and another does not; inspect shows the policy, its origin and the
 # addresses; over IPv6 (the guest's own fd77:7776:6176:: address) an allowed
-# port connects and another, or the same port over IPv4, is refused; guest
+# port connects and another, or the same port over IPv4, is refused; a
+# published port reaches the guest's server from this host's loopback, while
+# the guest reaches nothing out, and is closed at rm (a taken host port fails
+# the create); guest
 # root changing its routes or sending ICMP through a raw
 # socket gains nothing; hidepid and audit work as without a network, and the
 # audit records the connects with their destinations and results; the
@@ -154,6 +157,39 @@ assert_true "the refused ones saw nothing" \
 "$SW" rm -f "$ID6" >/dev/null 2>&1
 wait_for 5 net_gone "$ID6"
 assert_eq "rm: nothing of the IPv6 sandbox's network left" "" "$(net_left "$ID6")"
+
+# ---- a published port: inbound from this host's loopback only ------------------------
+assert_exit "--publish 0: exit 2" 2 "$SW" create --publish 0
+assert_match "... saying why" "publish '0': '0' is not a port" "$LAST_ERR"
+assert_exit "--network none --publish: exit 2" 2 "$SW" create --network none --publish 8000
+PUB="$(python3 -c 'import socket; s = socket.socket(); s.bind(("127.0.0.1", 0)); print(s.getsockname()[1])')"
+IDP="$(sw_create --publish "$PUB:8000")" || fatal "create with a published port"
+INSPECTP="$("$SW" inspect "$IDP")"
+assert_eq "inspect: the published port" "[\"$PUB:8000\"]" "$(jq -c .spec.publish <<<"$INSPECTP")"
+assert_eq "... in a network that lets nothing out" '{"allow":[],"deny":[]}' \
+    "$(jq -c .spec.runtime_options.network <<<"$INSPECTP")"
+assert_true "the host port listens on loopback only" \
+    grep -q "127.0.0.1:$PUB" <<<"$(ss -Hltn "sport = :$PUB")"
+"$SW" run -d "$IDP" -- sh -c 'while true; do nc -l -p 8000 -e echo from-the-guest; done' >/dev/null
+got=""
+for _ in $(seq 50); do
+    got="$(python3 -c "
+import socket, sys
+with socket.create_connection(('127.0.0.1', $PUB), timeout=5) as s: sys.stdout.write(s.recv(100).decode())")"
+    [[ -n "$got" ]] && break
+    sleep 0.1
+done
+assert_eq "a connection to the host port reaches the guest's server" "from-the-guest" "$got"
+out="$("$SW" run "$IDP" -- nc -w 3 "$(jq -r .network.host_address <<<"$INSPECTP")" 18080 </dev/null 2>&1)"
+assert_no_match "... while the guest still reaches nothing out" 'hello' "$out"
+before="$(sw_count)"
+capture "$SW" create --publish "$PUB:9000"
+assert_ne "a second sandbox publishing the same host port fails" 0 "$LAST_RC"
+assert_match "... naming the port" "127.0.0.1:$PUB: Address already in use" "$LAST_ERR"
+assert_eq "... and leaves no sandbox" "$before" "$(sw_count)"
+"$SW" rm -f "$IDP" >/dev/null 2>&1
+wait_for 5 net_gone "$IDP"
+assert_eq "rm: the port is closed" "" "$(ss -Hltn "sport = :$PUB")"
 
 # ---- hidepid and audit, unchanged with a network ------------------------------------
 ID2="$(sw_create --hidepid 2 --audit --allow 10.213.0.0/16:18080/tcp)" || fatal "create with hidepid, audit and a policy"
