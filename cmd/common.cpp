@@ -223,7 +223,7 @@ void add_global_options(CLI::App& app, GlobalOptions& g) {
                  "always shown)");
 }
 
-void add_create_flags(CLI::App& sub, CreateFlags& f, bool with_user) {
+void add_create_flags(CLI::App& sub, CreateFlags& f, bool with_user, bool with_publish) {
     // run keeps -t for --tty, as docker exec -it does; its template is --template.
     sub.add_option(with_user ? "-t,--template" : "--template", f.template_ref,
                    "Template name, file, or inline JSON/YAML")
@@ -264,6 +264,7 @@ void add_create_flags(CLI::App& sub, CreateFlags& f, bool with_user) {
                    "allowed (repeatable)")
         ->type_name("DEST")
         ->allow_extra_args(false);
+    if (!with_publish) return;
     sub.add_option("--publish", f.publish,
                    "Expose guest TCP port GUEST on 127.0.0.1:HOST (the same port when HOST is "
                    "left out) for the sandbox's life; without --allow the sandbox gets a "

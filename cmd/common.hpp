@@ -122,7 +122,9 @@ struct CreateFlags {
     std::vector<std::string> allow, deny;
     std::vector<std::string> publish;
 };
-void add_create_flags(CLI::App& sub, CreateFlags& f, bool with_user = true);
+// `with_publish`: --publish, which a pool's members cannot take.
+void add_create_flags(CLI::App& sub, CreateFlags& f, bool with_user = true,
+                      bool with_publish = true);
 // `sub` tells which flags were given explicitly (a default template is not).
 api::CreateParams to_create_params(const CreateFlags& f, const CLI::App& sub);
 

@@ -16,7 +16,7 @@ void register_pool(CLI::App& app, GlobalOptions& g, Outcome& out) {
     auto flags = std::make_shared<CreateFlags>();
     create->add_option("name", *name, "Pool name")->required();
     create->add_option("--size", *size, "Number of warm sandboxes")->required();
-    add_create_flags(*create, *flags);
+    add_create_flags(*create, *flags, true, false);
     create->callback([&g, &out, name, size, flags, create] {
         if (!flags->name.empty())
             throw Error(ErrorCode::usage, "pool create: --name does not apply to pool members");

@@ -250,8 +250,11 @@ test('files.watchDir with includeEntry: each event carries the file as it is', a
   };
   const handle = await sbx.files.watchDir('/tmp/we', (e) => events.push(e), { includeEntry: true, recursive: true });
   await sbx.commands.run('printf 12345 > /tmp/we/five.txt && chmod 640 /tmp/we/five.txt && chown 1000:1000 /tmp/we/five.txt');
-  await until('chmod of five.txt', () => events.some((e) => e.name === 'five.txt' && e.type === 'chmod'));
-  const last = events.filter((e) => e.name === 'five.txt').at(-1);
+  // Each entry is the file as it was when its event was read: the event of
+  // the chown (the last change) shows the final state.
+  const final = (e) => e.name === 'five.txt' && e.entry && e.entry.owner === '1000';
+  await until('an event of five.txt after its chown', () => events.some(final));
+  const last = events.find(final);
   assert.ok(last.entry, JSON.stringify(last));
   assert.equal(last.entry.name, 'five.txt');
   assert.equal(last.entry.path, '/tmp/we/five.txt');
