@@ -427,6 +427,11 @@ Removed LocalApi::pool_rm(const NameParams& p) {
     return Removed{p.name};
 }
 
+bool LocalApi::offers(const std::string& method) const {
+    const auto& only = controller_only_methods();
+    return std::find(only.begin(), only.end(), method) == only.end();
+}
+
 Reservation LocalApi::batch_reserve(const ReserveParams&) {
     no_reservations();
 }

@@ -50,6 +50,8 @@ class LocalApi final : public Api {
     Removed pool_rm(const NameParams& p) override;
     Reservation batch_reserve(const ReserveParams& p) override;
     Removed batch_release(const IdParams& p) override;
+    // Everything but a controller's own methods (batch reservations).
+    bool offers(const std::string& method) const override;
     TemplateList template_ls() override;
     TemplateShowResult template_show(const TemplateShowParams& p) override;
     TemplateValidateResult template_validate(const TemplateValidateParams& p) override;

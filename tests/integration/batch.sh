@@ -63,6 +63,7 @@ assert_eq "summary: its reason" 1 "$(jq '.audit.reasons.byte_limit' <<<"$summary
 assert_eq "summary: complete audits" 38 "$(jq .audit.complete <<<"$summary")"
 assert_eq "summary: one episode without audit" 1 "$(jq .audit.off <<<"$summary")"
 assert_match "summary on stderr names the incomplete audit" 'audit: 38 complete, 1 incomplete \(byte_limit: 1\)' "$LAST_ERR"
+assert_no_match "a local run says nothing of Slurm (a warning the user could not act on)" 'Slurm' "$LAST_ERR"
 assert_true "summary.json is the --json document" \
     bash -c "jq -e '.total == 40 and .failed == 16' '$OUT/summary.json' >/dev/null"
 
