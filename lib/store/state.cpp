@@ -223,6 +223,15 @@ int ObjectDir::sweep_graveyards(const std::function<bool(const fs::path&)>& keep
     std::error_code ec;
     for (const auto& e : fs::directory_iterator(dir_, ec)) {
         std::string n = e.path().filename().string();
+        if (n.rfind(".rm-", 0) == 0 && n.ends_with(".lock") && !e.is_directory()) {
+            // A remover killed between taking its lock and renaming (or after
+            // removing the files, before the unlink) leaves the lock alone.
+            std::error_code ec2;
+            if (fs::exists(dir_ / n.substr(0, n.size() - 5), ec2) || ec2) continue;
+            auto lock = FileLock::try_lock(e.path());
+            if (lock.locked()) fs::remove(e.path(), ec2);
+            continue;
+        }
         if (n.rfind(".rm-", 0) != 0 || n.ends_with(".lock") || !e.is_directory()) continue;
         // A remover holds <graveyard>.lock until its files are gone.
         auto lock = FileLock::try_lock(dir_ / (n + ".lock"));

@@ -407,6 +407,23 @@ TEST_SUITE("state") {
         CHECK(images.ids().empty());  // graveyards are hidden
     }
 
+    TEST_CASE("a sweep removes a killed remover's lone lock, never a held one") {
+        TempDir t;
+        StateStore store(t.path);
+        ObjectDir sandboxes = store.objects(sandbox_kind);
+        // Killed between taking its lock and renaming: the lock, no graveyard.
+        const fs::path lone = sandboxes.path() / ".rm-sw-0123456789ab-00000000.lock";
+        write_file_atomic(lone, "");
+        // A remover at work: its lock held, its graveyard there.
+        const fs::path grave = sandboxes.path() / ".rm-sw-0123456789ac-00000000";
+        fs::create_directories(grave / "upper");
+        FileLock held(grave.string() + ".lock");
+        CHECK(sandboxes.sweep_graveyards() == 0);
+        CHECK_FALSE(fs::exists(lone));
+        CHECK(fs::exists(grave / "upper"));
+        CHECK(fs::exists(grave.string() + ".lock"));
+    }
+
     TEST_CASE("the layout has a directory for every kind") {
         TempDir t;
         StateStore store(t.path / "state");
