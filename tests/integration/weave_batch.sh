@@ -31,6 +31,9 @@ own_outputs() {  # OUT P WORD
     echo "$n"
 }
 running_is() { [[ "$(array_tasks RUNNING)" == "$1" ]]; }
+# Every node idle: a job gone from squeue may still hold its node while its
+# epilog runs (COMPLETING), and Slurm starts nothing there meanwhile.
+nodes_idle() { ! sinfo -h -N -o '%T' | grep -qv '^idle$'; }
 
 # --- the episodes as one Slurm job array ------------------------------------------
 # 15 episodes at concurrency 15 on 12 slots (3 workers, 4 each): the runner
@@ -60,6 +63,7 @@ assert_true "no job of the array is left" wait_for 15 no_jobs
 # its array, pending or running; the episodes it broke off count as not
 # run, not as infrastructure failures.
 for i in $(seq -w 1 30); do printf '{"id": "i%s", "script": "sleep 60"}\n' "$i"; done >"$SCRATCH/int.jsonl"
+wait_for 60 nodes_idle || true  # the slots of the batch before, freed on every node
 "$SW" batch run "$SCRATCH/int.jsonl" --out "$SCRATCH/int-out" --concurrency 14 --json \
     >"$SCRATCH/int.out" 2>"$SCRATCH/int.err" &
 BATCH=$!
