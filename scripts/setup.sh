@@ -46,6 +46,7 @@ packages=(
   libcpp-httplib-dev  # sandweave e2b: the HTTP server
   libnftables-dev iproute2  # sandbox networks: the egress policy's rules, the namespace and veth
   libldns-dev  # sandbox networks: the resolver of a policy with domain names parses DNS with it
+  libnetfilter-log-dev  # sandbox networks: the audit records what the policy refused (NFLOG)
 )
 if [ "$test_deps" = 1 ]; then
   packages+=(clang clang-format libclang-rt-14-dev jq bc iproute2 nftables libc6-dev openssh-server openssh-client tmux python3-pytest)

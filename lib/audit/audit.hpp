@@ -77,6 +77,9 @@ struct WriterOptions {
     // Whether the selection has container/start (an export without it is then
     // incomplete). Unset: found in `points` (an empty list counts as having it).
     std::optional<bool> container_start;
+    // The NFLOG group the sandbox's egress policy logs its refusals to
+    // (lib/audit/egress_log.hpp); unset for a sandbox without a network.
+    std::optional<std::uint16_t> egress_log_group;
     // Set by start_writer: the daemon reports readiness (or its error) on it.
     int ready_fd = -1;
 };
@@ -92,7 +95,8 @@ inline constexpr const char* writer_verb = "__audit-writer";
 pid_t start_writer(const std::filesystem::path& exe, const WriterOptions&);
 
 // {"__audit-writer", "--dir", D, "--sandbox-id", ID, "--max-bytes", N,
-//  "--runtime-version", V, "--container-start", yes|no[, "--ready-fd", FD]}
+//  "--runtime-version", V, "--container-start", yes|no[, "--egress-log-group", G]
+//  [, "--ready-fd", FD]}
 // The writer needs only that bit of the points: it does not read points.json
 // (~90 KB of JSON) on the create's path.
 std::vector<std::string> writer_argv(const WriterOptions&);

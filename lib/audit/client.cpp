@@ -28,6 +28,7 @@
 
 #include "lib/audit/audit.hpp"
 #include "lib/audit/chain.hpp"
+#include "lib/audit/egress_log.hpp"
 #include "lib/audit/position.hpp"
 #include "lib/audit/state.hpp"
 #include "lib/core/error.hpp"
@@ -251,6 +252,8 @@ void extend_with_tail(const fs::path& dir, WriterState& s) {
                 std::uint64_t lost = j.value("lost", std::uint64_t{0});
                 if (j.value("source", "") == "runtime")
                     s.runtime_dropped += lost;
+                else if (j.value("source", "") == egress_log_gap_source)
+                    s.egress_lost += lost;
                 else
                     s.queue_overflow += lost;
             } else if (point == "writer/truncated_message") {
@@ -265,6 +268,7 @@ void extend_with_tail(const fs::path& dir, WriterState& s) {
                 if (point == "writer/unknown_message") ++s.unknown_types;
                 if (point == "writer/malformed_message") ++s.malformed;
                 if (point == "container/start") s.container_start_seen = true;
+                if (point == refused_point) ++s.egress_refused;
             }
             s.last_sequence += 1;
             s.bytes += line.size() + 1;
@@ -358,6 +362,8 @@ Status make_status(const fs::path& dir, const WriterState& s, bool running,
     st.counters = {
         {"runtime_dropped", s.runtime_dropped},
         {"queue_overflow", s.queue_overflow},
+        {"egress_lost", s.egress_lost},
+        {"egress_refused", s.egress_refused},
         {"truncated", s.truncated},
         {"byte_limit_dropped", s.byte_limit_dropped},
         {"disk_dropped", s.disk_dropped},
@@ -548,6 +554,10 @@ std::vector<std::string> writer_argv(const WriterOptions& o) {
                                   o.runtime_version,
                                   "--container-start",
                                   selects_container_start(o) ? "yes" : "no"};
+    if (o.egress_log_group) {
+        a.push_back("--egress-log-group");
+        a.push_back(std::to_string(*o.egress_log_group));
+    }
     if (o.ready_fd >= 0) {
         a.push_back("--ready-fd");
         a.push_back(std::to_string(o.ready_fd));
@@ -580,6 +590,11 @@ WriterOptions parse_writer_argv(const std::vector<std::string>& args) {
             if (v != "yes" && v != "no")
                 throw bad("--container-start must be yes or no, not '" + v + "'");
             o.container_start = v == "yes";
+        } else if (k == "--egress-log-group") {
+            std::uint64_t g;
+            if (!parse_u64(v, g) || g > 65535)
+                throw bad("--egress-log-group must be a number from 0 to 65535, not '" + v + "'");
+            o.egress_log_group = static_cast<std::uint16_t>(g);
         } else if (k == "--ready-fd") {
             std::uint64_t fd;
             if (!parse_u64(v, fd) || fd > 1 << 20)

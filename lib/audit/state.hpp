@@ -29,6 +29,8 @@ struct WriterState {
     std::uint64_t truncated = 0;        // messages over the size limit (lost)
     std::uint64_t byte_limit_dropped = 0;  // events after the log reached max_bytes
     std::uint64_t disk_dropped = 0;        // events lost to a write/fsync failure
+    std::uint64_t egress_lost = 0;         // refusals the kernel's log dropped (egress_log.hpp)
+    std::uint64_t egress_refused = 0;      // network/refused records written
     std::uint64_t malformed = 0;           // undecodable messages (kept raw)
     std::uint64_t unknown_types = 0;       // message types this writer has no schema for (kept raw)
     std::uint64_t escaped_records = 0;     // records with non-UTF-8 bytes (kept, escaped \udcNN)
@@ -60,7 +62,8 @@ struct WriterState {
     std::uint64_t written_bytes = 0, written_events = 0, written_sequence = 0;
 
     std::uint64_t dropped() const {
-        return runtime_dropped + queue_overflow + truncated + byte_limit_dropped + disk_dropped;
+        return runtime_dropped + queue_overflow + truncated + byte_limit_dropped + disk_dropped +
+               egress_lost;
     }
 };
 

@@ -18,6 +18,8 @@ nlohmann::json state_to_json(const WriterState& s) {
         {"dropped", s.dropped()},
         {"runtime_dropped", s.runtime_dropped},
         {"queue_overflow", s.queue_overflow},
+        {"egress_lost", s.egress_lost},
+        {"egress_refused", s.egress_refused},
         {"truncated", s.truncated},
         {"byte_limit_dropped", s.byte_limit_dropped},
         {"disk_dropped", s.disk_dropped},
@@ -67,6 +69,8 @@ WriterState state_from_json(const nlohmann::json& j) {
     str("chain", s.chain);
     u("runtime_dropped", s.runtime_dropped);
     u("queue_overflow", s.queue_overflow);
+    u("egress_lost", s.egress_lost);
+    u("egress_refused", s.egress_refused);
     u("truncated", s.truncated);
     u("byte_limit_dropped", s.byte_limit_dropped);
     u("disk_dropped", s.disk_dropped);
@@ -106,6 +110,7 @@ std::vector<std::string> state_reasons(const WriterState& s) {
     // does not say which, so the reason names where, not why.
     if (s.runtime_dropped > 0) r.push_back("runtime_dropped");
     if (s.queue_overflow > 0) r.push_back("queue_overflow");
+    if (s.egress_lost > 0) r.push_back("egress_log_lost");
     if (s.truncated > 0) r.push_back("truncated_message");
     if (s.malformed > 0) r.push_back("malformed_message");
     if (s.disk_failure || s.disk_dropped > 0) r.push_back("disk_failure");

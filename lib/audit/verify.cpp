@@ -19,6 +19,7 @@
 
 #include "lib/audit/audit.hpp"
 #include "lib/audit/chain.hpp"
+#include "lib/audit/egress_log.hpp"
 #include "lib/core/error.hpp"
 #include "lib/core/fd.hpp"
 #include "lib/core/fsutil.hpp"
@@ -173,7 +174,9 @@ VerifyResult verify_log(const fs::path& log, const std::optional<fs::path>& side
             ++truncated;
             ++recorded_loss;
         } else if (h.point.substr(0, 7) != "writer/") {
-            if (h.point != last_point && !points.contains(std::string(h.point)))
+            // The host's own records of refusals come only with a policy.
+            const bool host_point = h.point == refused_point && st.network.is_object();
+            if (h.point != last_point && !host_point && !points.contains(std::string(h.point)))
                 return fail(at() + "point " + std::string(h.point) +
                             " is not among the sidecar's points");
             last_point = h.point;

@@ -5,6 +5,8 @@
 //            sends succeed whenever the CPU lets us run.
 //   writer   decode + format + append to audit.jsonl, fsync on barriers and
 //            once a second, then persist writer-state.json.
+//            With an egress policy it also reads the kernel's log of the
+//            packets the policy refused (egress_log.hpp).
 //   control  (the main thread) serves control.sock and signals; a barrier is
 //            a marker the reader enqueues after draining the socket, so when
 //            the writer thread reaches it everything sent before is on disk.
@@ -39,6 +41,7 @@
 #include "lib/audit/audit.hpp"
 #include "lib/audit/chain.hpp"
 #include "lib/audit/decoder.hpp"
+#include "lib/audit/egress_log.hpp"
 #include "lib/audit/position.hpp"
 #include "lib/audit/queue.hpp"
 #include "lib/audit/state.hpp"
@@ -64,6 +67,8 @@ enum EntryKind : std::uint16_t {
     kRejected = 6,
     kBarrier = 7,
     kStop = 8,
+    kRefused = 9,      // a packet the egress policy refused: its record's fields
+    kEgressLost = 10,  // arg: refusals the kernel's log dropped
 };
 
 constexpr int kBatch = 16;
@@ -197,6 +202,10 @@ class Writer {
     void reject(const std::string& reason);
     void close_stream(const std::string& reason);
     bool drain(int max_rounds);
+    // The egress log's waiting refusals, at most max_messages; true when it is empty.
+    bool drain_egress(int max_messages);
+    // At a barrier: a log overrun no later message numbered is at least one loss.
+    void note_unnumbered_egress_loss();
     std::size_t drained_ = 0;  // messages taken by the last drain()
     bool queue_full_ = false;  // the last drain() stopped for want of queue room (kReadRoom)
     // Messages came in since the reader last gave back its idle pages.
@@ -224,7 +233,8 @@ class Writer {
     void event_record(std::uint16_t type, std::string_view payload);
     void count_outcome(const RecordFormatter::Result& r);
     bool append_line(std::size_t mark, bool is_event);
-    void meta_line(const char* point, const std::string& extra_json_fields);
+    bool meta_line(const char* point, std::string_view fields_json, bool is_event = false);
+    void refused_record(std::string_view fields_json);
     void emit_gap(std::uint64_t lost, const char* source);
     void flush_output();
     void sync_log();
@@ -235,7 +245,7 @@ class Writer {
     void publish_live();
     std::uint64_t dropped_total() const {
         return runtime_dropped_ + queue_overflow_ + truncated_ + byte_limit_dropped_ +
-               disk_dropped_;
+               disk_dropped_ + egress_lost_;
     }
     void count_unwritten_event() {
         if (stop_reason_ == StopReason::disk)
@@ -268,6 +278,7 @@ class Writer {
     std::uint64_t stream_no_ = 0;
     std::uint64_t pending_overflow_ = 0;
     std::unique_ptr<char[]> slots_;
+    std::unique_ptr<EgressLog> egress_;
 
     // writer state (writer thread only)
     RecordFormatter fmt_;
@@ -287,6 +298,7 @@ class Writer {
     std::uint64_t dropped_bytes_ = 0;  // the log's page cache is dropped up to here (kPageBytes)
     std::uint64_t runtime_dropped_ = 0, queue_overflow_ = 0, truncated_ = 0;
     std::uint64_t byte_limit_dropped_ = 0, disk_dropped_ = 0;
+    std::uint64_t egress_lost_ = 0, egress_refused_ = 0;
     std::uint64_t malformed_ = 0, unknown_types_ = 0, escaped_ = 0;
     std::uint64_t streams_ = 0, rejected_ = 0;
     bool connected_ = false, container_start_seen_ = false;
@@ -353,6 +365,9 @@ void Writer::setup() {
     slots_.reset(new char[static_cast<std::size_t>(kBatch) * kMaxMessageSize]);
 
     sink_fd_ = listen_seqpacket(sink_socket_path(opts_.dir));
+    // Bound before the create goes on: the policy's rules log to this group
+    // from the guest's first packet, and a group we cannot hold fails the create.
+    if (opts_.egress_log_group) egress_ = std::make_unique<EgressLog>(*opts_.egress_log_group);
     control_fd_ = listen_seqpacket(opts_.dir / "control.sock");
     try {
         position_.emplace(opts_.dir);
@@ -516,6 +531,19 @@ bool Writer::drain(int max_rounds) {
     return false;
 }
 
+bool Writer::drain_egress(int max_messages) {
+    EgressLog::Batch batch;
+    bool empty = egress_->read(batch, max_messages);
+    if (batch.lost > 0) enqueue_meta(kEgressLost, batch.lost, {});
+    // Like the sentry's points: a full queue counts them as lost (a gap).
+    for (const auto& r : batch.records) enqueue_event(kRefused, 0, r);
+    return empty;
+}
+
+void Writer::note_unnumbered_egress_loss() {
+    if (egress_->take_unnumbered_loss()) enqueue_meta(kEgressLost, 1, {});
+}
+
 // Barrier and stop requests from the control thread. Returns true to stop.
 bool Writer::handle_wake() {
     std::uint64_t v;
@@ -533,6 +561,11 @@ bool Writer::handle_wake() {
     // Everything the sentry sent before the request is in the socket now:
     // take it all (bounded, in case the guest keeps the socket full).
     auto deadline = Clock::now() + 2s;
+    if (egress_) {
+        while (!drain_egress(256) && Clock::now() < deadline) {
+        }
+        note_unnumbered_egress_loss();
+    }
     bool drained = conn_state_ != Conn::streaming;
     while (!drained && Clock::now() < deadline) {
         drained = drain(64) || conn_state_ != Conn::streaming;
@@ -554,10 +587,13 @@ void Writer::reader_loop() {
     // Best effort (needs CAP_SYS_NICE): see kReaderNice.
     (void)::setpriority(PRIO_PROCESS, static_cast<id_t>(::gettid()), kReaderNice);
     for (;;) {
-        pollfd p[3];
+        pollfd p[4];
         nfds_t n = 0;
         p[n++] = {sink_fd_.get(), POLLIN, 0};
         p[n++] = {wake_fd_.get(), POLLIN, 0};
+        const nfds_t egress_at = egress_ ? n++ : 0;
+        if (egress_) p[egress_at] = {egress_->fd(), POLLIN, 0};
+        const nfds_t conn_at = n;
         if (conn_fd_ && !hold) p[n++] = {conn_fd_.get(), POLLIN | POLLRDHUP, 0};
         const bool release_due = !hold && pages_to_release_;
         int timeout = hold ? kCoalesceMs : release_due ? kIdleReleaseMs : -1;
@@ -574,7 +610,8 @@ void Writer::reader_loop() {
             pages_to_release_ = false;
         }
         hold = false;
-        if (n == 3 && p[2].revents) {
+        if (egress_ && p[egress_at].revents) drain_egress(256);
+        if (n > conn_at && p[conn_at].revents) {
             if (conn_state_ == Conn::handshake)
                 do_handshake();
             else if (conn_state_ == Conn::streaming)
@@ -611,8 +648,10 @@ bool Writer::append_line(std::size_t mark, bool is_event) {
     return true;
 }
 
-void Writer::meta_line(const char* point, const std::string& fields_json) {
-    if (stop_reason_ != StopReason::none) return;
+// A line of the writer's own (is_event: one the status counts as an event);
+// false when it was not written.
+bool Writer::meta_line(const char* point, std::string_view fields_json, bool is_event) {
+    if (stop_reason_ != StopReason::none) return false;
     std::size_t mark = out_.size();
     out_.raw("{\"seq\":");
     out_.u64(seq_ + 1);
@@ -623,10 +662,19 @@ void Writer::meta_line(const char* point, const std::string& fields_json) {
     // fields_json is an object we produced with nlohmann: splice its members.
     if (fields_json.size() > 2) {
         out_.ch(',');
-        out_.raw(std::string_view(fields_json).substr(1, fields_json.size() - 2));
+        out_.raw(fields_json.substr(1, fields_json.size() - 2));
     }
     out_.raw("}\n");
-    append_line(mark, false);
+    return append_line(mark, is_event);
+}
+
+// A packet the egress policy refused: an event of the host's, not the sentry's.
+void Writer::refused_record(std::string_view fields_json) {
+    if (stop_reason_ != StopReason::none) {
+        count_unwritten_event();
+        return;
+    }
+    if (meta_line(refused_point, fields_json, true)) ++egress_refused_;
 }
 
 void Writer::emit_gap(std::uint64_t lost, const char* source) {
@@ -685,6 +733,13 @@ void Writer::handle_entry(const ByteQueue::Entry& e) {
             connected_ = false;
             meta_line("writer/stream_closed", std::string(e.data));
             log().info("audit writer: sentry stream closed " + std::string(e.data));
+            return;
+        case kRefused:
+            refused_record(e.data);
+            return;
+        case kEgressLost:
+            egress_lost_ += e.arg;
+            emit_gap(e.arg, egress_log_gap_source);
             return;
         case kRejected:
             ++rejected_;
@@ -1014,6 +1069,8 @@ WriterState Writer::snapshot() const {
     s.chain = chain_hex(synced_chain_);
     s.runtime_dropped = runtime_dropped_;
     s.queue_overflow = queue_overflow_;
+    s.egress_lost = egress_lost_;
+    s.egress_refused = egress_refused_;
     s.truncated = truncated_;
     s.byte_limit_dropped = byte_limit_dropped_;
     s.disk_dropped = disk_dropped_;

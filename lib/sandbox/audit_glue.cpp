@@ -7,6 +7,7 @@
 #include "lib/core/fsutil.hpp"
 #include "lib/core/log.hpp"
 #include "lib/sandbox/features.hpp"
+#include "lib/sandbox/network.hpp"
 #include "lib/sandbox/sandbox.hpp"
 
 namespace sandweave {
@@ -87,6 +88,9 @@ fs::path start_audit(Context& ctx, const SandboxRecord& r) {
     w.max_bytes = r.spec.runtime.audit_max_bytes;
     w.runtime_version = r.runtime_version;
     w.points = audit::default_selection(trace_metadata(ctx, r.runsc));
+    if (r.network)
+        if (auto group = network_log_group(*r.network))
+            w.egress_log_group = static_cast<std::uint16_t>(*group);
     with_context("starting audit writer", [&] { audit::start_writer(helper_exe(), w); });
     fs::path socket = with_context("audit socket", [&] { return runsc_endpoint(dir, r.id); });
     fs::path config = ctx.store.sandbox_dir(r.id) / "pod-init-config.json";

@@ -240,7 +240,14 @@ json to_json(const NetworkLink& l) {
     }
     if (!l.upstreams.empty())
         j["resolver"] = {{"address", l.host_address}, {"upstreams", l.upstreams}};
+    if (l.log_group) j["log_group"] = *l.log_group;
     return j;
+}
+
+std::optional<int> network_log_group(const json& network) {
+    auto it = network.find("log_group");
+    if (it == network.end() || !it->is_number_integer()) return std::nullopt;
+    return it->get<int>();
 }
 
 std::string netns_name(const std::string& id) {
@@ -327,9 +334,16 @@ json nft_table_commands() {
 }
 
 json nft_sandbox_commands(const std::string& id, const EgressPolicy& policy,
-                          const std::string& resolver) {
+                          const std::string& resolver, std::optional<int> log_group) {
     const std::string chain = policy_chain_name(id);
     json cmds = json::array();
+    // A refusal: the packet logged for the audit (its headers: snaplen), then
+    // the shared chain's reject.
+    auto refuse = [&](json e) {
+        if (log_group) e.push_back({{"log", {{"group", *log_group}, {"snaplen", 128}}}});
+        e.push_back({{"goto", {{"target", "refuse"}}}});
+        return add_rule(chain, std::move(e));
+    };
     cmds.push_back({{"add", {{"chain", with_table({{"name", chain}})}}}});
     cmds.push_back(add_rule(
         chain, {match({{"ct", {{"key", "state"}}}}, json::array({"established", "related"}), "in"),
@@ -349,9 +363,7 @@ json nft_sandbox_commands(const std::string& id, const EgressPolicy& policy,
                     {{"accept", nullptr}}}));
     for (const auto& d : policy.deny) {
         if (d.is_name()) continue;  // the resolver refuses it
-        json e = destination_match(d);
-        e.push_back({{"goto", {{"target", "refuse"}}}});
-        cmds.push_back(add_rule(chain, e));
+        cmds.push_back(refuse(destination_match(d)));
     }
     int k = 0;
     for (const auto& d : policy.allow) {
@@ -378,7 +390,7 @@ json nft_sandbox_commands(const std::string& id, const EgressPolicy& policy,
         }
         ++k;
     }
-    cmds.push_back(add_rule(chain, {{{"goto", {{"target", "refuse"}}}}}));
+    cmds.push_back(refuse(json::array()));
     cmds.push_back(
         {{"add",
           {{"element", with_table({{"name", "sandboxes"},
@@ -419,6 +431,7 @@ NetworkLink make_namespace_and_veth(Context& ctx, const std::string& id) {
     with_context("making network namespace " + l.netns + " and the veth " + l.host_interface, [&] {
         FileLock lock(network_lock);
         int slot = pick_slot(id, used_slots());
+        l.slot = slot;
         std::tie(l.host_address, l.guest_address) = slot_addresses(slot);
         std::vector<std::string> lines = {
             "netns add " + l.netns,
@@ -447,14 +460,14 @@ void configure_guest_end(Context& ctx, const NetworkLink& l) {
     });
 }
 
-void install_policy(const std::string& id, const EgressPolicy& policy,
-                    const std::string& resolver) {
+void install_policy(const std::string& id, const EgressPolicy& policy, const std::string& resolver,
+                    std::optional<int> log_group) {
     with_context("installing the egress policy", [&] {
         {
             FileLock lock(network_lock);
             if (!nft_table_exists()) nft_run(nft_table_commands());
         }
-        nft_run(nft_sandbox_commands(id, policy, resolver));
+        nft_run(nft_sandbox_commands(id, policy, resolver, log_group));
     });
 }
 
@@ -481,14 +494,15 @@ void delete_name_sets(const std::string& id) {
 }  // namespace
 
 NetworkLink setup_network(Context& ctx, const std::string& id, const EgressPolicy& policy,
-                          const fs::path& sandbox_dir) {
+                          const fs::path& sandbox_dir, bool log_refusals) {
     std::vector<std::string> upstreams;
     if (policy.has_names()) upstreams = host_nameservers();
     try {
         NetworkLink l = make_namespace_and_veth(ctx, id);
         l.upstreams = upstreams;
         configure_guest_end(ctx, l);
-        install_policy(id, policy, l.upstreams.empty() ? "" : l.host_address);
+        if (log_refusals) l.log_group = egress_log_group_base + l.slot;
+        install_policy(id, policy, l.upstreams.empty() ? "" : l.host_address, l.log_group);
         if (!l.upstreams.empty()) write_guest_resolv_conf(sandbox_dir, l);
         return l;
     } catch (...) {

@@ -33,8 +33,14 @@
 // host's address on every other interface, but sandweave never switches on
 // IP forwarding: whether sandboxes reach beyond this host is the operator's
 // choice (`sysctl net.ipv4.ip_forward=1`); with it off they reach only this
-// host's addresses that the policy allows. IPv6: the guest gets no IPv6
-// address or route (IPv6 entries are enforced but unreachable for now).
+// host's addresses that the policy allows. IPv6: the same slot's /126 of
+// network_range6, without NAT.
+//
+// Refusals in the audit: with audit on, every refusing rule also logs the
+// packet to the sandbox's own NFLOG group (egress_log_group_base + its slot,
+// unique while the slot is), which the sandbox's audit writer holds
+// (lib/audit/egress_log.hpp): a refused UDP datagram leaves no trace in the
+// guest, so the host records it.
 //
 // Teardown (chain, map entry, namespace, and with it the veth) runs when the
 // runtime is stopped: rm, terminate, a failed create, a dead create settled.
@@ -58,11 +64,14 @@ inline constexpr const char* network_range = "10.213.0.0/16";
 // The IPv6 twin of network_range: slot n's /126 mirrors its IPv4 /30.
 inline constexpr const char* network_range6 = "fd77:7776:6176::/112";
 inline constexpr const char* nft_table_name = "sandweave";
+// Slot n's refusals go to NFLOG group base + n (the slots stay below 16384).
+inline constexpr int egress_log_group_base = 24576;
 
 // Where a sandbox's network is on the host, saved in its record.
 struct NetworkLink {
     std::string netns;           // "sandweave-sw-3f2a..."
     std::string host_interface;  // "swv3f2a..."
+    int slot = 0;                // its /30's index in network_range
     std::string host_address;    // "10.213.0.5": the guest's gateway
     std::string guest_address;   // "10.213.0.6"
     int prefix = 30;
@@ -72,6 +81,8 @@ struct NetworkLink {
     // With domain names: the host's nameservers the resolver asks (it
     // listens on host_address).
     std::vector<std::string> upstreams;
+    // The NFLOG group its refusals are logged to; unset when not logged.
+    std::optional<int> log_group;
 };
 nlohmann::json to_json(const NetworkLink& l);
 
@@ -89,9 +100,11 @@ inline constexpr const char* guest_resolv_conf = "resolv.conf";
 // made once, by the first sandbox with a network.
 nlohmann::json nft_table_commands();
 // One sandbox's chain from its policy, its name sets, and its entry in the
-// map. `resolver`: the address DNS is accepted to (a policy with names).
+// map. `resolver`: the address DNS is accepted to (a policy with names);
+// `log_group`: each refusal is logged to that NFLOG group first.
 nlohmann::json nft_sandbox_commands(const std::string& id, const EgressPolicy& policy,
-                                    const std::string& resolver = "");
+                                    const std::string& resolver = "",
+                                    std::optional<int> log_group = std::nullopt);
 // `address` in `set` for `timeout`: added, or (refresh) deleted and added again.
 nlohmann::json nft_add_element_commands(const std::string& set, const std::string& address,
                                         std::chrono::seconds timeout);
@@ -105,9 +118,12 @@ std::pair<std::string, std::string> slot_addresses6(int n);
 
 // Makes the namespace, the veth and the rules (and, for a policy with names,
 // writes the guest's resolv.conf into `sandbox_dir`); on failure removes what
-// it made and throws.
+// it made and throws. `log_refusals`: the rules log what they refuse (the
+// link's log_group), for the sandbox's audit.
 NetworkLink setup_network(Context& ctx, const std::string& id, const EgressPolicy& policy,
-                          const std::filesystem::path& sandbox_dir);
+                          const std::filesystem::path& sandbox_dir, bool log_refusals);
+// The NFLOG group in a record's network (to_json of a NetworkLink), if any.
+std::optional<int> network_log_group(const nlohmann::json& network);
 
 // Removes the chain, the map entry, the name sets and the namespace (the
 // veth goes with it).

@@ -381,8 +381,8 @@ void start_audit_writer(Context& ctx, SandboxRecord& r) {
 // Its namespace, veth and rules before runsc exists (lib/sandbox/network.hpp):
 // the runtime starts in the namespace with the policy already in force.
 void make_network(Context& ctx, SandboxRecord& r) {
-    r.network =
-        to_json(setup_network(ctx, r.id, *r.spec.runtime.egress, ctx.store.sandbox_dir(r.id)));
+    r.network = to_json(setup_network(ctx, r.id, *r.spec.runtime.egress,
+                                      ctx.store.sandbox_dir(r.id), r.spec.runtime.audit));
     ctx.store.save(r, Durability::live);
     SANDWEAVE_FAULT_POINT("create.network");
 }
@@ -420,11 +420,12 @@ void build_sandbox(Context& ctx, const CreatePlan& plan, SandboxRecord& r) {
     if (!spec.runtime.audit) launch = prepare_launch(ctx, plan, r, dir);
     save_creating_record(ctx, r);
     mount_rootfs(ctx, plan, dir);
+    // Before the writer, which holds the NFLOG group the policy logs to.
+    if (spec.runtime.egress) make_network(ctx, r);
     if (spec.runtime.audit) {
         start_audit_writer(ctx, r);
         launch = prepare_launch(ctx, plan, r, dir);
     }
-    if (spec.runtime.egress) make_network(ctx, r);
     write_bundle_config(plan, r, dir);
     launch->go();
     SANDWEAVE_FAULT_POINT("create.launched");

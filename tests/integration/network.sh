@@ -18,7 +18,8 @@
 # the create); guest
 # root changing its routes or sending ICMP through a raw
 # socket gains nothing; hidepid and audit work as without a network, and the
-# audit records the connects with their destinations and results; the
+# audit records the connects with their destinations and results, and the
+# host's own record of every refused packet (UDP over IPv4 and IPv6, TCP); the
 # namespace, veth and rules go at rm, after the runtime is killed, after a
 # create killed half-way (rm, and prune when its directory is gone too); and
 # NETWORK_CYCLES (default 50) create/rm cycles leave nothing.
@@ -26,7 +27,7 @@ source "$(dirname "${BASH_SOURCE[0]}")/lib.sh"
 require_root "network namespaces, veths and nftables"
 sw_setup
 require_cmd ip nft python3 jq
-require_helpers net_listen.py
+require_helpers net_listen.py udp_send
 [[ -d /run/netns || -w /run ]] || skip "no /run for network namespaces"
 
 CYCLES="${NETWORK_CYCLES:-50}"
@@ -206,6 +207,14 @@ wait "$SLEEPER" 2>/dev/null
 assert_eq "the audited sandbox reaches its allowed port" "hello 18080" \
     "$("$SW" run "$ID2" -- nc -w 3 "$H2" 18080 </dev/null 2>&1)"
 "$SW" run "$ID2" -- nc -w 3 "$H2" 18083 </dev/null >/dev/null 2>&1
+# Refused datagrams leave no trace in the guest (the send succeeds): the host logs them.
+H2V6="$("$SW" inspect "$ID2" | jq -r '.network.host_address6 // empty')"
+"$SW" cp "$HELPERS/udp_send" "$ID2:/tmp/udp_send" >/dev/null 2>&1 ||
+    fatal "copying udp_send into the sandbox"
+assert_eq "the guest sent 20 datagrams to a port outside the policy" 20 \
+    "$("$SW" run "$ID2" -- sh -c "chmod 755 /tmp/udp_send && /tmp/udp_send $H2 18091 20 2000" </dev/null 2>&1)"
+[[ -z "$H2V6" ]] || "$SW" run "$ID2" -- /tmp/udp_send "$H2V6" 18092 3 2000 </dev/null >/dev/null 2>&1
+sleep 0.3
 E="$SCRATCH/episode.jsonl"
 capture "$SW" audit export "$ID2" "$E"
 assert_eq "audit export of a sandbox with a network" 0 "$LAST_RC"
@@ -224,6 +233,18 @@ assert_true "the allowed connect is in the audit with its destination, succeeded
     grep -qx "$H2:18080 0 0" <<<"$CONNECTS"
 assert_true "the refused connect is in the audit with its destination, refused (ECONNREFUSED)" \
     grep -qx "$H2:18083 0 111" <<<"$CONNECTS"
+REFUSED="$(jq -r 'select(.point == "network/refused") | "\(.protocol) \(.source) \(.destination) \(.port)"' "$E")"
+G2="$("$SW" inspect "$ID2" | jq -r '.network.guest_address')"
+assert_eq "each refused datagram is in the audit, as the host saw it" 20 \
+    "$(grep -cx "udp $G2 $H2 18091" <<<"$REFUSED")"
+assert_true "the refused TCP connect is in the host's record too" grep -qx "tcp $G2 $H2 18083" <<<"$REFUSED"
+assert_true "the allowed connection is not" test -z "$(grep ' 18080$' <<<"$REFUSED")"
+if [[ -n "$H2V6" ]]; then
+    assert_eq "refused IPv6 datagrams are in the audit" 3 "$(grep -c " $H2V6 18092\$" <<<"$REFUSED")"
+fi
+assert_eq "the sidecar counts the host's refusal records, none lost" \
+    "$(wc -l <<<"$REFUSED") 0" "$(jq -r '"\(.counters.egress_refused) \(.counters.egress_lost)"' "$E.status.json")"
+assert_eq "the export with the host's records is complete" true "$(jq -r .complete "$E.status.json")"
 "$SW" rm -f "$ID2" >/dev/null 2>&1
 wait_for 5 net_gone "$ID2"
 assert_eq "rm of the audited sandbox: nothing of its network left" "" "$(net_left "$ID2")"

@@ -248,6 +248,37 @@ TEST_SUITE("network") {
         CHECK(elem["elem"][0][1]["jump"]["target"] == "sandbox-sw-0123456789ab");
     }
 
+    TEST_CASE("with a log group, every refusing rule logs the packet before the reject") {
+        EgressPolicy p;
+        p.allow = {dest("10.0.0.0/8:443/tcp")};
+        p.deny = {dest("10.9.0.0/16")};
+        json cmds = nft_sandbox_commands("sw-0123456789ab", p, "", egress_log_group_base + 7);
+        std::vector<json> rules;
+        for (const auto& c : cmds)
+            if (c["add"].contains("rule")) rules.push_back(c["add"]["rule"]["expr"]);
+        int logged = 0;
+        for (const auto& r : rules) {
+            bool refuses = r.back().contains("goto");
+            bool logs = r.size() >= 2 && r[r.size() - 2].contains("log");
+            CHECK(refuses == logs);  // the deny and the final refusal, nothing else
+            if (!logs) continue;
+            ++logged;
+            CHECK(r[r.size() - 2]["log"]["group"] == egress_log_group_base + 7);
+            CHECK(r[r.size() - 2]["log"]["snaplen"] == 128);
+        }
+        CHECK(logged == 2);
+        // Without a group, nothing is logged.
+        for (const auto& c : nft_sandbox_commands("sw-0123456789ab", p))
+            if (c["add"].contains("rule"))
+                for (const auto& stmt : c["add"]["rule"]["expr"]) CHECK_FALSE(stmt.contains("log"));
+        // The record keeps the group, and finds it again.
+        NetworkLink l;
+        CHECK_FALSE(network_log_group(to_json(l)));
+        l.log_group = egress_log_group_base + 16383;
+        CHECK(network_log_group(to_json(l)) == egress_log_group_base + 16383);
+        CHECK(egress_log_group_base + 16383 <= 65535);
+    }
+
     TEST_CASE("names become sets with timeouts after the denies, and DNS to the resolver first") {
         EgressPolicy p;
         p.allow = {dest("10.0.0.0/8:443/tcp"), dest("*.example.com:443/tcp"), dest("example.org")};
