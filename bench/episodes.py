@@ -18,7 +18,8 @@ and where an episode's wall time and CPU go.
                 cheaper start), so the raw cycle above is the cheaper one.
   episode       from the Python SDK, as examples/episodes.py: pool acquire ->
                 the agent script as uid 1001 (hidepid 2, audit on) -> audit
-                export (complete must be true) -> terminate -> close (rm).
+                finish (one request: final barrier, stop, export of the whole
+                log, complete must be true, rm).
                 Pool of CONCURRENCY members, warmed before the clock starts.
 
 Rates are taken at concurrency 1 and 8, raw and sandweave interleaved within
@@ -395,7 +396,7 @@ class Raw:
 
 # --- episodes ---------------------------------------------------------------------------------
 
-STEPS = ("acquire", "run", "export", "terminate", "rm")
+STEPS = ("acquire", "run", "finish")
 
 
 async def one_episode(ex, pool, n: int, out_dir: str) -> Dict[str, object]:
@@ -407,16 +408,13 @@ async def one_episode(ex, pool, n: int, out_dir: str) -> Dict[str, object]:
         result = await env.run.aio(ex.AGENT, user="1001:1001", env={"EPISODE": str(n)}, timeout=60)
         t.append(time.perf_counter())
         log = os.path.join(out_dir, f"episode-{n:04d}.jsonl")
-        report = await env.audit_log.aio(log)
-        t.append(time.perf_counter())
-        await env.terminate.aio()
+        report = await env.finish.aio(log)  # terminate, export, rm in one request
         t.append(time.perf_counter())
         rec.update(ok=result.exit_code == 0, hidden="pid1=hidden" in result.stdout,
                    complete=bool(report["complete"]), dropped=int(report.get("dropped", 0)))
         os.unlink(log)
     finally:
-        await env.close.aio()
-        t.append(time.perf_counter())
+        await env.close.aio()  # a no-op after finish
     rec["steps"] = {s: t[i + 1] - t[i] for i, s in enumerate(STEPS) if i + 1 < len(t)}
     rec["total"] = t[-1] - t[0]
     return rec

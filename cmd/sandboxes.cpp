@@ -195,8 +195,29 @@ void register_sandbox_verbs(CLI::App& app, GlobalOptions& g, Outcome& out) {
     // first, so the flag is taken for the habit and changes nothing.
     rm->add_flag("-f,--force")
         ->description("Accepted as in docker rm -f: a running sandbox is always stopped first");
-    rm->callback([&g, &out, rm_ids, rm_filters, rm_all] {
+    auto rm_audit = std::make_shared<std::string>();
+    rm->add_option("--audit-log", *rm_audit,
+                   "One sandbox: after its final audit barrier, export the whole log to FILE "
+                   "and FILE.status.json, then remove it (one request); exit 3 when incomplete")
+        ->type_name("FILE");
+    rm->callback([&g, &out, rm_ids, rm_filters, rm_all, rm_audit] {
         Session s(g);
+        if (!rm_audit->empty()) {
+            if (rm_ids->size() != 1 || !rm_filters->empty() || *rm_all)
+                throw Error(ErrorCode::usage, "rm --audit-log: give exactly one sandbox");
+            // A failed export leaves the sandbox stopped with its log (an error here).
+            api::Finished f = s.api().finish({rm_ids->front(), *rm_audit});
+            if (!f.audit)
+                throw Error(ErrorCode::general, "rm --audit-log: the worker returned no export");
+            if (g.json) {
+                print_json({{"removed", {f.removed}}, {"audit", api::encode_value(*f.audit)}});
+            } else {
+                print_line(f.removed);
+                print_line(audit::summary_line(*f.audit));
+            }
+            out.exit_code = f.audit->complete ? 0 : 3;
+            return;
+        }
         nlohmann::json arr = nlohmann::json::array();
         nlohmann::json errors = nlohmann::json::array();
         out.exit_code = for_each_target(

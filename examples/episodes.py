@@ -2,8 +2,8 @@
 """Batch episodes with asyncio, the way an RL or eval runner drives sandweave.
 
 Each episode: acquire a warm sandbox from a pool (hidepid 2, audit on) -> run
-an agent-like script as uid 1001 -> export its audit log -> terminate -> close
-(which removes the sandbox). Prints episodes per second and how many audit
+an agent-like script as uid 1001 -> finish: the final audit barrier, the stop,
+the export of its whole audit log and the removal, in one request. Prints episodes per second and how many audit
 exports were complete.
 
     python3 examples/episodes.py                       # 50 episodes, 8 at a time
@@ -47,10 +47,9 @@ async def episode(pool: Pool, n: int, out_dir: str) -> Dict[str, object]:
     env = await pool.acquire.aio()
     try:
         result = await env.run.aio(AGENT, user="1001:1001", env={"EPISODE": str(n)}, timeout=60)
-        report = await env.audit_log.aio(os.path.join(out_dir, f"episode-{n:04d}.jsonl"))
-        await env.terminate.aio()
+        report = await env.finish.aio(os.path.join(out_dir, f"episode-{n:04d}.jsonl"))
     finally:
-        await env.close.aio()
+        await env.close.aio()  # a no-op after finish; removes it after an error
     return {
         "ok": result.exit_code == 0,
         "pid1_hidden": "pid1=hidden" in result.stdout,

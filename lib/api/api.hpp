@@ -40,6 +40,12 @@ class Api {
     virtual SandboxView terminate(const IdParams& p) = 0;
     virtual Removed rm(const IdParams& p) = 0;
     virtual RemovedList prune() = 0;
+    // An episode's end: the final audit barrier, the export of the whole log
+    // to audit_path (if given), the stop and the removal. Here as those
+    // calls one after another (for a worker that does not offer it); a
+    // LocalApi does it under one lock. A failed export leaves the sandbox
+    // stopped, its log there to export again; nothing else is left running.
+    virtual Finished finish(const FinishParams& p);
 
     virtual audit::Status audit_export(const AuditExportParams& p) = 0;
     // The same flush barrier and export, with the exported bytes handed to

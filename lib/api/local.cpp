@@ -336,6 +336,16 @@ Removed LocalApi::rm(const IdParams& p) {
     return Removed{id};
 }
 
+Finished LocalApi::finish(const FinishParams& p) {
+    std::string id = ctx_.store.resolve_id(p.id);
+    Finished out;
+    out.audit = finish_sandbox(
+        ctx_, id,
+        p.audit_path ? std::optional<std::filesystem::path>(*p.audit_path) : std::nullopt);
+    out.removed = id;
+    return out;
+}
+
 RemovedList LocalApi::prune() {
     RemovedList out{prune_pools(ctx_)};  // their idle members go with them
     for (auto& id : prune_sandboxes(ctx_)) out.removed.push_back(std::move(id));

@@ -35,6 +35,7 @@ class LocalApi final : public Api {
     SandboxView inspect(const IdParams& p) override;
     SandboxView terminate(const IdParams& p) override;
     Removed rm(const IdParams& p) override;
+    Finished finish(const FinishParams& p) override;
     RemovedList prune() override;
     audit::Status audit_export(const AuditExportParams& p) override;
     audit::Status audit_fetch(const IdParams& p,

@@ -83,6 +83,8 @@ std::vector<Method> build_table() {
         row<IdParams>("sandbox.terminate",
                       [](Api& a, const IdParams& p) { return a.terminate(p); }),
         row<IdParams>("sandbox.rm", [](Api& a, const IdParams& p) { return a.rm(p); }),
+        row<FinishParams>("sandbox.finish",
+                          [](Api& a, const FinishParams& p) { return a.finish(p); }),
         row0("sandbox.prune", [](Api& a) { return a.prune(); }),
         row<AuditExportParams>(
             "audit.export", [](Api& a, const AuditExportParams& p) { return a.audit_export(p); }),

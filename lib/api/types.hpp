@@ -402,6 +402,28 @@ struct SandboxList {
 
 // ---- audit -----------------------------------------------------------------
 
+// sandbox.finish: an episode's end in one call.
+struct FinishParams {
+    std::string id;
+    // Where the worker writes the finished audit log and its sidecar.
+    std::optional<std::string> audit_path;
+    template <class V>
+    void fields(V& v) {
+        v.required("id", id);
+        v.optional("audit_path", audit_path);
+    }
+};
+
+struct Finished {
+    std::string removed;
+    std::optional<audit::Status> audit;  // with audit_path: the export's status
+    template <class V>
+    void fields(V& v) {
+        v.required("removed", removed);
+        v.optional("audit", audit);
+    }
+};
+
 struct AuditExportParams {
     std::string id;
     std::string path;

@@ -54,6 +54,7 @@ class RpcClient final : public api::Api {
     SandboxView inspect(const api::IdParams& p) override;
     SandboxView terminate(const api::IdParams& p) override;
     api::Removed rm(const api::IdParams& p) override;
+    api::Finished finish(const api::FinishParams& p) override;
     api::RemovedList prune() override;
     audit::Status audit_export(const api::AuditExportParams& p) override;
     audit::Status audit_fetch(const api::IdParams& p,

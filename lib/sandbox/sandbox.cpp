@@ -600,11 +600,12 @@ RunOutcome run_in_sandbox(Context& ctx, const RunRequest& req, const AttachOptio
     return out;
 }
 
-SandboxRecord terminate_sandbox(Context& ctx, const std::string& ref) {
-    std::string id = ctx.store.resolve_id(ref);
-    auto lock = ctx.store.lock(id);
-    SandboxRecord r = ctx.store.load(id);
-    if (r.state == SandboxState::stopped) return r;
+namespace {
+
+// terminate's work, under the sandbox's lock: the final barrier, then the stop.
+// `durability`: of the stopped record (live for one about to be removed).
+void terminate_locked(Context& ctx, SandboxRecord& r, Durability durability) {
+    const std::string& id = r.id;
     with_context("terminating sandbox " + id, [&] {
         if (r.spec.runtime.audit) {
             // The final barrier comes before the stop, so an export after
@@ -622,14 +623,12 @@ SandboxRecord terminate_sandbox(Context& ctx, const std::string& ref) {
     });
     r.state = SandboxState::stopped;
     r.stopped_at = now_rfc3339();
-    ctx.store.save(r);
-    return r;
+    ctx.store.save(r, durability);
 }
 
-void remove_sandbox(Context& ctx, const std::string& ref) {
-    std::string id = ctx.store.resolve_id(ref);
-    auto lock = ctx.store.lock(id);
-    SandboxRecord r = ctx.store.load(id);
+// rm's work, under the sandbox's lock.
+void remove_locked(Context& ctx, const SandboxRecord& r) {
+    const std::string& id = r.id;
     with_context("removing sandbox " + id, [&] {
         stop_runtime(ctx, r);
         SANDWEAVE_FAULT_POINT("rm.stopped");
@@ -644,6 +643,44 @@ void remove_sandbox(Context& ctx, const std::string& ref) {
             ctx.store.release_name(r.name, id);
         });
     });
+}
+
+}  // namespace
+
+SandboxRecord terminate_sandbox(Context& ctx, const std::string& ref) {
+    std::string id = ctx.store.resolve_id(ref);
+    auto lock = ctx.store.lock(id);
+    SandboxRecord r = ctx.store.load(id);
+    if (r.state != SandboxState::stopped) terminate_locked(ctx, r, Durability::durable);
+    return r;
+}
+
+void remove_sandbox(Context& ctx, const std::string& ref) {
+    std::string id = ctx.store.resolve_id(ref);
+    auto lock = ctx.store.lock(id);
+    remove_locked(ctx, ctx.store.load(id));
+}
+
+std::optional<audit::Status> finish_sandbox(Context& ctx, const std::string& ref,
+                                            const std::optional<fs::path>& audit_dest) {
+    std::string id = ctx.store.resolve_id(ref);
+    auto lock = ctx.store.lock(id);
+    SandboxRecord r = ctx.store.load(id);
+    if (audit_dest && !r.spec.runtime.audit)
+        throw Error(ErrorCode::usage, "sandbox " + id +
+                                          " was created without audit (create one with audit "
+                                          "enabled)");
+    // Not fsynced: after a host crash, a record that still says running reads
+    // as failed, and the sandbox was on its way out anyway.
+    if (r.state != SandboxState::stopped) terminate_locked(ctx, r, Durability::live);
+    SANDWEAVE_FAULT_POINT("finish.terminated");
+    std::optional<audit::Status> exported;
+    // The writer has stopped: the export is of the whole log, and a failed
+    // one leaves the sandbox stopped with its log, to export again.
+    if (audit_dest) exported = export_audit(ctx, id, *audit_dest);
+    SANDWEAVE_FAULT_POINT("finish.exported");
+    remove_locked(ctx, r);
+    return exported;
 }
 
 std::vector<SandboxView> list_sandboxes(Context& ctx) {

@@ -17,6 +17,7 @@
 
 #include <nlohmann/json.hpp>
 
+#include "lib/audit/audit.hpp"
 #include "lib/core/process.hpp"
 #include "lib/runtime/limits.hpp"
 #include "lib/sandbox/agent_client.hpp"
@@ -90,6 +91,12 @@ SandboxRecord terminate_sandbox(Context& ctx, const std::string& id);
 
 // Removes everything: runsc state, mounts, directories, the name.
 void remove_sandbox(Context& ctx, const std::string& id);
+
+// An episode's end under one lock: terminate (the final barrier, the stop),
+// then the whole log exported to audit_dest (if given; the sandbox must have
+// audit), then rm. A failed export leaves the sandbox stopped, its log kept.
+std::optional<audit::Status> finish_sandbox(Context& ctx, const std::string& id,
+                                            const std::optional<std::filesystem::path>& audit_dest);
 
 // A view with its time left; a running sandbox whose lifetime watcher died
 // gets a new one here (lifetime.hpp).

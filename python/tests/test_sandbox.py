@@ -251,6 +251,38 @@ def test_audit_log_sync_and_async(state_dir: str, tmp_path: Path, monkeypatch: p
         assert (tmp_path / "again.jsonl.status.json").exists()
 
 
+def test_finish_ends_an_episode_in_one_call(state_dir: str, tmp_path: Path) -> None:
+    env = Sandbox(template="base", hidepid=2, audit=True)
+    env.run("id -u", user="1001:1001")
+    report = env.finish(audit_log=tmp_path / "episode.jsonl")
+    assert report is not None and report["complete"] is True and report["dropped"] == 0
+    log = tmp_path / "episode.jsonl"
+    assert log.stat().st_size == report["bytes"] and stat.S_IMODE(log.stat().st_mode) == 0o600
+    assert '"process_name":"id"' in log.read_text()  # the command's own syscalls
+    assert env.closed
+    with pytest.raises(NotFound):
+        Sandbox.from_id(env.id)
+    # Without a log; and with one that cannot be written: an error, and the
+    # sandbox is left stopped with its log, to export again.
+    plain = Sandbox(template="base")
+    assert plain.finish() is None and plain.closed
+    audited = Sandbox(template="base", audit=True)
+    try:
+        with pytest.raises(SandweaveError):
+            audited.finish(audit_log=tmp_path / "missing" / "x.jsonl")
+        assert not audited.closed
+        assert Sandbox.from_id(audited.id).info["state"] == "stopped"
+        assert audited.audit_log(tmp_path / "again.jsonl")["complete"] is True
+
+        async def main() -> None:
+            assert (await audited.finish.aio(tmp_path / "third.jsonl"))["complete"] is True
+
+        asyncio.run(main())
+        assert audited.closed
+    finally:
+        audited.close()
+
+
 def test_incomplete_export_is_a_status(state_dir: str, tmp_path: Path) -> None:
     tpl = {"extends": "base", "runtime_options": {"audit_max_bytes": 4096}}
     with Sandbox(template=tpl, audit=True) as env:

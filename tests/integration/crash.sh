@@ -118,6 +118,41 @@ for point in rm.stopped rm.renamed; do
     assert_true "$point: the name is free again" sw_create --name r
     sw rm r >/dev/null
 done
+# rm --audit-log (an episode's end in one request), killed at each step: the
+# runtime is stopped or still whole, a sidecar never claims what was not
+# written, and the sandbox is left stopped with its log, or gone.
+for point in terminate.barrier-done finish.terminated finish.exported rm.stopped rm.renamed; do
+    S=$(sw_create --audit --name f) || fatal "create"
+    sw run "$S" -- echo hello >/dev/null
+    crash "$point" rm --audit-log "$SCRATCH/finish-$point.jsonl" "$S"
+    assert_truthful "rm --audit-log at $point"
+    assert_sidecars_honest "rm --audit-log at $point" "$SCRATCH"
+    if [[ "$(sw_state "$S")" == stopped ]]; then
+        capture sw audit export "$S" "$SCRATCH/finish-$point-again.jsonl"
+        assert_eq "rm --audit-log at $point: the stopped sandbox's log still exports whole" 0 "$LAST_RC"
+    fi
+    assert_all_removable "rm --audit-log at $point"
+    assert_true "rm --audit-log at $point: the name is free again" sw_create --name f
+    sw rm f >/dev/null
+done
+# Whole: the export verifies and holds the command, and the sandbox is gone.
+S=$(sw_create --audit --hidepid 2) || fatal "create"
+sw run "$S" --user 1001:1001 -- echo hello >/dev/null
+capture sw rm --audit-log "$SCRATCH/finish.jsonl" "$S"
+assert_eq "rm --audit-log: exit 0" 0 "$LAST_RC"
+assert_eq "rm --audit-log: prints the id, then the export's summary" "$S" "$(head -1 <<<"$LAST_OUT")"
+assert_match "rm --audit-log: ... complete" '^complete=true ' "$(sed -n 2p <<<"$LAST_OUT")"
+assert_true "rm --audit-log: the export verifies" sw audit verify "$SCRATCH/finish.jsonl"
+assert_true "rm --audit-log: the export has the command" \
+    jq -se 'map(select(.point == "sentry/execve" and .argv[0] == "echo")) | length == 1' "$SCRATCH/finish.jsonl"
+assert_eq "rm --audit-log: the sandbox is gone" 4 "$(sw inspect "$S" >/dev/null 2>&1; echo $?)"
+capture sw rm --audit-log "$SCRATCH/x.jsonl" a b
+assert_eq "rm --audit-log with two sandboxes: usage error" 2 "$LAST_RC"
+S=$(sw_create) || fatal "create"
+capture sw rm --audit-log "$SCRATCH/y.jsonl" "$S"
+assert_eq "rm --audit-log of a sandbox without audit: usage error" 2 "$LAST_RC"
+assert_eq "... and the sandbox is still running" running "$(sw_state "$S")"
+sw rm "$S" >/dev/null
 
 # --- snapshots ---------------------------------------------------------------------------
 S=$(sw_create --name snapsrc) || fatal "create"

@@ -299,20 +299,20 @@ TEST_SUITE("api") {
         CHECK(std::is_sorted(names.begin(), names.end()));
         CHECK(std::adjacent_find(names.begin(), names.end()) == names.end());
         for (const char* m :
-             {"hello",         "version",         "sandbox.create",     "sandbox.run",
-              "sandbox.ls",    "sandbox.inspect", "sandbox.terminate",  "sandbox.rm",
-              "sandbox.prune", "sandbox.ps",      "sandbox.kill",       "sandbox.wait",
-              "run.stdin",     "run.signal",      "run.resize",         "run.cancel",
-              "audit.export",  "audit.status",    "snapshot.create",    "snapshot.ls",
-              "snapshot.rm",   "pool.create",     "pool.acquire",       "pool.ls",
-              "pool.resize",   "pool.rm",         "batch.reserve",      "batch.release",
-              "template.ls",   "template.show",   "template.validate",  "image.build",
-              "image.ls",      "image.recipes",   "image.rm",           "image.import",
-              "image.inspect", "doctor",          "desktop.screenshot", "desktop.click",
-              "desktop.move",  "desktop.type",    "desktop.key",        "sandbox.cp_in",
-              "sandbox.cp_out"})
+             {"hello",          "version",         "sandbox.create",     "sandbox.run",
+              "sandbox.ls",     "sandbox.inspect", "sandbox.terminate",  "sandbox.rm",
+              "sandbox.prune",  "sandbox.ps",      "sandbox.kill",       "sandbox.wait",
+              "run.stdin",      "run.signal",      "run.resize",         "run.cancel",
+              "audit.export",   "audit.status",    "snapshot.create",    "snapshot.ls",
+              "snapshot.rm",    "pool.create",     "pool.acquire",       "pool.ls",
+              "pool.resize",    "pool.rm",         "batch.reserve",      "batch.release",
+              "template.ls",    "template.show",   "template.validate",  "image.build",
+              "image.ls",       "image.recipes",   "image.rm",           "image.import",
+              "image.inspect",  "doctor",          "desktop.screenshot", "desktop.click",
+              "desktop.move",   "desktop.type",    "desktop.key",        "sandbox.cp_in",
+              "sandbox.cp_out", "sandbox.finish"})
             CHECK_MESSAGE(find_method(m) != nullptr, m);
-        CHECK(names.size() == 46);
+        CHECK(names.size() == 47);
         try {
             check_params("sandbox.frob", json::object());
             FAIL("no error");
