@@ -129,7 +129,24 @@ void add_filter_option(CLI::App* sub, std::vector<std::string>& filters) {
         ->allow_extra_args(false);
 }
 
-void register_sandbox_verbs(CLI::App& app, GlobalOptions& g, Outcome& out) {
+namespace {
+
+// rm --audit-log: the sandbox ended in one request; 3 when the export is
+// not complete. A failed export leaves the sandbox stopped with its log (an error).
+int finish_one(Session& s, const GlobalOptions& g, const std::string& id,
+               const std::string& audit_log) {
+    api::Finished f = s.api().finish({id, audit_log});
+    if (!f.audit) throw Error(ErrorCode::general, "rm --audit-log: the worker returned no export");
+    if (g.json) {
+        print_json({{"removed", {f.removed}}, {"audit", api::encode_value(*f.audit)}});
+    } else {
+        print_line(f.removed);
+        print_line(audit::summary_line(*f.audit));
+    }
+    return f.audit->complete ? 0 : 3;
+}
+
+void register_ls(CLI::App& app, GlobalOptions& g, Outcome& out) {
     auto* ls = app.add_subcommand("ls", "List sandboxes");
     ls->alias("list");
     auto quiet_ids = std::make_shared<bool>(false);
@@ -150,7 +167,9 @@ void register_sandbox_verbs(CLI::App& app, GlobalOptions& g, Outcome& out) {
         }
         out.exit_code = 0;
     });
+}
 
+void register_inspect(CLI::App& app, GlobalOptions& g, Outcome& out) {
     auto* inspect =
         app.add_subcommand("inspect", "Show a sandbox's record and resolved spec (JSON)");
     auto inspect_id = std::make_shared<std::string>();
@@ -160,7 +179,9 @@ void register_sandbox_verbs(CLI::App& app, GlobalOptions& g, Outcome& out) {
         print_json(api::encode_value(s.api().inspect({*inspect_id})));
         out.exit_code = 0;
     });
+}
 
+void register_terminate(CLI::App& app, GlobalOptions& g, Outcome& out) {
     auto* term =
         app.add_subcommand("terminate", "Stop a sandbox (its files and audit log stay until rm)");
     auto term_ids = std::make_shared<std::vector<std::string>>();
@@ -182,7 +203,9 @@ void register_sandbox_verbs(CLI::App& app, GlobalOptions& g, Outcome& out) {
             nullptr);
         if (g.json) print_json(arr);
     });
+}
 
+void register_rm(CLI::App& app, GlobalOptions& g, Outcome& out) {
     auto* rm =
         app.add_subcommand("rm", "Remove sandboxes and everything of them, audit log included");
     auto rm_ids = std::make_shared<std::vector<std::string>>();
@@ -205,17 +228,7 @@ void register_sandbox_verbs(CLI::App& app, GlobalOptions& g, Outcome& out) {
         if (!rm_audit->empty()) {
             if (rm_ids->size() != 1 || !rm_filters->empty() || *rm_all)
                 throw Error(ErrorCode::usage, "rm --audit-log: give exactly one sandbox");
-            // A failed export leaves the sandbox stopped with its log (an error here).
-            api::Finished f = s.api().finish({rm_ids->front(), *rm_audit});
-            if (!f.audit)
-                throw Error(ErrorCode::general, "rm --audit-log: the worker returned no export");
-            if (g.json) {
-                print_json({{"removed", {f.removed}}, {"audit", api::encode_value(*f.audit)}});
-            } else {
-                print_line(f.removed);
-                print_line(audit::summary_line(*f.audit));
-            }
-            out.exit_code = f.audit->complete ? 0 : 3;
+            out.exit_code = finish_one(s, g, rm_ids->front(), *rm_audit);
             return;
         }
         nlohmann::json arr = nlohmann::json::array();
@@ -236,7 +249,9 @@ void register_sandbox_verbs(CLI::App& app, GlobalOptions& g, Outcome& out) {
             print_json(res);
         }
     });
+}
 
+void register_prune(CLI::App& app, GlobalOptions& g, Outcome& out) {
     auto* prune = app.add_subcommand("prune", "Remove every stopped or failed sandbox");
     auto prune_filters = std::make_shared<std::vector<std::string>>();
     add_filter_option(prune, *prune_filters);
@@ -257,6 +272,16 @@ void register_sandbox_verbs(CLI::App& app, GlobalOptions& g, Outcome& out) {
         else
             for (const auto& id : removed) print_line(id);
     });
+}
+
+}  // namespace
+
+void register_sandbox_verbs(CLI::App& app, GlobalOptions& g, Outcome& out) {
+    register_ls(app, g, out);
+    register_inspect(app, g, out);
+    register_terminate(app, g, out);
+    register_rm(app, g, out);
+    register_prune(app, g, out);
 }
 
 }  // namespace sandweave::cli

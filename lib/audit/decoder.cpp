@@ -195,6 +195,165 @@ void RecordFormatter::sysno_name(JsonOut& out, std::uint64_t sysno) {
     out.ch('"');
 }
 
+// The JSON of a context whose bytes after time_ns are those of the memo.
+void RecordFormatter::emit_memo(const Schema& s, std::int64_t time_ns, JsonOut& out,
+                                bool& escaped) {
+    out.raw(s.fields[0].key);
+    out.exact_i64(time_ns);
+    out.raw(memo_json_);
+    escaped = escaped || memo_escaped_;
+}
+
+void RecordFormatter::Emitting::sep() {
+    if (!first) out.ch(',');
+    first = false;
+}
+
+bool RecordFormatter::emit_value(Emitting& e, const Field& f, const Occ& o) {
+    JsonOut& out = e.out;
+    switch (f.kind) {
+        case Kind::i32:
+            out.i64(static_cast<std::int32_t>(o.value));
+            break;
+        case Kind::i64:
+            if (f.hex)
+                out.hex64(o.value);
+            else
+                out.exact_i64(static_cast<std::int64_t>(o.value));
+            break;
+        case Kind::u32:
+            out.u64(static_cast<std::uint32_t>(o.value));
+            break;
+        case Kind::u64:
+            if (f.hex)
+                out.hex64(o.value);
+            else
+                out.exact_u64(o.value);
+            if (f.names_sysno) sysno_name(out, o.value);
+            break;
+        case Kind::boolean:
+            out.raw(o.value ? "true" : "false");
+            break;
+        case Kind::string:
+            if (!out.str(e.data.substr(o.off, o.len))) e.escaped = true;
+            break;
+        case Kind::bytes:
+            out.base64(e.data.substr(o.off, o.len));
+            break;
+        case Kind::message:
+            if (e.depth + 1 >= kMaxDepth) return false;
+            out.ch('{');
+            if (!emit(schemas_[static_cast<std::size_t>(f.message)], e.data.substr(o.off, o.len),
+                      e.depth + 1, out, e.escaped, false))
+                return false;
+            out.ch('}');
+            break;
+    }
+    return true;
+}
+
+// A field the message does not have: written as its zero when it always is.
+void RecordFormatter::emit_absent(Emitting& e, const Field& f) {
+    if (!f.always) return;
+    e.sep();
+    e.out.raw(f.key);
+    e.out.raw(f.kind == Kind::boolean ? "false" : f.hex ? "\"0x0\"" : "0");
+    if (f.names_sysno) sysno_name(e.out, 0);
+}
+
+// Whether this depth's occurrences are in schema order with every singular
+// field at most once, as every protobuf encoder writes them (runsc's among
+// them).
+bool RecordFormatter::in_schema_order(const Schema& s, int depth) const {
+    const auto& occ = occ_[depth];
+    for (std::size_t i = 1; i < occ.size(); ++i)
+        if (!(occ[i].field > occ[i - 1].field ||
+              (occ[i].field == occ[i - 1].field && s.fields[occ[i].field].repeated)))
+            return false;
+    return true;
+}
+
+// The fast path for occurrences in schema order: one merge over fields and
+// occurrences. The nested emit reuses deeper scratch vectors, so this
+// depth's occurrences stay valid.
+bool RecordFormatter::emit_in_order(const Schema& s, Emitting& e) {
+    const auto& occ = occ_[e.depth];
+    std::size_t j = 0;
+    for (std::size_t fi = 0; fi < s.fields.size(); ++fi) {
+        const Field& f = s.fields[fi];
+        if (j == occ.size() || occ[j].field != fi) {
+            emit_absent(e, f);
+            continue;
+        }
+        e.sep();
+        e.out.raw(f.key);
+        if (f.repeated) e.out.ch('[');
+        for (bool more = false; j < occ.size() && occ[j].field == fi; more = true) {
+            if (more) e.out.ch(',');
+            Occ o = occ[j++];
+            if (!emit_value(e, f, o)) return false;
+        }
+        if (f.repeated) e.out.ch(']');
+    }
+    return true;
+}
+
+// Any order, the same output: the last occurrence wins for a singular field
+// (as in protobuf), a repeated field keeps every occurrence in order.
+bool RecordFormatter::emit_any_order(const Schema& s, Emitting& e) {
+    const auto& occ = occ_[e.depth];
+    const std::size_t nocc = occ.size();
+    for (std::size_t fi = 0; fi < s.fields.size(); ++fi) {
+        const Field& f = s.fields[fi];
+        if (f.repeated) {
+            bool any = false;
+            for (std::size_t i = 0; i < nocc; ++i) {
+                if (occ[i].field != fi) continue;
+                if (!any) {
+                    e.sep();
+                    e.out.raw(f.key);
+                    e.out.ch('[');
+                    any = true;
+                } else {
+                    e.out.ch(',');
+                }
+                Occ o = occ[i];
+                if (!emit_value(e, f, o)) return false;
+            }
+            if (any) e.out.ch(']');
+        } else {
+            std::size_t last = nocc;
+            for (std::size_t i = 0; i < nocc; ++i)
+                if (occ[i].field == fi) last = i;
+            if (last == nocc) {
+                emit_absent(e, f);
+                continue;
+            }
+            e.sep();
+            e.out.raw(f.key);
+            Occ o = occ[last];
+            if (!emit_value(e, f, o)) return false;
+        }
+    }
+    return true;
+}
+
+// Keeps what the ordered walk wrote for a context (then time_ns came first
+// and once, and everything after it depends on context_rest alone).
+void RecordFormatter::remember_context(const Schema& s, std::int64_t time_ns,
+                                       std::string_view context_rest, std::string_view written,
+                                       bool escaped) {
+    memo_scratch_.clear();
+    memo_scratch_.raw(s.fields[0].key);
+    memo_scratch_.exact_i64(time_ns);
+    memo_valid_ = written.substr(0, memo_scratch_.size()) == memo_scratch_.buf();
+    if (memo_valid_) {
+        memo_rest_.assign(context_rest);
+        memo_json_.assign(written.substr(memo_scratch_.size()));
+        memo_escaped_ = escaped;
+    }
+}
+
 bool RecordFormatter::emit(const Schema& s, std::string_view data, int depth, JsonOut& out,
                            bool& escaped, bool top_level) {
     // A context whose bytes after time_ns are those of the memo: the memo's
@@ -204,156 +363,30 @@ bool RecordFormatter::emit(const Schema& s, std::string_view data, int depth, Js
     const bool context =
         !top_level && &s == context_schema_ && split_context(data, time_ns, context_rest);
     if (context && memo_valid_ && context_rest == memo_rest_) {
-        out.raw(s.fields[0].key);
-        out.exact_i64(time_ns);
-        out.raw(memo_json_);
-        escaped = escaped || memo_escaped_;
+        emit_memo(s, time_ns, out, escaped);
         return true;
     }
     const std::size_t start = out.size();
     const bool escaped_in = escaped;
-    escaped = false;
+    bool mine = false;
     // The top level was parsed by the caller (it needed sysno first).
-    if (!top_level && !parse(s, data, depth)) return false;
-    auto& occ = occ_[depth];
-    bool first = !top_level;
-    auto sep = [&] {
-        if (!first) out.ch(',');
-        first = false;
-    };
-    auto value = [&](const Field& f, const Occ& o) -> bool {
-        switch (f.kind) {
-            case Kind::i32:
-                out.i64(static_cast<std::int32_t>(o.value));
-                break;
-            case Kind::i64:
-                if (f.hex)
-                    out.hex64(o.value);
-                else
-                    out.exact_i64(static_cast<std::int64_t>(o.value));
-                break;
-            case Kind::u32:
-                out.u64(static_cast<std::uint32_t>(o.value));
-                break;
-            case Kind::u64:
-                if (f.hex)
-                    out.hex64(o.value);
-                else
-                    out.exact_u64(o.value);
-                if (f.names_sysno) sysno_name(out, o.value);
-                break;
-            case Kind::boolean:
-                out.raw(o.value ? "true" : "false");
-                break;
-            case Kind::string:
-                if (!out.str(data.substr(o.off, o.len))) escaped = true;
-                break;
-            case Kind::bytes:
-                out.base64(data.substr(o.off, o.len));
-                break;
-            case Kind::message:
-                if (depth + 1 >= kMaxDepth) return false;
-                out.ch('{');
-                if (!emit(schemas_[static_cast<std::size_t>(f.message)], data.substr(o.off, o.len),
-                          depth + 1, out, escaped, false))
-                    return false;
-                out.ch('}');
-                break;
-        }
-        return true;
-    };
-    auto absent = [&](const Field& f) {
-        if (!f.always) return;
-        sep();
-        out.raw(f.key);
-        out.raw(f.kind == Kind::boolean ? "false" : f.hex ? "\"0x0\"" : "0");
-        if (f.names_sysno) sysno_name(out, 0);
-    };
-    // Emit per schema field: last occurrence wins for singular fields (as in
-    // protobuf), repeated fields keep every occurrence in order. The nested
-    // emit reuses deeper scratch vectors, so this depth's `occ` stays valid.
-    const std::size_t nocc = occ.size();
-    // Fast path, the same output: occurrences in schema order with every
-    // singular field at most once, as every protobuf encoder writes them
-    // (runsc's among them). One merge over fields and occurrences instead of
-    // a scan of the occurrences per field.
-    bool ordered = true;
-    for (std::size_t i = 1; i < nocc && ordered; ++i)
-        ordered = occ[i].field > occ[i - 1].field ||
-                  (occ[i].field == occ[i - 1].field && s.fields[occ[i].field].repeated);
-    if (ordered) {
-        std::size_t j = 0;
-        for (std::size_t fi = 0; fi < s.fields.size(); ++fi) {
-            const Field& f = s.fields[fi];
-            if (j == nocc || occ_[depth][j].field != fi) {
-                absent(f);
-                continue;
-            }
-            sep();
-            out.raw(f.key);
-            if (f.repeated) out.ch('[');
-            for (bool more = false; j < nocc && occ_[depth][j].field == fi; more = true) {
-                if (more) out.ch(',');
-                Occ o = occ_[depth][j++];
-                if (!value(f, o)) return false;
-            }
-            if (f.repeated) out.ch(']');
-        }
-    } else {
-        for (std::size_t fi = 0; fi < s.fields.size(); ++fi) {
-            const Field& f = s.fields[fi];
-            if (f.repeated) {
-                bool any = false;
-                for (std::size_t i = 0; i < nocc; ++i) {
-                    if (occ_[depth][i].field != fi) continue;
-                    if (!any) {
-                        sep();
-                        out.raw(f.key);
-                        out.ch('[');
-                        any = true;
-                    } else {
-                        out.ch(',');
-                    }
-                    Occ o = occ_[depth][i];
-                    if (!value(f, o)) return false;
-                }
-                if (any) out.ch(']');
-            } else {
-                std::size_t last = nocc;
-                for (std::size_t i = 0; i < nocc; ++i)
-                    if (occ_[depth][i].field == fi) last = i;
-                if (last == nocc) {
-                    absent(f);
-                    continue;
-                }
-                sep();
-                out.raw(f.key);
-                Occ o = occ_[depth][last];
-                if (!value(f, o)) return false;
-            }
-        }
+    if (!top_level && !parse(s, data, depth)) {
+        escaped = false;
+        return false;
     }
+    Emitting e{data, depth, out, mine, !top_level};
+    const bool ordered = in_schema_order(s, depth);
+    const bool ok = ordered ? emit_in_order(s, e) : emit_any_order(s, e);
+    escaped = mine;
+    if (!ok) return false;
     if (!unknown_[depth].empty()) {
-        sep();
+        e.sep();
         out.raw("\"unknown_fields\":");
         out.base64(unknown_[depth]);
     }
-    const bool mine = escaped;
     escaped = escaped_in || mine;
-    // Memoize only what the ordered walk wrote: then time_ns came first and
-    // once, and everything after it depends on context_rest alone.
-    if (context && ordered) {
-        memo_scratch_.clear();
-        memo_scratch_.raw(s.fields[0].key);
-        memo_scratch_.exact_i64(time_ns);
-        std::string_view written = out.buf().substr(start);
-        memo_valid_ = written.substr(0, memo_scratch_.size()) == memo_scratch_.buf();
-        if (memo_valid_) {
-            memo_rest_.assign(context_rest);
-            memo_json_.assign(written.substr(memo_scratch_.size()));
-            memo_escaped_ = mine;
-        }
-    }
+    if (context && ordered)
+        remember_context(s, time_ns, context_rest, out.buf().substr(start), mine);
     return true;
 }
 

@@ -97,8 +97,26 @@ class RecordFormatter {
     Field& mark_always(int schema, std::string_view field_name);
     bool parse(const Schema&, std::string_view data, int depth);
     static void sysno_name(JsonOut& out, std::uint64_t sysno);
+    // Appends the members of one message's object (its braces are the caller's).
     bool emit(const Schema&, std::string_view data, int depth, JsonOut& out, bool& escaped,
               bool top_level);
+    // emit's steps: one object being written.
+    struct Emitting {
+        std::string_view data;
+        int depth;
+        JsonOut& out;
+        bool& escaped;  // a string of it had to be escaped
+        bool first;     // no member written yet
+        void sep();
+    };
+    void emit_memo(const Schema&, std::int64_t time_ns, JsonOut& out, bool& escaped);
+    bool emit_value(Emitting&, const Field&, const Occ&);
+    void emit_absent(Emitting&, const Field&);
+    bool in_schema_order(const Schema&, int depth) const;
+    bool emit_in_order(const Schema&, Emitting&);
+    bool emit_any_order(const Schema&, Emitting&);
+    void remember_context(const Schema&, std::int64_t time_ns, std::string_view context_rest,
+                          std::string_view written, bool escaped);
     const std::string& point_name(std::uint16_t type, std::uint64_t sysno, bool is_exit);
     void raw_record(JsonOut& out, std::uint64_t seq, std::uint64_t dropped, const char* point,
                     int type, const char* error, std::string_view raw);

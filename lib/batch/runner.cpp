@@ -656,23 +656,27 @@ void Runner::stop(int sig) {
     s_->changed.notify_all();
 }
 
-Summary Runner::run() {
-    State& s = *s_;
-    const auto t0 = Clock::now();
-    std::shared_ptr<api::Api> main_api = s.o.connect();
-    check_templates(s, *main_api);
+namespace {
+
+// The output folder, locked for this run, without what a killed run left
+// there (its temp folders, its sandboxes).
+FileLock claim_output(Runner::State& s, api::Api& api) {
     make_dirs(s.o.out, 0700);
     FileLock lock = FileLock::try_lock(s.o.out / ".batch.lock");
     if (!lock.locked())
         throw Error(ErrorCode::general,
                     s.o.out.string() + ": another batch run is writing to this folder");
-    // What a killed run left: its temp folders, its sandboxes.
     for (const auto& entry : fs::directory_iterator(s.o.out))
         if (entry.path().filename().string().rfind(".tmp-", 0) == 0) remove_tree(entry.path());
-    if (std::size_t n = sweep(*main_api, s.key))
+    if (std::size_t n = sweep(api, s.key))
         log().info("batch: removed " + std::to_string(n) +
                    " sandbox(es) left by an earlier run of this batch");
+    return lock;
+}
 
+// The episodes still to run; one with a result.json (an earlier run's) is
+// counted and reported as it is.
+void plan_episodes(Runner::State& s) {
     s.sum.total = s.episodes.size();
     s.sum.out = s.o.out.string();
     s.sum.key = s.key;
@@ -694,102 +698,97 @@ Summary Runner::run() {
         s.count(r);
         s.event(event_of(r, result.parent_path(), true));
     }
+}
 
-    start_warm_pool(s);
-    reserve_slots(s, *main_api);
-    std::optional<Progress> progress;
-    if (s.o.progress && !s.todo.empty()) progress.emplace("batch", ProgressUnit::count);
-    std::vector<std::thread> workers;
-    std::optional<Error> failure;
-    int n = std::min<int>(s.o.concurrency, static_cast<int>(s.todo.size()));
-    s.workers_left = static_cast<std::size_t>(n);
-    for (int w = 0; w < n; ++w)
-        workers.emplace_back([&s, &failure] {
-            Silent silent;
-            ThreadProgress quiet(silent);
-            std::shared_ptr<api::Api> conn;
-            for (;;) {
-                std::size_t idx;
-                std::optional<int> shrink;  // the warm pool, to what is left to take
-                std::optional<std::int64_t> slot;
-                {
-                    std::lock_guard<std::mutex> g(s.mu);
-                    if (s.stopping() || failure || s.next >= s.todo.size()) break;
-                    if (s.next < s.slots) slot = static_cast<std::int64_t>(s.next);
-                    idx = s.todo[s.next++];
-                    ++s.running;
-                    std::size_t left = s.todo.size() - s.next + 1;
-                    if (s.pool && left < s.pool_size) shrink = static_cast<int>(s.pool_size = left);
-                }
-                if (shrink && conn) {
-                    try {
-                        conn->pool_resize(api::PoolResizeParams{*s.pool, *shrink});
-                    } catch (const Error& err) {
-                        log().debug("batch: shrinking the warm pool: " + std::string(err.what()));
-                    }
-                }
-                try {
-                    run_episode(s, conn, s.episodes[idx], slot);
-                } catch (const Error& err) {
-                    std::lock_guard<std::mutex> g(s.mu);
-                    if (!failure) failure = err;
-                }
-                std::lock_guard<std::mutex> g(s.mu);
-                --s.running;
-                ++s.finished;
-                s.changed.notify_all();
-            }
+// One worker thread: takes the next episode until none is left, the run
+// stops or one failed in a way that ends it.
+void work(Runner::State& s, std::optional<Error>& failure) {
+    Silent silent;
+    ThreadProgress quiet(silent);
+    std::shared_ptr<api::Api> conn;
+    for (;;) {
+        std::size_t idx;
+        std::optional<int> shrink;  // the warm pool, to what is left to take
+        std::optional<std::int64_t> slot;
+        {
             std::lock_guard<std::mutex> g(s.mu);
-            --s.workers_left;
-            s.changed.notify_all();
-        });
-    {
-        // The line changes with the counts (a plain --progress log gets a
-        // line per change, not one per tick); rate and ETA go with them.
-        std::unique_lock<std::mutex> l(s.mu);
-        std::tuple<std::size_t, std::size_t, std::size_t, bool> shown{static_cast<std::size_t>(-1),
-                                                                      0, 0, false};
-        while (s.workers_left > 0) {
-            s.changed.wait_for(l, std::chrono::milliseconds(500));
-            if (s.stopping() && s.reservation) {
-                // Creates waiting for a slot Slurm keeps pending fail now.
-                l.unlock();
-                release_slots(s, *main_api);
-                l.lock();
+            if (s.stopping() || failure || s.next >= s.todo.size()) break;
+            if (s.next < s.slots) slot = static_cast<std::int64_t>(s.next);
+            idx = s.todo[s.next++];
+            ++s.running;
+            std::size_t left = s.todo.size() - s.next + 1;
+            if (s.pool && left < s.pool_size) shrink = static_cast<int>(s.pool_size = left);
+        }
+        if (shrink && conn) {
+            try {
+                conn->pool_resize(api::PoolResizeParams{*s.pool, *shrink});
+            } catch (const Error& err) {
+                log().debug("batch: shrinking the warm pool: " + std::string(err.what()));
             }
-            std::size_t queued = s.todo.size() - s.next;
-            std::tuple<std::size_t, std::size_t, std::size_t, bool> now{s.finished, s.running,
-                                                                        queued, s.stopping()};
-            if (!progress || now == shown) continue;
-            shown = now;
-            double secs = std::chrono::duration<double>(Clock::now() - t0).count();
-            double rate = secs > 0 ? static_cast<double>(s.finished) / secs : 0;
-            char r[32];
-            std::snprintf(r, sizeof r, "%.2f/s", rate);
-            std::string text = std::to_string(s.finished) + "/" + std::to_string(s.todo.size()) +
-                               " done, " + std::to_string(s.running) + " running, " +
-                               std::to_string(queued) + " queued, " + r;
-            if (rate > 0)
-                text += ", ETA " + eta_text(static_cast<double>(queued + s.running) / rate);
-            if (s.stopping()) text += ", stopping";
-            progress->step(text);
         }
-    }
-    for (auto& w : workers) w.join();
-    progress.reset();
-    release_slots(s, *main_api);
-    {
-        // Nothing of this batch may stay: a create that answered after its
-        // connection was lost, a removal that failed.
         try {
-            auto api = s.o.connect();
-            sweep(*api, s.key);
+            run_episode(s, conn, s.episodes[idx], slot);
         } catch (const Error& err) {
-            log().warn("batch: checking for leftover sandboxes: " + std::string(err.what()));
+            std::lock_guard<std::mutex> g(s.mu);
+            if (!failure) failure = err;
         }
+        std::lock_guard<std::mutex> g(s.mu);
+        --s.running;
+        ++s.finished;
+        s.changed.notify_all();
     }
-    if (failure) throw *failure;
+    std::lock_guard<std::mutex> g(s.mu);
+    --s.workers_left;
+    s.changed.notify_all();
+}
 
+// Until the workers are done: the progress line, and the slots given back
+// once the run is stopping.
+void watch_workers(Runner::State& s, api::Api& api, std::optional<Progress>& progress,
+                   Clock::time_point t0) {
+    // The line changes with the counts (a plain --progress log gets a line
+    // per change, not one per tick); rate and ETA go with them.
+    std::unique_lock<std::mutex> l(s.mu);
+    std::tuple<std::size_t, std::size_t, std::size_t, bool> shown{static_cast<std::size_t>(-1), 0,
+                                                                  0, false};
+    while (s.workers_left > 0) {
+        s.changed.wait_for(l, std::chrono::milliseconds(500));
+        if (s.stopping() && s.reservation) {
+            // Creates waiting for a slot Slurm keeps pending fail now.
+            l.unlock();
+            release_slots(s, api);
+            l.lock();
+        }
+        std::size_t queued = s.todo.size() - s.next;
+        std::tuple<std::size_t, std::size_t, std::size_t, bool> now{s.finished, s.running, queued,
+                                                                    s.stopping()};
+        if (!progress || now == shown) continue;
+        shown = now;
+        double secs = std::chrono::duration<double>(Clock::now() - t0).count();
+        double rate = secs > 0 ? static_cast<double>(s.finished) / secs : 0;
+        char r[32];
+        std::snprintf(r, sizeof r, "%.2f/s", rate);
+        std::string text = std::to_string(s.finished) + "/" + std::to_string(s.todo.size()) +
+                           " done, " + std::to_string(s.running) + " running, " +
+                           std::to_string(queued) + " queued, " + r;
+        if (rate > 0) text += ", ETA " + eta_text(static_cast<double>(queued + s.running) / rate);
+        if (s.stopping()) text += ", stopping";
+        progress->step(text);
+    }
+}
+
+// Nothing of this batch may stay: a create that answered after its
+// connection was lost, a removal that failed.
+void sweep_leftovers(Runner::State& s) {
+    try {
+        auto api = s.o.connect();
+        sweep(*api, s.key);
+    } catch (const Error& err) {
+        log().warn("batch: checking for leftover sandboxes: " + std::string(err.what()));
+    }
+}
+
+Summary write_summary(Runner::State& s, Clock::time_point t0) {
     Summary& sum = s.sum;
     sum.not_run += s.todo.size() - std::min(s.todo.size(), s.finished);
     sum.stopped_by = s.stop_signal.load();
@@ -799,6 +798,33 @@ Summary Runner::run() {
                                                                           : 0;
     write_file_atomic(s.o.out / "summary.json", sum.to_json().dump(2) + "\n", 0600);
     return sum;
+}
+
+}  // namespace
+
+Summary Runner::run() {
+    State& s = *s_;
+    const auto t0 = Clock::now();
+    std::shared_ptr<api::Api> main_api = s.o.connect();
+    check_templates(s, *main_api);
+    FileLock lock = claim_output(s, *main_api);
+    plan_episodes(s);
+    start_warm_pool(s);
+    reserve_slots(s, *main_api);
+    std::optional<Progress> progress;
+    if (s.o.progress && !s.todo.empty()) progress.emplace("batch", ProgressUnit::count);
+    std::optional<Error> failure;
+    int n = std::min<int>(s.o.concurrency, static_cast<int>(s.todo.size()));
+    s.workers_left = static_cast<std::size_t>(n);
+    std::vector<std::thread> workers;
+    for (int w = 0; w < n; ++w) workers.emplace_back([&s, &failure] { work(s, failure); });
+    watch_workers(s, *main_api, progress, t0);
+    for (auto& w : workers) w.join();
+    progress.reset();
+    release_slots(s, *main_api);
+    sweep_leftovers(s);
+    if (failure) throw *failure;
+    return write_summary(s, t0);
 }
 
 }  // namespace sandweave::batch

@@ -133,59 +133,89 @@ void receive_local(int in, const std::string& dest, const std::string& name, boo
         throw Error(ErrorCode::general, e.msg);
 }
 
-void tar_to_stream(int in, int out, const OnBytes& on_bytes) {
-    std::unique_ptr<archive, ArchiveReadFree> a(archive_read_new());
-    archive_read_support_format_all(a.get());
-    archive_read_support_filter_all(a.get());
-    if (archive_read_open_fd(a.get(), in, 64 * 1024) != ARCHIVE_OK)
-        refuse(std::string("reading the tar archive: ") + archive_error_string(a.get()));
-    StreamOut s(out);
-    std::int64_t now = std::time(nullptr);
-    sw_copy_entry root = new_entry(SW_ENT_DIR, "");
-    root.mode = 0755;
-    root.mtime_sec = now;
-    s.entry(root);
-    std::set<std::string> dirs{""}, others;
-    std::uint64_t bytes = 0;
-    std::vector<char> buf(256u << 10);
-    archive_entry* ent = nullptr;
-    for (;;) {
-        int rc = archive_read_next_header(a.get(), &ent);
-        if (rc == ARCHIVE_EOF) break;
-        if (rc != ARCHIVE_OK && rc != ARCHIVE_WARN)
-            refuse(std::string("reading the tar archive: ") + archive_error_string(a.get()));
+namespace {
+
+// A tar archive read member by member and written as the copy stream, each
+// member checked first: nothing absolute, escaping, hard-linked or special,
+// no path twice, no member under a symlink or a file of the archive.
+class TarToStream {
+  public:
+    TarToStream(int in, int out, const OnBytes& on_bytes)
+        : a_(archive_read_new()), s_(out), on_bytes_(on_bytes), buf_(256u << 10) {
+        archive_read_support_format_all(a_.get());
+        archive_read_support_filter_all(a_.get());
+        if (archive_read_open_fd(a_.get(), in, 64 * 1024) != ARCHIVE_OK)
+            refuse(std::string("reading the tar archive: ") + archive_error_string(a_.get()));
+    }
+
+    void run() {
+        sw_copy_entry root = new_entry(SW_ENT_DIR, "");
+        root.mode = 0755;
+        root.mtime_sec = now_;
+        s_.entry(root);
+        archive_entry* ent = nullptr;
+        for (;;) {
+            int rc = archive_read_next_header(a_.get(), &ent);
+            if (rc == ARCHIVE_EOF) break;
+            if (rc != ARCHIVE_OK && rc != ARCHIVE_WARN)
+                refuse(std::string("reading the tar archive: ") + archive_error_string(a_.get()));
+            member(ent);
+        }
+        s_.put("Z");
+        s_.flush();
+    }
+
+  private:
+    void member(archive_entry* ent) {
         const char* raw = archive_entry_pathname(ent);
-        std::string shown = raw ? raw : "";
+        const std::string shown = raw ? raw : "";
+        std::string path = checked_path(ent, raw, shown);
+        if (path.empty()) return;  // the archive's "./": the destination itself
+        std::uint8_t type = member_type(ent, shown);
+        make_parents(path, shown);
+        if (dirs_.count(path) || others_.count(path)) {
+            if (type == SW_ENT_DIR && dirs_.count(path)) return;  // listed after its children
+            refuse("tar member '" + shown + "' appears twice");
+        }
+        sw_copy_entry e = entry_of(ent, type, path, shown);
+        s_.entry(e);
+        (type == SW_ENT_DIR ? dirs_ : others_).insert(path);
+        copy_data(e.size, shown);
+    }
+
+    static std::string checked_path(archive_entry* ent, const char* raw, const std::string& shown) {
         if (!shown.empty() && shown[0] == '/')
             refuse("refused: tar member '" + shown + "' is an absolute path");
         std::string path = member_path(raw);
-        if (path.empty()) continue;  // the archive's "./": the destination itself
+        if (path.empty()) return path;
         if (sw_copy_path_ok(path.data(), path.size()) != 0)
             refuse("refused: tar member '" + shown + "' escapes the destination");
         if (archive_entry_hardlink(ent))
             refuse("tar member '" + shown + "' is a hard link; hard links are not copied");
-        std::uint8_t type = 0;
+        return path;
+    }
+
+    static std::uint8_t member_type(archive_entry* ent, const std::string& shown) {
         switch (archive_entry_filetype(ent)) {
             case AE_IFREG:
-                type = SW_ENT_FILE;
-                break;
+                return SW_ENT_FILE;
             case AE_IFDIR:
-                type = SW_ENT_DIR;
-                break;
+                return SW_ENT_DIR;
             case AE_IFLNK:
-                type = SW_ENT_SYMLINK;
-                break;
+                return SW_ENT_SYMLINK;
             default:
                 refuse("tar member '" + shown +
                        "' is a device, fifo or socket; only files, directories and symlinks are "
                        "copied");
         }
-        // Its directories: made when the archive does not list them first;
-        // never through a symlink or a file of the archive.
-        std::string dir = parent_of(path);
+    }
+
+    // Its directories: made when the archive does not list them first; never
+    // through a symlink or a file of the archive.
+    void make_parents(const std::string& path, const std::string& shown) {
         std::vector<std::string> missing;
-        for (std::string p = dir; !dirs.count(p); p = parent_of(p)) {
-            if (others.count(p))
+        for (std::string p = parent_of(path); !dirs_.count(p); p = parent_of(p)) {
+            if (others_.count(p))
                 refuse("refused: tar member '" + shown + "' goes through '" + p +
                        "', which is not a directory");
             missing.push_back(p);
@@ -193,14 +223,14 @@ void tar_to_stream(int in, int out, const OnBytes& on_bytes) {
         for (auto it = missing.rbegin(); it != missing.rend(); ++it) {
             sw_copy_entry d = new_entry(SW_ENT_DIR, *it);
             d.mode = 0755;
-            d.mtime_sec = now;
-            s.entry(d);
-            dirs.insert(*it);
+            d.mtime_sec = now_;
+            s_.entry(d);
+            dirs_.insert(*it);
         }
-        if (dirs.count(path) || others.count(path)) {
-            if (type == SW_ENT_DIR && dirs.count(path)) continue;  // listed after its children
-            refuse("tar member '" + shown + "' appears twice");
-        }
+    }
+
+    static sw_copy_entry entry_of(archive_entry* ent, std::uint8_t type, const std::string& path,
+                                  const std::string& shown) {
         sw_copy_entry e = new_entry(type, path);
         e.mode = static_cast<std::uint32_t>(archive_entry_perm(ent)) & 07777;
         e.mtime_sec = archive_entry_mtime(ent);
@@ -222,23 +252,36 @@ void tar_to_stream(int in, int out, const OnBytes& on_bytes) {
                 refuse("tar member '" + shown + "' has no size");
             e.size = static_cast<std::uint64_t>(archive_entry_size(ent));
         }
-        s.entry(e);
-        (type == SW_ENT_DIR ? dirs : others).insert(path);
-        std::uint64_t left = e.size;
+        return e;
+    }
+
+    void copy_data(std::uint64_t left, const std::string& shown) {
         while (left) {
-            la_ssize_t n = archive_read_data(a.get(), buf.data(), buf.size());
+            la_ssize_t n = archive_read_data(a_.get(), buf_.data(), buf_.size());
             if (n < 0)
-                refuse("reading tar member '" + shown + "': " + archive_error_string(a.get()));
+                refuse("reading tar member '" + shown + "': " + archive_error_string(a_.get()));
             if (n == 0) refuse("tar member '" + shown + "' is cut short");
             auto got = std::min<std::uint64_t>(left, static_cast<std::uint64_t>(n));
-            s.put(std::string_view(buf.data(), got));
+            s_.put(std::string_view(buf_.data(), got));
             left -= got;
-            bytes += got;
-            if (on_bytes) on_bytes(bytes);
+            bytes_ += got;
+            if (on_bytes_) on_bytes_(bytes_);
         }
     }
-    s.put("Z");
-    s.flush();
+
+    std::unique_ptr<archive, ArchiveReadFree> a_;
+    StreamOut s_;
+    const OnBytes& on_bytes_;
+    const std::int64_t now_ = std::time(nullptr);
+    std::set<std::string> dirs_{""}, others_;
+    std::uint64_t bytes_ = 0;
+    std::vector<char> buf_;
+};
+
+}  // namespace
+
+void tar_to_stream(int in, int out, const OnBytes& on_bytes) {
+    TarToStream(in, out, on_bytes).run();
 }
 
 void stream_to_tar(int in, int out, const std::string& name, const OnBytes& on_bytes) {

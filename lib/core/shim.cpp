@@ -11,6 +11,7 @@
 
 #include <cerrno>
 #include <cstring>
+#include <optional>
 #include <thread>
 
 #include "lib/core/error.hpp"
@@ -158,67 +159,72 @@ LaunchResult launch_under_shim(const std::vector<std::string>& runsc_argv,
     return HeldShim::start(runsc_argv, console_log, timeout, agent_socket, companions).go();
 }
 
-int shim_main(const std::vector<std::string>& all_args, const ShimCompanion& companion) {
-    // One malloc arena for the process: the companion thread's own arena would
-    // keep the pages its loads once touched (glibc trims a thread arena's top
-    // only past 128 KiB free), while the main arena's go back on malloc_trim.
-    ::mallopt(M_ARENA_MAX, 1);
-    std::vector<std::string> args = all_args;
+namespace {
+
+// The shim's command line: [--agent SOCKET] [--held] [--companions STATE ID]
+// CONSOLE_LOG RUNSC_ARGV...
+struct ShimArgs {
     std::filesystem::path agent_socket;
+    bool held = false;
+    std::vector<std::string> companion_args;
+    std::vector<std::string> runsc_argv;
+};
+
+std::optional<ShimArgs> parse_shim_args(std::vector<std::string> args) {
+    ShimArgs a;
     if (args.size() >= 2 && args[0] == "--agent") {
-        agent_socket = args[1];
+        a.agent_socket = args[1];
         args.erase(args.begin(), args.begin() + 2);
     }
-    bool held = !args.empty() && args[0] == "--held";
-    if (held) args.erase(args.begin());
-    std::vector<std::string> companion_args;
+    a.held = !args.empty() && args[0] == "--held";
+    if (a.held) args.erase(args.begin());
     if (args.size() >= 3 && args[0] == "--companions") {
-        companion_args.assign(args.begin() + 1, args.begin() + 3);
+        a.companion_args.assign(args.begin() + 1, args.begin() + 3);
         args.erase(args.begin(), args.begin() + 3);
     }
-    if (args.size() < 2) return 2;
-    ReadinessReporter report = ReadinessReporter::inherited();
+    if (args.size() < 2) return std::nullopt;
+    a.runsc_argv.assign(args.begin() + 1, args.end());  // args[0]: the console log
+    return a;
+}
+
+// Adopts the sandbox's orphans; terminal and hangup signals are for the
+// CLI, not for the supervisor.
+void become_supervisor() {
     ::prctl(PR_SET_CHILD_SUBREAPER, 1);
-    // Terminal and hangup signals are for the CLI, not for the supervisor.
     ::signal(SIGINT, SIG_IGN);
     ::signal(SIGHUP, SIG_IGN);
     ::signal(SIGPIPE, SIG_IGN);
+}
 
-    // runsc's own error messages (its --log-fd 3), returned in the report.
-    Fd errors_fd(::memfd_create("runsc-errors", MFD_CLOEXEC));
-    Command c;
-    c.argv.assign(args.begin() + 1, args.end());
-    c.in = Command::Stdio::null;
-    // The agent's channel: the sandbox's init gets one end as its fd 0.
-    Fd agent_end;
-    if (!agent_socket.empty()) {
-        int sv[2];
-        if (::socketpair(AF_UNIX, SOCK_STREAM | SOCK_CLOEXEC, 0, sv) != 0) {
-            report.error("-1\ncannot create the guest agent's channel: " +
-                         std::string(std::strerror(errno)));
-            return 1;
-        }
-        agent_end.reset(sv[0]);
-        Fd guest_end(sv[1]);
-        if (::dup2(guest_end.get(), 0) < 0) {
-            report.error("-1\ncannot hand over the guest agent's channel");
-            return 1;
-        }
-        c.in = Command::Stdio::inherit;
+// The agent's channel: the sandbox's init gets one end as its fd 0 (runsc's
+// stdin), `agent_end` keeps the other. Reports and returns false on failure.
+bool hand_over_agent_channel(ReadinessReporter& report, Fd& agent_end, Command& c) {
+    int sv[2];
+    if (::socketpair(AF_UNIX, SOCK_STREAM | SOCK_CLOEXEC, 0, sv) != 0) {
+        report.error("-1\ncannot create the guest agent's channel: " +
+                     std::string(std::strerror(errno)));
+        return false;
     }
-    c.out = Command::Stdio::inherit;
-    c.err = Command::Stdio::inherit;
-    if (errors_fd) c.pass_fds = {{errors_fd.get(), 3}};
-    // Started ahead (HeldShim): all of the above overlapped the launcher's
-    // own work; runsc starts only when the bundle is complete.
-    if (held && !HeldHelper::wait_for_go()) return 0;
+    agent_end.reset(sv[0]);
+    Fd guest_end(sv[1]);
+    if (::dup2(guest_end.get(), 0) < 0) {
+        report.error("-1\ncannot hand over the guest agent's channel");
+        return false;
+    }
+    c.in = Command::Stdio::inherit;
+    return true;
+}
+
+// runsc (its `run --detach`) to its end; on failure reports its status and
+// its own error messages (`errors_fd`, its --log-fd 3) and returns false.
+bool run_runsc(ReadinessReporter& report, const Command& c, Fd& errors_fd) {
     int status = -1;
     try {
         LocalRunner runner;
         status = runner.run(c).shell_status();
     } catch (const std::exception& e) {
         report.error("-1\n" + std::string(e.what()));
-        return 1;
+        return false;
     }
     if (status != 0) {
         std::string errors;
@@ -227,49 +233,87 @@ int shim_main(const std::vector<std::string>& all_args, const ShimCompanion& com
             errors = read_all(errors_fd.get(), 1 << 20);
         }
         report.error(std::to_string(status) + "\n" + errors);
-        return 1;
+        return false;
     }
     errors_fd.reset();
-    // Declared before the relay's objects: stopped (joined) after they are gone.
-    CompanionThreads companions;
-    std::vector<std::function<void(int)>> bodies;
-    if (!companion_args.empty() && companion) {
-        try {
-            bodies = companion(companion_args);
-        } catch (const std::exception& e) {
-            report.error("-1\n" + std::string(e.what()));
-            return 1;
-        }
+    return true;
+}
+
+// Relays the agent and reaps the sandbox's processes until none are left,
+// after reporting ready.
+int relay_agent(ReadinessReporter& report, const std::filesystem::path& agent_socket, Fd agent_end,
+                CompanionThreads& companions, std::vector<std::function<void(int)>> bodies) {
+    // The sandbox holds its own copy of the guest end now.
+    Fd null(::open("/dev/null", O_RDONLY | O_CLOEXEC));
+    if (null) ::dup2(null.get(), 0);
+    Fd listener;
+    try {
+        listener = listen_unix(agent_socket);
+    } catch (const std::exception& e) {
+        report.error("-1\n" + std::string(e.what()));
+        return 1;
     }
-    if (agent_end) {
-        // The sandbox holds its own copy of the guest end now.
-        Fd null(::open("/dev/null", O_RDONLY | O_CLOEXEC));
-        if (null) ::dup2(null.get(), 0);
-        Fd listener;
-        try {
-            listener = listen_unix(agent_socket);
-        } catch (const std::exception& e) {
-            report.error("-1\n" + std::string(e.what()));
-            return 1;
-        }
-        ::malloc_trim(0);  // it idles for the sandbox's life: keep only what it holds
-        report.ready();
-        companions.start(std::move(bodies));
-        // Relays the agent and reaps the sandbox's processes until none are left.
-        run_relay(std::move(agent_end), std::move(listener),
-                  agent_socket.parent_path() / "activity", agent_ready_file(agent_socket));
-        std::error_code ec;
-        std::filesystem::remove(agent_socket, ec);
-        return 0;
-    }
+    ::malloc_trim(0);  // it idles for the sandbox's life: keep only what it holds
     report.ready();
     companions.start(std::move(bodies));
+    run_relay(std::move(agent_end), std::move(listener), agent_socket.parent_path() / "activity",
+              agent_ready_file(agent_socket));
+    std::error_code ec;
+    std::filesystem::remove(agent_socket, ec);
+    return 0;
+}
 
-    // Adopt and reap the sandbox's processes until none are left.
+// Adopts and reaps the sandbox's processes until none are left.
+int reap_until_empty() {
     for (;;) {
         pid_t pid = ::waitpid(-1, nullptr, 0);
         if (pid < 0 && errno == ECHILD) return 0;
     }
+}
+
+}  // namespace
+
+int shim_main(const std::vector<std::string>& all_args, const ShimCompanion& companion) {
+    // One malloc arena for the process: the companion thread's own arena would
+    // keep the pages its loads once touched (glibc trims a thread arena's top
+    // only past 128 KiB free), while the main arena's go back on malloc_trim.
+    ::mallopt(M_ARENA_MAX, 1);
+    std::optional<ShimArgs> a = parse_shim_args(all_args);
+    if (!a) return 2;
+    ReadinessReporter report = ReadinessReporter::inherited();
+    become_supervisor();
+
+    Fd errors_fd(::memfd_create("runsc-errors", MFD_CLOEXEC));
+    Command c;
+    c.argv = a->runsc_argv;
+    c.in = Command::Stdio::null;
+    Fd agent_end;
+    if (!a->agent_socket.empty() && !hand_over_agent_channel(report, agent_end, c)) return 1;
+    c.out = Command::Stdio::inherit;
+    c.err = Command::Stdio::inherit;
+    if (errors_fd) c.pass_fds = {{errors_fd.get(), 3}};
+    // Started ahead (HeldShim): all of the above overlapped the launcher's
+    // own work; runsc starts only when the bundle is complete.
+    if (a->held && !HeldHelper::wait_for_go()) return 0;
+    if (!run_runsc(report, c, errors_fd)) return 1;
+
+    // Declared before the relay's objects: stopped (joined) after they are gone.
+    CompanionThreads companions;
+    std::vector<std::function<void(int)>> bodies;
+    if (!a->companion_args.empty() && companion) {
+        try {
+            bodies = companion(a->companion_args);
+        } catch (const std::exception& e) {
+            report.error("-1\n" + std::string(e.what()));
+            return 1;
+        }
+    }
+    if (agent_end)
+        return relay_agent(report, a->agent_socket, std::move(agent_end), companions,
+                           std::move(bodies));
+    report.ready();
+    companions.start(std::move(bodies));
+    return reap_until_empty();
 }
 
 namespace {

@@ -428,6 +428,7 @@ void Connection::hello(const Request& r) {
                         "run.resize", "run.signal", "run.stdin"};
     for (const auto& name : api::method_names())
         if (serves(name)) res.methods.push_back(name);
+    res.create_options = create_option_keys();
     if (!r.is_notification()) send(encode_result(r.id, api::to_json(res)));
 }
 
@@ -743,30 +744,20 @@ void prepare_socket_dir(const std::filesystem::path& dir, bool searchable) {
                             : "; it must be 0700 (no access for others)"));
 }
 
-}  // namespace
-
-void serve_connection(api::Api& api, int in_fd, int out_fd, int stop_fd, const ServeOptions& opts) {
-    // A peer that goes away makes writes fail with EPIPE instead of killing us.
-    ::signal(SIGPIPE, SIG_IGN);
-    Connection c(api, in_fd, out_fd, stop_fd, opts);
-    c.serve();
-}
-
-void serve_socket(api::Api& api, const std::filesystem::path& path, int stop_fd,
-                  const ServeOptions& opts) {
-    ::signal(SIGPIPE, SIG_IGN);
+// The listening socket at `path`: its directory checked, a socket file a
+// dead server left replaced (a live one is not), 0600 (0666 when
+// `admit_other` judges each peer by its credentials).
+Fd listen_on(const std::filesystem::path& path, bool admit_other) {
     std::filesystem::path dir = path.parent_path().empty() ? "." : path.parent_path();
-    prepare_socket_dir(dir, static_cast<bool>(opts.admit_other));
+    prepare_socket_dir(dir, admit_other);
     sockaddr_un addr{};
     addr.sun_family = AF_UNIX;
     if (path.string().size() >= sizeof addr.sun_path)
         throw Error(ErrorCode::usage, "socket path " + path.string() + " is too long (over " +
                                           std::to_string(sizeof addr.sun_path - 1) + " bytes)");
     std::strcpy(addr.sun_path, path.c_str());
-
     Fd listener(::socket(AF_UNIX, SOCK_STREAM | SOCK_CLOEXEC, 0));
     if (!listener.valid()) throw_errno("socket");
-    // A socket file left by a server that died is replaced; a live one is not.
     struct stat st {};
     if (::lstat(path.c_str(), &st) == 0) {
         if (!S_ISSOCK(st.st_mode))
@@ -781,15 +772,111 @@ void serve_socket(api::Api& api, const std::filesystem::path& path, int stop_fd,
     int err = errno;
     ::umask(old_umask);
     if (rc != 0) throw_errno("bind " + path.string(), err);
-    // Anyone may connect when admit_other judges each peer by its credentials.
-    if (::chmod(path.c_str(), opts.admit_other ? 0666 : 0600) != 0)
+    if (::chmod(path.c_str(), admit_other ? 0666 : 0600) != 0)
         throw_errno("chmod " + path.string());
     if (::listen(listener.get(), 64) != 0) throw_errno("listen " + path.string());
-    log().info("sandweave serve: listening on " + path.string());
+    return listener;
+}
 
-    std::mutex mu;
-    std::condition_variable cv;
-    std::set<int> live;  // connections being served
+// Whether the peer of `conn` may be served, and with which API: ours (a
+// null pointer), or admit_other's view of it; false after refusing it.
+bool admit_peer(int conn, const ServeOptions& opts, std::shared_ptr<api::Api>& scoped) {
+    ucred cred{};
+    socklen_t len = sizeof cred;
+    if (::getsockopt(conn, SOL_SOCKET, SO_PEERCRED, &cred, &len) != 0) {
+        refuse_peer(conn, code::peer_not_allowed, errno_message("SO_PEERCRED"));
+        return false;
+    }
+    if (cred.uid == 0 || cred.uid == ::geteuid()) return true;
+    std::string why = "uid " + std::to_string(cred.uid) +
+                      " may not use this server (only root and uid " + std::to_string(::geteuid()) +
+                      ")";
+    try {
+        if (opts.admit_other) scoped = opts.admit_other(cred.pid, cred.uid);
+    } catch (const std::exception& e) {
+        why = e.what();
+    }
+    if (scoped) return true;
+    log().warn("sandweave serve: refused a peer: " + why);
+    refuse_peer(conn, code::peer_not_allowed, why);
+    return false;
+}
+
+// The connections being served, each on a thread of its own.
+class LiveConnections {
+  public:
+    // Serves `conn` with `api` from here on, or refuses it (server busy).
+    void start(Fd conn, api::Api& api, std::shared_ptr<api::Api> scoped, const ServeOptions& opts) {
+        std::unique_ptr<Connection> c;
+        try {
+            c = std::make_unique<Connection>(scoped ? *scoped : api, conn.get(), conn.get(), -1,
+                                             opts);
+        } catch (const Error& e) {
+            refuse_peer(conn.get(), code::server_busy, std::string("server busy: ") + e.what());
+            return;
+        }
+        {
+            std::lock_guard<std::mutex> g(mu_);
+            live_.insert(conn.get());
+        }
+        // The thread owns both from here (it may finish before we return).
+        int fd = conn.release();
+        Connection* served = c.release();
+        try {
+            std::thread([this, fd, served, scoped] {
+                std::unique_ptr<Connection>(served)->serve();
+                ::close(fd);
+                std::lock_guard<std::mutex> g(mu_);
+                live_.erase(fd);
+                cv_.notify_all();
+            }).detach();
+        } catch (const std::system_error& e) {
+            delete served;
+            Fd again(fd);
+            {
+                std::lock_guard<std::mutex> g(mu_);
+                live_.erase(fd);
+            }
+            refuse_peer(fd, code::server_busy,
+                        std::string("server busy: cannot start a thread: ") + e.what());
+        }
+    }
+
+    // Waits a little for one to end (out of descriptors: rather than spin).
+    void wait_for_one_to_end() {
+        std::unique_lock<std::mutex> lock(mu_);
+        cv_.wait_for(lock, std::chrono::milliseconds(200));
+    }
+
+    // Ends every connection as if its peer had gone (their commands are
+    // killed) and returns once each has finished.
+    void end_all() {
+        std::unique_lock<std::mutex> lock(mu_);
+        for (int fd : live_) ::shutdown(fd, SHUT_RDWR);
+        cv_.wait(lock, [&] { return live_.empty(); });
+    }
+
+  private:
+    std::mutex mu_;
+    std::condition_variable cv_;
+    std::set<int> live_;
+};
+
+}  // namespace
+
+void serve_connection(api::Api& api, int in_fd, int out_fd, int stop_fd, const ServeOptions& opts) {
+    // A peer that goes away makes writes fail with EPIPE instead of killing us.
+    ::signal(SIGPIPE, SIG_IGN);
+    Connection c(api, in_fd, out_fd, stop_fd, opts);
+    c.serve();
+}
+
+void serve_socket(api::Api& api, const std::filesystem::path& path, int stop_fd,
+                  const ServeOptions& opts) {
+    ::signal(SIGPIPE, SIG_IGN);
+    Fd listener = listen_on(path, static_cast<bool>(opts.admit_other));
+    log().info("sandweave serve: listening on " + path.string());
+    LiveConnections connections;
     FdBudget budget;
     for (;;) {
         pollfd fds[2] = {{listener.get(), POLLIN, 0}, {stop_fd, POLLIN, 0}};
@@ -807,36 +894,12 @@ void serve_socket(api::Api& api, const std::filesystem::path& path, int stop_fd,
                 // The peer waits in the backlog, and poll would report it again
                 // at once: refuse it with the spare descriptor, or wait for a
                 // connection to end rather than spin.
-                if (!budget.refuse_with_spare(listener.get())) {
-                    std::unique_lock<std::mutex> lock(mu);
-                    cv.wait_for(lock, std::chrono::milliseconds(200));
-                }
+                if (!budget.refuse_with_spare(listener.get())) connections.wait_for_one_to_end();
             }
             continue;
         }
-        ucred cred{};
-        socklen_t len = sizeof cred;
-        if (::getsockopt(conn.get(), SOL_SOCKET, SO_PEERCRED, &cred, &len) != 0) {
-            refuse_peer(conn.get(), code::peer_not_allowed, errno_message("SO_PEERCRED"));
-            continue;
-        }
-        // The API this peer is served: ours, or admit_other's view of it.
         std::shared_ptr<api::Api> scoped;
-        if (cred.uid != 0 && cred.uid != ::geteuid()) {
-            std::string why = "uid " + std::to_string(cred.uid) +
-                              " may not use this server (only root and uid " +
-                              std::to_string(::geteuid()) + ")";
-            try {
-                if (opts.admit_other) scoped = opts.admit_other(cred.pid, cred.uid);
-            } catch (const std::exception& e) {
-                why = e.what();
-            }
-            if (!scoped) {
-                log().warn("sandweave serve: refused a peer: " + why);
-                refuse_peer(conn.get(), code::peer_not_allowed, why);
-                continue;
-            }
-        }
+        if (!admit_peer(conn.get(), opts, scoped)) continue;
         // The kernel hands out the lowest free descriptor: a high one means
         // that many are open, and what is left belongs to the connections
         // already served (their commands' pipes, their copies).
@@ -844,46 +907,10 @@ void serve_socket(api::Api& api, const std::filesystem::path& path, int stop_fd,
             refuse_peer(conn.get(), code::server_busy, budget.busy_message());
             continue;
         }
-        std::unique_ptr<Connection> c;
-        try {
-            c = std::make_unique<Connection>(scoped ? *scoped : api, conn.get(), conn.get(), -1,
-                                             opts);
-        } catch (const Error& e) {
-            refuse_peer(conn.get(), code::server_busy, std::string("server busy: ") + e.what());
-            continue;
-        }
-        {
-            std::lock_guard<std::mutex> g(mu);
-            live.insert(conn.get());
-        }
-        // The thread owns both from here (it may finish before we return).
-        int fd = conn.release();
-        Connection* served = c.release();
-        try {
-            std::thread([&, fd, served, scoped] {
-                std::unique_ptr<Connection>(served)->serve();
-                ::close(fd);
-                std::lock_guard<std::mutex> g(mu);
-                live.erase(fd);
-                cv.notify_all();
-            }).detach();
-        } catch (const std::system_error& e) {
-            delete served;
-            Fd again(fd);
-            {
-                std::lock_guard<std::mutex> g(mu);
-                live.erase(fd);
-            }
-            refuse_peer(fd, code::server_busy,
-                        std::string("server busy: cannot start a thread: ") + e.what());
-        }
+        connections.start(std::move(conn), api, std::move(scoped), opts);
     }
     ::unlink(path.c_str());
-    // Stopping ends every connection as if its peer had gone: their commands
-    // are killed, and we return once each has finished.
-    std::unique_lock<std::mutex> lock(mu);
-    for (int fd : live) ::shutdown(fd, SHUT_RDWR);
-    cv.wait(lock, [&] { return live.empty(); });
+    connections.end_all();
 }
 
 }  // namespace sandweave::rpc

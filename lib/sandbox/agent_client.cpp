@@ -153,10 +153,12 @@ RunOutcome AgentClient::outcome(const agent::Frame& f, const std::string& argv0,
     return out;
 }
 
-RunOutcome AgentClient::run(const agent::ExecSpec& spec_in, const AttachOptions& io) {
+namespace {
+
+// The request for `spec_in` as `io` runs it: stdin, the terminal's size, the timeout.
+agent::ExecSpec exec_request(const agent::ExecSpec& spec_in, const AttachOptions& io, bool tty_in) {
     agent::ExecSpec spec = spec_in;
-    bool pty = spec.flags & SW_EXEC_PTY;
-    bool tty_in = pty && io.stdin_fd >= 0 && ::isatty(io.stdin_fd);
+    const bool pty = spec.flags & SW_EXEC_PTY;
     if (io.stdin_fd >= 0) spec.flags |= SW_EXEC_STDIN;
     if (tty_in) {
         winsize ws{};
@@ -166,141 +168,194 @@ RunOutcome AgentClient::run(const agent::ExecSpec& spec_in, const AttachOptions&
         spec.rows = io.rows, spec.cols = io.cols;  // a remote client's terminal
     }
     if (io.timeout) spec.timeout_ms = static_cast<std::uint32_t>(io.timeout->count());
-    std::uint32_t sid = next_session_++;
-    std::string argv0 = spec.argv.empty() ? "" : spec.argv[0];
+    return spec;
+}
 
-    OwnSignals own(io.forward_own_signals, tty_in);
-    send(agent::encode(SW_EXEC, sid, agent::encode_exec(spec)));
+}  // namespace
 
-    bool started = false, stdin_open = io.stdin_fd >= 0;
-    std::uint32_t stdin_window = SW_AGENT_STDIN_WINDOW;
-    auto start_deadline = Clock::now() + agent_start_timeout;
-    std::optional<Clock::time_point> exit_deadline;
-    if (io.timeout) exit_deadline = Clock::now() + *io.timeout + agent_exit_grace;
-    bool cancelled = false;
+// One attached command, from its EXEC to its EXIT: the agent's frames, the
+// caller's stdin, signals and control, each a step of its own.
+class AgentClient::Run {
+  public:
+    Run(AgentClient& c, const agent::ExecSpec& spec_in, const AttachOptions& io)
+        : c_(c),
+          io_(io),
+          pty_(spec_in.flags & SW_EXEC_PTY),
+          tty_in_(pty_ && io.stdin_fd >= 0 && ::isatty(io.stdin_fd)),
+          spec_(exec_request(spec_in, io, tty_in_)),
+          sid_(c.next_session_++),
+          argv0_(spec_.argv.empty() ? "" : spec_.argv[0]),
+          own_(io.forward_own_signals, tty_in_),
+          stdin_open_(io.stdin_fd >= 0),
+          start_deadline_(Clock::now() + agent_start_timeout) {
+        if (io.timeout) exit_deadline_ = Clock::now() + *io.timeout + agent_exit_grace;
+    }
 
-    auto forward = [&](int sig) {
-        if (io.forward_signal) {
-            io.forward_signal(sig);
+    RunOutcome go() {
+        c_.send(agent::encode(SW_EXEC, sid_, agent::encode_exec(spec_)));
+        for (;;) {
+            if (auto f = next_frame()) {
+                if (auto out = handle(*f)) return *out;
+                continue;
+            }
+            check_deadlines();
+            wait_and_relay();
+        }
+    }
+
+  private:
+    std::optional<agent::Frame> next_frame() {
+        try {
+            return c_.reader_.next();
+        } catch (const agent::ProtocolError& e) {
+            c_.lost(e.what());
+        }
+    }
+
+    // One whole frame of the agent's; the outcome once it is the EXIT.
+    std::optional<RunOutcome> handle(const agent::Frame& f) {
+        if (f.session != sid_) c_.lost("answer for another command");
+        switch (f.type) {
+            case SW_STARTED:
+                if (f.payload.size() != 8) c_.lost("malformed STARTED");
+                started_ = true;
+                return std::nullopt;
+            case SW_STDOUT:
+            case SW_STDERR:
+                deliver(f.type == SW_STDOUT ? io_.out : io_.err, f.payload);
+                c_.send(agent::encode_u32(SW_OUTPUT_ACK, sid_,
+                                          static_cast<std::uint32_t>(f.payload.size())));
+                return std::nullopt;
+            case SW_STDIN_ACK: {
+                std::uint32_t n = 0;
+                try {
+                    n = agent::decode_u32(f.payload);
+                } catch (const agent::ProtocolError& e) {
+                    c_.lost(e.what());
+                }
+                stdin_window_ = std::min<std::uint32_t>(SW_AGENT_STDIN_WINDOW, stdin_window_ + n);
+                return std::nullopt;
+            }
+            case SW_ERROR:
+                return std::nullopt;  // the EXIT that follows says what matters
+            case SW_EXIT: {
+                RunOutcome out = c_.outcome(f, argv0_, spec_.timeout_ms);
+                out.cancelled = cancelled_;
+                return out;
+            }
+            default:
+                c_.lost("unexpected frame type " + std::to_string(f.type));
+        }
+    }
+
+    void check_deadlines() {
+        auto now = Clock::now();
+        if (!started_ && now > start_deadline_)
+            c_.lost("did not start the command within " +
+                    std::to_string(agent_start_timeout.count()) + " s");
+        if (exit_deadline_ && now > *exit_deadline_) {
+            c_.send(agent::encode_signal(sid_, SIGKILL, SW_TO_TREE));
+            c_.lost("did not report the command's end after its timeout");
+        }
+    }
+
+    // Waits (a second at most) for the agent, stdin (while the agent's window
+    // has room), our own signals or the caller's control, and relays each.
+    void wait_and_relay() {
+        std::vector<pollfd> p;
+        p.push_back({c_.fd_.get(), POLLIN, 0});
+        int in_at = -1, own_at = -1, ctl_at = -1;
+        if (stdin_open_ && stdin_window_ > 0) {
+            in_at = static_cast<int>(p.size());
+            p.push_back({io_.stdin_fd, POLLIN, 0});
+        }
+        if (own_.fd() >= 0) {
+            own_at = static_cast<int>(p.size());
+            p.push_back({own_.fd(), POLLIN, 0});
+        }
+        if (io_.control) {
+            ctl_at = static_cast<int>(p.size());
+            p.push_back({io_.control->fd(), POLLIN, 0});
+        }
+        int n = ::poll(p.data(), p.size(), 1000);
+        if (n < 0 && errno == EINTR) return;
+        if (n < 0) throw_errno("poll");
+        if (p[0].revents) read_agent();
+        if (in_at >= 0 && p[in_at].revents) send_stdin();
+        if (own_at >= 0 && p[own_at].revents) relay_own_signals();
+        if (ctl_at >= 0 && p[ctl_at].revents) relay_control();
+    }
+
+    void read_agent() {
+        char buf[64 * 1024];
+        ssize_t r = ::read(c_.fd_.get(), buf, sizeof buf);
+        if (r < 0 && errno != EINTR && errno != EAGAIN) r = 0;
+        if (r == 0) c_.lost("its supervisor closed the connection (the sandbox stopped?)");
+        if (r > 0) c_.reader_.feed(std::string_view(buf, static_cast<std::size_t>(r)));
+    }
+
+    // What stdin has, up to the agent's window; its end as an empty STDIN.
+    void send_stdin() {
+        char buf[64 * 1024];
+        std::size_t want = std::min<std::size_t>(sizeof buf, stdin_window_);
+        ssize_t r = ::read(io_.stdin_fd, buf, want);
+        if (r < 0 && (errno == EINTR || errno == EAGAIN)) return;
+        if (r <= 0) {
+            stdin_open_ = false;
+            c_.send(agent::encode(SW_STDIN, sid_));  // EOF
             return;
         }
-        send(agent::encode_signal(sid, static_cast<std::uint32_t>(sig), SW_TO_GROUP));
-    };
-    for (;;) {
-        // Whole frames first.
-        std::optional<agent::Frame> f;
-        try {
-            f = reader_.next();
-        } catch (const agent::ProtocolError& e) {
-            lost(e.what());
-        }
-        if (f) {
-            if (f->session != sid) lost("answer for another command");
-            switch (f->type) {
-                case SW_STARTED:
-                    if (f->payload.size() != 8) lost("malformed STARTED");
-                    started = true;
-                    break;
-                case SW_STDOUT:
-                case SW_STDERR:
-                    deliver(f->type == SW_STDOUT ? io.out : io.err, f->payload);
-                    send(agent::encode_u32(SW_OUTPUT_ACK, sid,
-                                           static_cast<std::uint32_t>(f->payload.size())));
-                    break;
-                case SW_STDIN_ACK: {
-                    std::uint32_t n = 0;
-                    try {
-                        n = agent::decode_u32(f->payload);
-                    } catch (const agent::ProtocolError& e) {
-                        lost(e.what());
-                    }
-                    stdin_window = std::min<std::uint32_t>(SW_AGENT_STDIN_WINDOW, stdin_window + n);
-                    break;
-                }
-                case SW_ERROR:
-                    break;  // the EXIT that follows says what matters
-                case SW_EXIT: {
-                    RunOutcome out = outcome(*f, argv0, spec.timeout_ms);
-                    out.cancelled = cancelled;
-                    return out;
-                }
-                default:
-                    lost("unexpected frame type " + std::to_string(f->type));
-            }
-            continue;
-        }
+        stdin_window_ -= static_cast<std::uint32_t>(r);
+        c_.send(agent::encode(SW_STDIN, sid_, std::string_view(buf, static_cast<std::size_t>(r))));
+    }
 
-        auto now = Clock::now();
-        if (!started && now > start_deadline)
-            lost("did not start the command within " + std::to_string(agent_start_timeout.count()) +
-                 " s");
-        if (exit_deadline && now > *exit_deadline) {
-            send(agent::encode_signal(sid, SIGKILL, SW_TO_TREE));
-            lost("did not report the command's end after its timeout");
+    void forward(int sig) {
+        if (io_.forward_signal) {
+            io_.forward_signal(sig);
+            return;
         }
-        std::vector<pollfd> p;
-        p.push_back({fd_.get(), POLLIN, 0});
-        int in_at = -1, own_at = -1, ctl_at = -1;
-        if (stdin_open && stdin_window > 0) {
-            in_at = static_cast<int>(p.size());
-            p.push_back({io.stdin_fd, POLLIN, 0});
-        }
-        if (own.fd() >= 0) {
-            own_at = static_cast<int>(p.size());
-            p.push_back({own.fd(), POLLIN, 0});
-        }
-        if (io.control) {
-            ctl_at = static_cast<int>(p.size());
-            p.push_back({io.control->fd(), POLLIN, 0});
-        }
-        int timeout = 1000;
-        int n = ::poll(p.data(), p.size(), timeout);
-        if (n < 0 && errno == EINTR) continue;
-        if (n < 0) throw_errno("poll");
-        if (p[0].revents) {
-            char buf[64 * 1024];
-            ssize_t r = ::read(fd_.get(), buf, sizeof buf);
-            if (r < 0 && errno != EINTR && errno != EAGAIN) r = 0;
-            if (r == 0) lost("its supervisor closed the connection (the sandbox stopped?)");
-            if (r > 0) reader_.feed(std::string_view(buf, static_cast<std::size_t>(r)));
-        }
-        if (in_at >= 0 && p[in_at].revents) {
-            char buf[64 * 1024];
-            std::size_t want = std::min<std::size_t>(sizeof buf, stdin_window);
-            ssize_t r = ::read(io.stdin_fd, buf, want);
-            if (r < 0 && (errno == EINTR || errno == EAGAIN)) {
-            } else if (r <= 0) {
-                stdin_open = false;
-                send(agent::encode(SW_STDIN, sid));  // EOF
-            } else {
-                stdin_window -= static_cast<std::uint32_t>(r);
-                send(agent::encode(SW_STDIN, sid,
-                                   std::string_view(buf, static_cast<std::size_t>(r))));
-            }
-        }
-        if (own_at >= 0 && p[own_at].revents) {
-            for (int sig : own.take()) {
-                if (sig == SIGWINCH) {
-                    winsize ws{};
-                    if (::ioctl(io.stdin_fd, TIOCGWINSZ, &ws) == 0)
-                        send(agent::encode_resize(sid, ws.ws_row, ws.ws_col));
-                } else if (!pty) {
-                    forward(sig);
-                } else if (sig != SIGINT && sig != SIGQUIT) {
-                    forward(sig);  // with a pty, ^C reaches the guest as a byte
-                }
-            }
-        }
-        if (ctl_at >= 0 && p[ctl_at].revents) {
-            for (int sig : io.control->take_signals()) forward(sig);
-            if (auto w = io.control->take_resize(); w && pty)
-                send(agent::encode_resize(sid, w->first, w->second));
-            if (io.control->cancelled() && !cancelled) {
-                cancelled = true;
-                send(agent::encode_signal(sid, SIGKILL, SW_TO_TREE));
+        c_.send(agent::encode_signal(sid_, static_cast<std::uint32_t>(sig), SW_TO_GROUP));
+    }
+
+    void relay_own_signals() {
+        for (int sig : own_.take()) {
+            if (sig == SIGWINCH) {
+                winsize ws{};
+                if (::ioctl(io_.stdin_fd, TIOCGWINSZ, &ws) == 0)
+                    c_.send(agent::encode_resize(sid_, ws.ws_row, ws.ws_col));
+            } else if (!pty_) {
+                forward(sig);
+            } else if (sig != SIGINT && sig != SIGQUIT) {
+                forward(sig);  // with a pty, ^C reaches the guest as a byte
             }
         }
     }
+
+    void relay_control() {
+        for (int sig : io_.control->take_signals()) forward(sig);
+        if (auto w = io_.control->take_resize(); w && pty_)
+            c_.send(agent::encode_resize(sid_, w->first, w->second));
+        if (io_.control->cancelled() && !cancelled_) {
+            cancelled_ = true;
+            c_.send(agent::encode_signal(sid_, SIGKILL, SW_TO_TREE));
+        }
+    }
+
+    AgentClient& c_;
+    const AttachOptions& io_;
+    const bool pty_, tty_in_;
+    const agent::ExecSpec spec_;
+    const std::uint32_t sid_;
+    const std::string argv0_;
+    OwnSignals own_;
+    bool started_ = false, stdin_open_, cancelled_ = false;
+    std::uint32_t stdin_window_ = SW_AGENT_STDIN_WINDOW;
+    const Clock::time_point start_deadline_;
+    std::optional<Clock::time_point> exit_deadline_;
+};
+
+RunOutcome AgentClient::run(const agent::ExecSpec& spec, const AttachOptions& io) {
+    return Run(*this, spec, io).go();
 }
 
 AgentClient::Started AgentClient::start_detached(agent::ExecSpec spec) {

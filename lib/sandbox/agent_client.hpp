@@ -57,6 +57,7 @@ class AgentClient {
     bool kill(std::uint32_t handle, int sig);
 
   private:
+    class Run;  // run's steps (agent_client.cpp)
     explicit AgentClient(Fd fd, std::string sandbox);
     void send(const std::string& frame);
     // The next frame; throws when the connection ends or `deadline` passes.

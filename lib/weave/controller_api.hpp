@@ -164,6 +164,15 @@ class ControllerApi final : public api::Api {
     void watch_loop();
     // What the controller holds, for classify (under watch_mu_).
     Holdings holdings(bool first);
+    // watch_once's steps. The decisions about the controller's own view,
+    // under mu_: whether a sandbox went (lost or ended), with the links of
+    // those that did in `dropped` (closed by the caller, outside the lock).
+    bool apply_to_view(const Holdings& held, const std::vector<Decision>& decisions,
+                       std::vector<std::shared_ptr<WorkerLink>>& dropped);
+    // The decisions for Slurm: jobs, job arrays and slots to cancel.
+    void apply_to_slurm(const std::vector<Decision>& decisions);
+    // The workers to reap (`reap` decisions) against the jobs Slurm runs.
+    void reap_all(const std::vector<Decision>& decisions, const Observation& seen);
     // Removes the sandboxes on `node` labelled with a job not in `live`.
     void reap_worker(const std::string& node, const std::set<std::string>& live);
     // Reconnects to a running job's sandbox (`job_user`: Slurm's user of the

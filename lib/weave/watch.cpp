@@ -63,63 +63,69 @@ Holdings ControllerApi::holdings(bool first) {
 
 void ControllerApi::watch_once(bool first) {
     std::lock_guard<std::mutex> w(watch_mu_);
-    // Observe.
     Observation seen{slurm_.jobs(), slurm_.nodes()};
     const Holdings held = holdings(first);
-    // Decide.
     const std::vector<Decision> decisions = classify(seen, held);
-    // Act: first the controller's view, under its lock; Slurm and the
-    // workers after, outside it.
-    std::vector<std::shared_ptr<WorkerLink>> dropped;  // closed outside the lock
+    // The controller's view first, under its lock; Slurm and the workers
+    // after, outside it.
+    std::vector<std::shared_ptr<WorkerLink>> dropped;
+    if (apply_to_view(held, decisions, dropped)) replace_gone_members();
+    dropped.clear();
+    apply_to_slurm(decisions);
+    adopt_all(decisions);
+    reap_all(decisions, seen);
+}
+
+bool ControllerApi::apply_to_view(const Holdings& held, const std::vector<Decision>& decisions,
+                                  std::vector<std::shared_ptr<WorkerLink>>& dropped) {
     bool gone = false;
-    {
-        std::lock_guard<std::mutex> g(mu_);
-        for (const auto& s : held.sandboxes)
-            if (auto it = placed_.find(s.id); it != placed_.end()) it->second.missing = 0;
-        for (const Decision& d : decisions) {
-            auto it = placed_.find(d.sandbox);
-            switch (d.kind) {
-                case Decision::Kind::lost:
-                case Decision::Kind::ended:
-                    if (it == placed_.end() || it->second.gone) break;
-                    it->second.gone =
-                        d.kind == Decision::Kind::lost ? SandboxState::lost : SandboxState::stopped;
-                    it->second.why = d.why;
-                    log().warn("controller: sandbox " + d.sandbox + ": " + d.why);
-                    dropped.push_back(std::move(it->second.link));
-                    gone = true;
-                    break;
-                case Decision::Kind::unlisted:
-                    if (it != placed_.end()) it->second.missing = d.count;
-                    break;
-                case Decision::Kind::list_lost:
-                case Decision::Kind::list_ended: {
-                    // Its owner, when the job is the controller's own user's
-                    // (a token's sandbox), is in the worker's record: until
-                    // then only an admin sees it.
-                    Placed p;
-                    p.id = d.sandbox;
-                    p.job = d.job;
-                    p.node = d.node;
-                    p.owner = owner_of({}, d.user);
-                    p.view.record.id = d.sandbox;
-                    p.gone = d.kind == Decision::Kind::list_lost ? SandboxState::lost
-                                                                 : SandboxState::stopped;
-                    p.why = d.why;
-                    placed_[d.sandbox] = std::move(p);
-                    break;
-                }
-                case Decision::Kind::forget_ending:
-                    ending_.erase(d.job);
-                    break;
-                default:
-                    break;
+    std::lock_guard<std::mutex> g(mu_);
+    for (const auto& s : held.sandboxes)
+        if (auto it = placed_.find(s.id); it != placed_.end()) it->second.missing = 0;
+    for (const Decision& d : decisions) {
+        auto it = placed_.find(d.sandbox);
+        switch (d.kind) {
+            case Decision::Kind::lost:
+            case Decision::Kind::ended:
+                if (it == placed_.end() || it->second.gone) break;
+                it->second.gone =
+                    d.kind == Decision::Kind::lost ? SandboxState::lost : SandboxState::stopped;
+                it->second.why = d.why;
+                log().warn("controller: sandbox " + d.sandbox + ": " + d.why);
+                dropped.push_back(std::move(it->second.link));
+                gone = true;
+                break;
+            case Decision::Kind::unlisted:
+                if (it != placed_.end()) it->second.missing = d.count;
+                break;
+            case Decision::Kind::list_lost:
+            case Decision::Kind::list_ended: {
+                // Its owner, when the job is the controller's own user's (a
+                // token's sandbox), is in the worker's record: until then
+                // only an admin sees it.
+                Placed p;
+                p.id = d.sandbox;
+                p.job = d.job;
+                p.node = d.node;
+                p.owner = owner_of({}, d.user);
+                p.view.record.id = d.sandbox;
+                p.gone = d.kind == Decision::Kind::list_lost ? SandboxState::lost
+                                                             : SandboxState::stopped;
+                p.why = d.why;
+                placed_[d.sandbox] = std::move(p);
+                break;
             }
+            case Decision::Kind::forget_ending:
+                ending_.erase(d.job);
+                break;
+            default:
+                break;
         }
     }
-    if (gone) replace_gone_members();
-    dropped.clear();
-    std::set<std::string> live;
+    return gone;
+}
+
+void ControllerApi::apply_to_slurm(const std::vector<Decision>& decisions) {
     for (const Decision& d : decisions) {
         switch (d.kind) {
             case Decision::Kind::cancel:
@@ -140,7 +146,10 @@ void ControllerApi::watch_once(bool first) {
                 break;
         }
     }
-    adopt_all(decisions);
+}
+
+void ControllerApi::reap_all(const std::vector<Decision>& decisions, const Observation& seen) {
+    std::set<std::string> live;
     for (const Decision& d : decisions)
         if (d.kind == Decision::Kind::reap) {
             if (live.empty()) live = live_jobs(seen);
