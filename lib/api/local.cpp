@@ -24,6 +24,7 @@
 #include "lib/sandbox/image.hpp"
 #include "lib/sandbox/pool.hpp"
 #include "lib/sandbox/snapshot.hpp"
+#include "lib/spec/create_options.hpp"
 #include "lib/spec/network.hpp"
 #include "lib/spec/template.hpp"
 
@@ -81,67 +82,14 @@ CreateRequest to_create_request(const CreateParams& p) {
             throw Error(ErrorCode::usage, "template_source: one line of at most 4096 bytes");
         req.template_source = *p.template_source;
     }
-    if (p.hidepid) {
-        if (*p.hidepid < 0 || *p.hidepid > 2)
-            throw Error(ErrorCode::usage,
-                        "hidepid " + std::to_string(*p.hidepid) + ": expected 0, 1 or 2");
-        req.flags.hidepid = *p.hidepid;
-    }
-    req.flags.audit = p.audit;
-    if (p.user) req.flags.user = parse_user_param(*p.user);
-    for (const auto& [k, v] : p.labels) {
-        if (k.empty() || k.find('=') != std::string::npos)
-            throw Error(ErrorCode::usage,
-                        "label '" + k + "': a key must be non-empty, without '='");
-        req.flags.labels[k] = v;
-    }
+    // The options' one codec (lib/spec/create_options.hpp), on the params' own JSON.
+    req.flags = create_options_from_json(to_json(p));
     if (p.name) req.name = *p.name;
     if (p.pool) {
         if (!valid_object_name(*p.pool))
             throw Error(ErrorCode::usage, "pool '" + *p.pool + "': not a valid pool name");
         if (p.name) throw Error(ErrorCode::usage, "pool members cannot be given a name");
         req.pool = *p.pool;
-    }
-    auto lifetime = [](const char* what, const std::optional<std::int64_t>& ms) {
-        if (ms && (*ms <= 0 || *ms > 100LL * 365 * 24 * 3600 * 1000))
-            throw Error(ErrorCode::usage,
-                        std::string(what) + " " + std::to_string(*ms) + ": must be positive");
-        return ms ? std::optional(std::chrono::milliseconds(*ms)) : std::nullopt;
-    };
-    req.flags.ttl = lifetime("ttl_ms", p.ttl_ms);
-    req.flags.idle_timeout = lifetime("idle_timeout_ms", p.idle_timeout_ms);
-    if (p.cpus && !(*p.cpus > 0 && *p.cpus <= 4096))
-        throw Error(ErrorCode::usage, "cpus " + std::to_string(*p.cpus) + ": must be positive");
-    if (p.memory && *p.memory == 0) throw Error(ErrorCode::usage, "memory 0: must be positive");
-    req.flags.cpus = p.cpus;
-    req.flags.memory = p.memory;
-    if (p.network && *p.network != "none")
-        throw Error(ErrorCode::usage, "network '" + *p.network +
-                                          "': expected none (a policy is given by allow and deny)");
-    req.flags.network_none = p.network.has_value();
-    auto destinations = [](const char* what, const std::optional<std::vector<std::string>>& list) {
-        std::vector<Destination> out;
-        for (const auto& text : list.value_or(std::vector<std::string>{})) {
-            auto parsed = parse_destination(text, std::string(what) == "deny");
-            if (!parsed.dest)
-                throw Error(ErrorCode::usage,
-                            std::string(what) + " '" + text + "': " + parsed.error);
-            out.push_back(*parsed.dest);
-        }
-        return out;
-    };
-    req.flags.allow = destinations("allow", p.allow);
-    req.flags.deny = destinations("deny", p.deny);
-    for (const auto& text : p.publish.value_or(std::vector<std::string>{})) {
-        std::string why;
-        auto port = parse_published_port(text, why);
-        if (!port) throw Error(ErrorCode::usage, "publish '" + text + "': " + why);
-        for (const auto& other : req.flags.publish)
-            if (other.host_port == port->host_port)
-                throw Error(ErrorCode::usage, "publish '" + text + "': host port " +
-                                                  std::to_string(port->host_port) +
-                                                  " is published twice");
-        req.flags.publish.push_back(*port);
     }
     if (!req.flags.publish.empty() && p.pool)
         throw Error(ErrorCode::usage,

@@ -22,6 +22,7 @@
 #include "lib/audit/audit.hpp"
 #include "lib/core/process.hpp"
 #include "lib/sandbox/records.hpp"
+#include "lib/spec/create_options.hpp"
 
 namespace sandweave::api {
 
@@ -107,12 +108,16 @@ struct HelloResult {
     std::string server;
     std::vector<std::string> capabilities;
     std::vector<std::string> methods;
+    // The create options it understands (lib/spec/create_options.hpp);
+    // absent from an older server.
+    std::optional<std::vector<std::string>> create_options;
     template <class V>
     void fields(V& v) {
         v.required("protocol", protocol);
         v.required("server", server);
         v.required("capabilities", capabilities);
         v.required("methods", methods);
+        v.optional("create_options", create_options);
     }
 };
 

@@ -78,7 +78,8 @@ void read_key(Episode& e, const std::string& key, const json& v, const std::stri
         e.template_ref = string_of(v, where, key);
         if (e.template_ref->empty()) bad(where, "'template': empty");
     } else if (key == "hidepid") {
-        if (!v.is_number_integer() || v.get<std::int64_t>() < 0 || v.get<std::int64_t>() > 2)
+        if (!v.is_number_integer() ||
+            hidepid_problem(v.get<std::int64_t>()))  // the codec's check (api/types.hpp)
             bad(where, "'hidepid': expected 0, 1 or 2");
         e.hidepid = v.get<int>();
     } else if (key == "audit") {

@@ -26,6 +26,7 @@
 #include "lib/runtime/runsc.hpp"
 #include "lib/sandbox/agent_client.hpp"
 #include "lib/sandbox/audit_glue.hpp"
+#include "lib/spec/create_options.hpp"
 
 namespace sandweave {
 
@@ -321,23 +322,9 @@ void hand_over(Context& ctx, const SandboxRecord& r) {
 }  // namespace
 
 json pool_request_to_json(const CreateRequest& r) {
-    json j{{"template", r.template_ref}, {"labels", r.flags.labels}};
-    if (r.flags.hidepid) j["hidepid"] = *r.flags.hidepid;
-    if (r.flags.audit) j["audit"] = *r.flags.audit;
-    if (r.flags.user) j["user"] = r.flags.user->str();
+    json j = create_options_to_json(r.flags);
+    j["template"] = r.template_ref;
     if (!r.from_snapshot.empty()) j["from_snapshot"] = r.from_snapshot;
-    if (r.flags.ttl) j["ttl_ms"] = r.flags.ttl->count();
-    if (r.flags.idle_timeout) j["idle_timeout_ms"] = r.flags.idle_timeout->count();
-    if (r.flags.cpus) j["cpus"] = *r.flags.cpus;
-    if (r.flags.memory) j["memory"] = *r.flags.memory;
-    if (r.flags.network_none) j["network"] = "none";
-    for (const auto& [key, list] :
-         {std::pair{"allow", &r.flags.allow}, std::pair{"deny", &r.flags.deny}}) {
-        if (list->empty()) continue;
-        json texts = json::array();
-        for (const auto& d : *list) texts.push_back(d.str());
-        j[key] = texts;
-    }
     return j;
 }
 
@@ -345,23 +332,8 @@ CreateRequest pool_request_from_json(const json& j, const std::string& pool) {
     CreateRequest r;
     r.template_ref = j.value("template", std::string("base"));
     r.template_given = j.contains("template") && !j.contains("from_snapshot");
-    r.flags.labels = j.value("labels", std::map<std::string, std::string>{});
-    if (j.contains("hidepid")) r.flags.hidepid = j["hidepid"].get<int>();
-    if (j.contains("audit")) r.flags.audit = j["audit"].get<bool>();
-    if (j.contains("user")) r.flags.user = parse_user(j["user"].get<std::string>());
+    r.flags = create_options_from_json(j);
     r.from_snapshot = j.value("from_snapshot", std::string());
-    if (j.contains("ttl_ms"))
-        r.flags.ttl = std::chrono::milliseconds(j["ttl_ms"].get<std::int64_t>());
-    if (j.contains("idle_timeout_ms"))
-        r.flags.idle_timeout = std::chrono::milliseconds(j["idle_timeout_ms"].get<std::int64_t>());
-    if (j.contains("cpus")) r.flags.cpus = j["cpus"].get<double>();
-    if (j.contains("memory")) r.flags.memory = j["memory"].get<std::uint64_t>();
-    r.flags.network_none = j.value("network", std::string()) == "none";
-    if (j.contains("allow") || j.contains("deny")) {
-        EgressPolicy p = egress_policy_from_json(j);
-        r.flags.allow = p.allow;
-        r.flags.deny = p.deny;
-    }
     r.pool = pool;
     return r;
 }

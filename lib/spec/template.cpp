@@ -11,6 +11,7 @@
 #include "lib/core/fsutil.hpp"
 #include "lib/core/json_input.hpp"
 #include "lib/core/units.hpp"
+#include "lib/spec/create_options.hpp"
 #include "lib/spec/network.hpp"
 
 namespace sandweave {
@@ -173,7 +174,8 @@ json as_bool(const YAML::Node& n, const Where& w, const std::string& key) {
 json as_hidepid(const YAML::Node& n, const Where& w, const std::string& key) {
     if (n.IsScalar() && is_plain(n)) {
         std::string s = scalar_text(n);
-        if (s == "0" || s == "1" || s == "2") return std::stoi(s);
+        if (s.size() == 1 && s[0] >= '0' && s[0] <= '9' && !hidepid_problem(s[0] - '0'))
+            return s[0] - '0';
     }
     fail(w, n, key, "expected 0, 1 or 2, got " + shown(n));
 }

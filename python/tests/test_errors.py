@@ -238,3 +238,28 @@ def test_older_worker_without_a_method(state_dir: str) -> None:
             assert sb.run("echo still served").ok
     finally:
         older.close()
+
+
+def test_the_sdks_create_options_are_the_workers(state_dir: str) -> None:
+    # The worker's one codec of create options (lib/spec/create_options.hpp)
+    # lists its keys in hello: every option the SDK can send is one of them,
+    # and every one of them can be given through the SDK.
+    from sandweave.options import _params
+
+    conn = sandweave.connect()
+    advertised = set(conn.server_info()["create_options"])
+    everything = {
+        "hidepid": 2,
+        "audit": True,
+        "user": "1001:1001",
+        "labels": {"a": "b"},
+        "ttl": 60,
+        "idle_timeout": 30,
+        "cpus": 1,
+        "memory": 1 << 30,
+        "publish": [8080],
+    }
+    sent = set(_params(conn, None, everything))
+    sent |= set(_params(conn, None, {"network": "none"}))
+    sent |= set(_params(conn, None, {"network": {"allow": ["10.0.0.1"], "deny": ["10.0.0.2"]}}))
+    assert sent == advertised

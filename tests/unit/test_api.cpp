@@ -117,7 +117,8 @@ TEST_SUITE("api") {
     }
 
     TEST_CASE("result types round-trip") {
-        round_trips(HelloResult{1, "sandweave 0.1.0", {"log"}, {"version"}});
+        round_trips(HelloResult{1, "sandweave 0.1.0", {"log"}, {"version"}, std::nullopt});
+        round_trips(HelloResult{1, "sandweave 0.1.0", {"log"}, {"version"}, create_option_keys()});
         round_trips(VersionResult{"0.1.0", 1, RuntimeInfo{"/r", "runsc version x", {}, {}}, {}});
         round_trips(VersionResult{
             "0.1.0", 1,
