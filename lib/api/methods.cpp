@@ -7,6 +7,7 @@
 #include <algorithm>
 
 #include "lib/api/local.hpp"
+#include "lib/api/protocol.hpp"
 #include "lib/core/error.hpp"
 #include "lib/core/units.hpp"
 #include "lib/sandbox/filter.hpp"
@@ -20,19 +21,21 @@ void check_as(const json& params) {
     (void)from_json<P>(params);
 }
 
-// A row for a method taking P and returning what `fn` returns.
-template <class P, class Fn>
-Method row(const char* name, Fn fn, void (*validate)(const json&) = nullptr) {
-    return Method{name, &check_as<P>, validate, [fn](Api& api, const json& params) {
-                      return encode_value(fn(api, from_json<P>(params)));
+// The dispatch of a protocol row (protocol.hpp): its params decoded, its
+// Api member called, its result encoded.
+template <class P, class R>
+Method row(const Row<P, R>& r, void (*validate)(const json&) = nullptr) {
+    return Method{r.name, &check_as<P>, validate, [serve = r.serve](Api& api, const json& params) {
+                      return encode_value((api.*serve)(from_json<P>(params)));
                   }};
 }
 
-template <class Fn>
-Method row0(const char* name, Fn fn) {
-    return Method{name, &check_as<Empty>, nullptr, [fn](Api& api, const json& params) {
+template <class R>
+Method row(const Row0<R>& r) {
+    return Method{r.name, &check_as<Empty>, nullptr,
+                  [serve = r.serve](Api& api, const json& params) {
                       (void)from_json<Empty>(params);
-                      return encode_value(fn(api));
+                      return encode_value((api.*serve)());
                   }};
 }
 
@@ -68,70 +71,45 @@ void validate_kill(const json& params) {
 }
 
 std::vector<Method> build_table() {
+    namespace m = protocol;
     std::vector<Method> t = {
-        row0("version", [](Api& a) { return a.version(); }),
-        row<CreateParams>(
-            "sandbox.create", [](Api& a, const CreateParams& p) { return a.create(p); },
-            &validate_create),
-        row<LsParams>(
-            "sandbox.ls", [](Api& a, const LsParams& p) { return a.ls(p); }, &validate_ls),
-        row<IdParams>("sandbox.inspect", [](Api& a, const IdParams& p) { return a.inspect(p); }),
-        row<IdParams>("sandbox.ps", [](Api& a, const IdParams& p) { return a.ps(p); }),
-        row<KillParams>(
-            "sandbox.kill", [](Api& a, const KillParams& p) { return a.kill(p); }, &validate_kill),
-        row<HandleParams>("sandbox.wait", [](Api& a, const HandleParams& p) { return a.wait(p); }),
-        row<IdParams>("sandbox.terminate",
-                      [](Api& a, const IdParams& p) { return a.terminate(p); }),
-        row<IdParams>("sandbox.rm", [](Api& a, const IdParams& p) { return a.rm(p); }),
-        row<FinishParams>("sandbox.finish",
-                          [](Api& a, const FinishParams& p) { return a.finish(p); }),
-        row0("sandbox.prune", [](Api& a) { return a.prune(); }),
-        row<AuditExportParams>(
-            "audit.export", [](Api& a, const AuditExportParams& p) { return a.audit_export(p); }),
-        row<IdParams>("audit.status", [](Api& a, const IdParams& p) { return a.audit_status(p); }),
-        row<SnapshotCreateParams>(
-            "snapshot.create",
-            [](Api& a, const SnapshotCreateParams& p) { return a.snapshot_create(p); }),
-        row0("snapshot.ls", [](Api& a) { return a.snapshot_ls(); }),
-        row<IdParams>("snapshot.rm", [](Api& a, const IdParams& p) { return a.snapshot_rm(p); }),
-        row<PoolCreateParams>(
-            "pool.create", [](Api& a, const PoolCreateParams& p) { return a.pool_create(p); },
-            &validate_pool_create),
-        row<PoolAcquireParams>(
-            "pool.acquire", [](Api& a, const PoolAcquireParams& p) { return a.pool_acquire(p); }),
-        row0("pool.ls", [](Api& a) { return a.pool_ls(); }),
-        row<PoolResizeParams>("pool.resize",
-                              [](Api& a, const PoolResizeParams& p) { return a.pool_resize(p); }),
-        row<NameParams>("pool.rm", [](Api& a, const NameParams& p) { return a.pool_rm(p); }),
-        row<ReserveParams>("batch.reserve",
-                           [](Api& a, const ReserveParams& p) { return a.batch_reserve(p); }),
-        row<IdParams>("batch.release",
-                      [](Api& a, const IdParams& p) { return a.batch_release(p); }),
-        row0("template.ls", [](Api& a) { return a.template_ls(); }),
-        row<TemplateShowParams>(
-            "template.show",
-            [](Api& a, const TemplateShowParams& p) { return a.template_show(p); }),
-        row<TemplateValidateParams>(
-            "template.validate",
-            [](Api& a, const TemplateValidateParams& p) { return a.template_validate(p); }),
-        row<ImageBuildParams>("image.build",
-                              [](Api& a, const ImageBuildParams& p) { return a.image_build(p); }),
-        row0("image.ls", [](Api& a) { return a.image_ls(); }),
-        row0("image.recipes", [](Api& a) { return a.image_recipes(); }),
-        row<NameParams>("image.rm", [](Api& a, const NameParams& p) { return a.image_rm(p); }),
-        row<ImageImportParams>(
-            "image.import", [](Api& a, const ImageImportParams& p) { return a.image_import(p); }),
-        row<NameParams>("image.inspect",
-                        [](Api& a, const NameParams& p) { return a.image_inspect(p); }),
-        row0("doctor", [](Api& a) { return a.doctor(); }),
-        // desktops
-        row<PointerParams>("desktop.click",
-                           [](Api& a, const PointerParams& p) { return a.desktop_click(p); }),
-        row<PointerParams>("desktop.move",
-                           [](Api& a, const PointerParams& p) { return a.desktop_move(p); }),
-        row<TypeParams>("desktop.type",
-                        [](Api& a, const TypeParams& p) { return a.desktop_type(p); }),
-        row<KeyParams>("desktop.key", [](Api& a, const KeyParams& p) { return a.desktop_key(p); }),
+        row(m::version),
+        row(m::sandbox_create, &validate_create),
+        row(m::sandbox_ls, &validate_ls),
+        row(m::sandbox_inspect),
+        row(m::sandbox_ps),
+        row(m::sandbox_kill, &validate_kill),
+        row(m::sandbox_wait),
+        row(m::sandbox_terminate),
+        row(m::sandbox_rm),
+        row(m::sandbox_finish),
+        row(m::sandbox_prune),
+        row(m::audit_export),
+        row(m::audit_status),
+        row(m::snapshot_create),
+        row(m::snapshot_ls),
+        row(m::snapshot_rm),
+        row(m::pool_create, &validate_pool_create),
+        row(m::pool_acquire),
+        row(m::pool_ls),
+        row(m::pool_resize),
+        row(m::pool_rm),
+        row(m::batch_reserve),
+        row(m::batch_release),
+        row(m::template_ls),
+        row(m::template_show),
+        row(m::template_validate),
+        row(m::image_build),
+        row(m::image_ls),
+        row(m::image_recipes),
+        row(m::image_rm),
+        row(m::image_import),
+        row(m::image_inspect),
+        row(m::doctor),
+        row(m::desktop_click),
+        row(m::desktop_move),
+        row(m::desktop_type),
+        row(m::desktop_key),
     };
     // Served by the connection itself (they need its streams or its state),
     // checked here like the others.

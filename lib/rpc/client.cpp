@@ -17,6 +17,7 @@
 #include <optional>
 #include <thread>
 
+#include "lib/api/protocol.hpp"
 #include "lib/core/build_info.hpp"
 #include "lib/core/error.hpp"
 #include "lib/core/fd.hpp"
@@ -392,6 +393,16 @@ R decoded(const json& j, const std::string& method) {
     return out;
 }
 
+// A protocol row's request (api/protocol.hpp) and its answer, typed.
+template <class P, class R>
+R invoke(RpcClient& c, const api::Row<P, R>& row, const P& p) {
+    return decoded<R>(c.call(row.name, api::to_json(p)), row.name);
+}
+template <class R>
+R invoke(RpcClient& c, const api::Row0<R>& row) {
+    return decoded<R>(c.call(row.name, json::object()), row.name);
+}
+
 }  // namespace
 
 json RpcClient::streamed(const std::string& request_method, const json& request_params,
@@ -565,41 +576,41 @@ api::Empty RpcClient::cp_in(const api::CpInParams& p, const api::CpIo& io) {
 }
 
 api::VersionResult RpcClient::version() {
-    return decoded<api::VersionResult>(call("version", json::object()), "version");
+    return invoke(*this, api::protocol::version);
 }
 SandboxView RpcClient::create(const api::CreateParams& p) {
-    return decoded<SandboxView>(call("sandbox.create", api::to_json(p)), "sandbox.create");
+    return invoke(*this, api::protocol::sandbox_create, p);
 }
 api::SandboxList RpcClient::ls(const api::LsParams& p) {
-    return decoded<api::SandboxList>(call("sandbox.ls", api::to_json(p)), "sandbox.ls");
+    return invoke(*this, api::protocol::sandbox_ls, p);
 }
 api::ProcessList RpcClient::ps(const api::IdParams& p) {
-    return decoded<api::ProcessList>(call("sandbox.ps", api::to_json(p)), "sandbox.ps");
+    return invoke(*this, api::protocol::sandbox_ps, p);
 }
 api::KillResult RpcClient::kill(const api::KillParams& p) {
-    return decoded<api::KillResult>(call("sandbox.kill", api::to_json(p)), "sandbox.kill");
+    return invoke(*this, api::protocol::sandbox_kill, p);
 }
 api::RunResult RpcClient::wait(const api::HandleParams& p) {
-    return decoded<api::RunResult>(call("sandbox.wait", api::to_json(p)), "sandbox.wait");
+    return invoke(*this, api::protocol::sandbox_wait, p);
 }
 
 SandboxView RpcClient::inspect(const api::IdParams& p) {
-    return decoded<SandboxView>(call("sandbox.inspect", api::to_json(p)), "sandbox.inspect");
+    return invoke(*this, api::protocol::sandbox_inspect, p);
 }
 SandboxView RpcClient::terminate(const api::IdParams& p) {
-    return decoded<SandboxView>(call("sandbox.terminate", api::to_json(p)), "sandbox.terminate");
+    return invoke(*this, api::protocol::sandbox_terminate, p);
 }
 api::Removed RpcClient::rm(const api::IdParams& p) {
-    return decoded<api::Removed>(call("sandbox.rm", api::to_json(p)), "sandbox.rm");
+    return invoke(*this, api::protocol::sandbox_rm, p);
 }
 api::Finished RpcClient::finish(const api::FinishParams& p) {
     // The log is written on this host (audit_export below), so with a path
     // the calls go one by one; so they do to a worker without the method.
-    if (p.audit_path || !has_method("sandbox.finish")) return Api::finish(p);
-    return decoded<api::Finished>(call("sandbox.finish", api::to_json(p)), "sandbox.finish");
+    if (p.audit_path || !has_method(api::protocol::sandbox_finish.name)) return Api::finish(p);
+    return invoke(*this, api::protocol::sandbox_finish, p);
 }
 api::RemovedList RpcClient::prune() {
-    return decoded<api::RemovedList>(call("sandbox.prune", json::object()), "sandbox.prune");
+    return invoke(*this, api::protocol::sandbox_prune);
 }
 // PATH names a file on this host, wherever the worker is: whoever holds this
 // Api (the CLI, or a `serve` child an SDK drives with --host) gets the log
@@ -617,69 +628,67 @@ audit::Status RpcClient::audit_fetch(const api::IdParams& p,
 }
 
 audit::Status RpcClient::audit_status(const api::IdParams& p) {
-    return decoded<audit::Status>(call("audit.status", api::to_json(p)), "audit.status");
+    return invoke(*this, api::protocol::audit_status, p);
 }
 SnapshotRecord RpcClient::snapshot_create(const api::SnapshotCreateParams& p) {
-    return decoded<SnapshotRecord>(call("snapshot.create", api::to_json(p)), "snapshot.create");
+    return invoke(*this, api::protocol::snapshot_create, p);
 }
 api::SnapshotList RpcClient::snapshot_ls() {
-    return decoded<api::SnapshotList>(call("snapshot.ls", json::object()), "snapshot.ls");
+    return invoke(*this, api::protocol::snapshot_ls);
 }
 api::Removed RpcClient::snapshot_rm(const api::IdParams& p) {
-    return decoded<api::Removed>(call("snapshot.rm", api::to_json(p)), "snapshot.rm");
+    return invoke(*this, api::protocol::snapshot_rm, p);
 }
 PoolInfo RpcClient::pool_create(const api::PoolCreateParams& p) {
-    return decoded<PoolInfo>(call("pool.create", api::to_json(p)), "pool.create");
+    return invoke(*this, api::protocol::pool_create, p);
 }
 SandboxView RpcClient::pool_acquire(const api::PoolAcquireParams& p) {
-    return decoded<SandboxView>(call("pool.acquire", api::to_json(p)), "pool.acquire");
+    return invoke(*this, api::protocol::pool_acquire, p);
 }
 api::PoolList RpcClient::pool_ls() {
-    return decoded<api::PoolList>(call("pool.ls", json::object()), "pool.ls");
+    return invoke(*this, api::protocol::pool_ls);
 }
 PoolInfo RpcClient::pool_resize(const api::PoolResizeParams& p) {
-    return decoded<PoolInfo>(call("pool.resize", api::to_json(p)), "pool.resize");
+    return invoke(*this, api::protocol::pool_resize, p);
 }
 api::Removed RpcClient::pool_rm(const api::NameParams& p) {
-    return decoded<api::Removed>(call("pool.rm", api::to_json(p)), "pool.rm");
+    return invoke(*this, api::protocol::pool_rm, p);
 }
 api::Reservation RpcClient::batch_reserve(const api::ReserveParams& p) {
-    return decoded<api::Reservation>(call("batch.reserve", api::to_json(p)), "batch.reserve");
+    return invoke(*this, api::protocol::batch_reserve, p);
 }
 api::Removed RpcClient::batch_release(const api::IdParams& p) {
-    return decoded<api::Removed>(call("batch.release", api::to_json(p)), "batch.release");
+    return invoke(*this, api::protocol::batch_release, p);
 }
 api::TemplateList RpcClient::template_ls() {
-    return decoded<api::TemplateList>(call("template.ls", json::object()), "template.ls");
+    return invoke(*this, api::protocol::template_ls);
 }
 api::TemplateShowResult RpcClient::template_show(const api::TemplateShowParams& p) {
-    return decoded<api::TemplateShowResult>(call("template.show", api::to_json(p)),
-                                            "template.show");
+    return invoke(*this, api::protocol::template_show, p);
 }
 api::TemplateValidateResult RpcClient::template_validate(const api::TemplateValidateParams& p) {
-    return decoded<api::TemplateValidateResult>(call("template.validate", api::to_json(p)),
-                                                "template.validate");
+    return invoke(*this, api::protocol::template_validate, p);
 }
 api::Image RpcClient::image_build(const api::ImageBuildParams& p) {
-    return decoded<api::Image>(call("image.build", api::to_json(p)), "image.build");
+    return invoke(*this, api::protocol::image_build, p);
 }
 api::ImageList RpcClient::image_ls() {
-    return decoded<api::ImageList>(call("image.ls", json::object()), "image.ls");
+    return invoke(*this, api::protocol::image_ls);
 }
 api::RecipeList RpcClient::image_recipes() {
-    return decoded<api::RecipeList>(call("image.recipes", json::object()), "image.recipes");
+    return invoke(*this, api::protocol::image_recipes);
 }
 api::Removed RpcClient::image_rm(const api::NameParams& p) {
-    return decoded<api::Removed>(call("image.rm", api::to_json(p)), "image.rm");
+    return invoke(*this, api::protocol::image_rm, p);
 }
 api::Image RpcClient::image_import(const api::ImageImportParams& p) {
-    return decoded<api::Image>(call("image.import", api::to_json(p)), "image.import");
+    return invoke(*this, api::protocol::image_import, p);
 }
 api::Image RpcClient::image_inspect(const api::NameParams& p) {
-    return decoded<api::Image>(call("image.inspect", api::to_json(p)), "image.inspect");
+    return invoke(*this, api::protocol::image_inspect, p);
 }
 api::DoctorResult RpcClient::doctor() {
-    return decoded<api::DoctorResult>(call("doctor", json::object()), "doctor");
+    return invoke(*this, api::protocol::doctor);
 }
 
 api::ScreenshotResult RpcClient::desktop_screenshot(
@@ -691,20 +700,16 @@ api::ScreenshotResult RpcClient::desktop_screenshot(
     return decoded<api::ScreenshotResult>(impl_->finish(id), "desktop.screenshot");
 }
 api::Empty RpcClient::desktop_click(const api::PointerParams& p) {
-    call("desktop.click", api::to_json(p));
-    return {};
+    return invoke(*this, api::protocol::desktop_click, p);
 }
 api::Empty RpcClient::desktop_move(const api::PointerParams& p) {
-    call("desktop.move", api::to_json(p));
-    return {};
+    return invoke(*this, api::protocol::desktop_move, p);
 }
 api::Empty RpcClient::desktop_type(const api::TypeParams& p) {
-    call("desktop.type", api::to_json(p));
-    return {};
+    return invoke(*this, api::protocol::desktop_type, p);
 }
 api::Empty RpcClient::desktop_key(const api::KeyParams& p) {
-    call("desktop.key", api::to_json(p));
-    return {};
+    return invoke(*this, api::protocol::desktop_key, p);
 }
 
 }  // namespace sandweave::rpc
