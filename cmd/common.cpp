@@ -343,7 +343,7 @@ api::CreateParams to_create_params(const CreateFlags& f, const CLI::App& sub) {
                         "--network none cannot be combined with --allow or --deny");
         p.network = f.network;
     }
-    // Each entry is checked by the worker (lib/spec/network.hpp), which names it.
+    // Each entry is checked by the worker (lib/options/network.hpp), which names it.
     if (!f.allow.empty()) p.allow = f.allow;
     if (!f.deny.empty()) p.deny = f.deny;
     if (!f.publish.empty()) p.publish = f.publish;

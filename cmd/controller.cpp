@@ -8,11 +8,11 @@
 #include <iostream>
 
 #include "cmd/common.hpp"
+#include "lib/controller/controller.hpp"
+#include "lib/controller/identity.hpp"
 #include "lib/core/error.hpp"
 #include "lib/core/fd.hpp"
 #include "lib/core/log.hpp"
-#include "lib/weave/controller.hpp"
-#include "lib/weave/identity.hpp"
 
 namespace sandweave::cli {
 
@@ -21,7 +21,7 @@ namespace {
 constexpr const char* default_controller_dir = "/var/lib/sandweave-controller";
 
 // `controller token add|ls|rm`: the per-user tokens in the controller's
-// directory (lib/weave/identity.hpp). A running controller reads them at
+// directory (lib/controller/identity.hpp). A running controller reads them at
 // each connection, so a change needs no restart.
 CLI::App* register_controller_tokens(CLI::App& controller, GlobalOptions& g, Outcome& out,
                                      std::shared_ptr<const std::string> controller_dir) {
@@ -32,8 +32,8 @@ CLI::App* register_controller_tokens(CLI::App& controller, GlobalOptions& g, Out
         std::string d = !dir->empty()              ? *dir
                         : !controller_dir->empty() ? *controller_dir
                                                    : default_controller_dir;
-        weave::act_as_owner_of(d);
-        return weave::TokenStore(d);
+        controller::act_as_owner_of(d);
+        return controller::TokenStore(d);
     };
     auto dir_option = [dir](CLI::App* s) {
         s->add_option("--controller-dir", *dir,
@@ -149,25 +149,25 @@ void register_controller(CLI::App& app, GlobalOptions& g, Outcome& out) {
             const char* d = std::getenv("SANDWEAVE_WEAVE_CLUSTER_DIR");
             cluster = std::string(d && *d ? d : "/var/lib/sandweave-cluster") + "/cluster.env";
         }
-        auto c = weave::read_cluster_env(cluster);
+        auto c = controller::read_cluster_env(cluster);
         c.worker_binary = f->worker_binary;
         if (c.worker_binary.empty()) {
             char buf[4096];
             ssize_t n = ::readlink("/proc/self/exe", buf, sizeof buf - 1);
             c.worker_binary = n > 0 ? std::string(buf, static_cast<std::size_t>(n)) : "sandweave";
         }
-        weave::ControllerOptions o;
+        controller::ControllerOptions o;
         o.listen = f->listen;
         o.state_dir = f->dir.empty() ? default_controller_dir : f->dir;
-        c.controller_id = weave::controller_id(o.state_dir);
-        auto api = weave::make_controller_api(c);
+        c.controller_id = controller::controller_id(o.state_dir);
+        auto api = controller::make_controller_api(c);
         o.cert = f->cert;
         o.key = f->key;
         o.token_file = f->token;
         o.munge_socket = f->munge_socket.empty() ? c.munge_socket : f->munge_socket;
         o.max_connections = f->max_connections;
         o.server_name = std::string("sandweave ") + SANDWEAVE_VERSION_STRING + " (controller)";
-        weave::serve_controller(*api, o, sfd.get());
+        controller::serve_controller(*api, o, sfd.get());
         out.exit_code = 0;
     });
 }

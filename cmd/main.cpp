@@ -22,9 +22,9 @@
 #include "lib/core/error.hpp"
 #include "lib/core/host.hpp"
 #include "lib/core/log.hpp"
-#include "lib/core/shim.hpp"
 #include "lib/core/units.hpp"
 #include "lib/rpc/socket_relay.hpp"
+#include "lib/runtime/shim.hpp"
 #include "lib/sandbox/pool.hpp"
 
 namespace sandweave::cli {

@@ -15,7 +15,7 @@
 
 #include "lib/audit/audit.hpp"
 #include "lib/core/log.hpp"
-#include "lib/core/shim.hpp"
+#include "lib/runtime/shim.hpp"
 #include "lib/sandbox/companions.hpp"
 
 namespace {

@@ -33,14 +33,14 @@ import sys
 
 LIB_ALLOWED = {
     "core": set(),
-    "spec": {"core"},
+    "options": {"core"},
     "audit": {"core"},
-    "runtime": {"core", "spec"},
-    "store": {"core", "spec"},
-    "sandbox": {"core", "spec", "audit", "runtime", "store"},
-    "api": {"core", "spec", "audit", "runtime", "store", "sandbox"},
-    "rpc": {"core", "spec", "audit", "runtime", "store", "sandbox", "api"},
-    "weave": {"core", "spec", "audit", "runtime", "store", "sandbox", "api", "rpc"},
+    "runtime": {"core", "options"},
+    "store": {"core", "options"},
+    "sandbox": {"core", "options", "audit", "runtime", "store"},
+    "api": {"core", "options", "audit", "runtime", "store", "sandbox"},
+    "rpc": {"core", "options", "audit", "runtime", "store", "sandbox", "api"},
+    "controller": {"core", "options", "audit", "runtime", "store", "sandbox", "api", "rpc"},
     # Batch episodes: a client of the API, like a verb (never the worker's code).
     "batch": {"core", "audit", "api"},
     # `sandweave e2b`: an HTTP face over any Api (a client of the API, like batch).
@@ -74,8 +74,8 @@ CMD_EXCEPTIONS = {
         "lib/rpc/tls.hpp": "... or over TLS to a controller (weave://)",
     },
     "cmd/controller.cpp": {
-        "lib/weave/controller.hpp": "`sandweave controller` is the controller",
-        "lib/weave/identity.hpp": "`controller token` manages the controller's client tokens",
+        "lib/controller/controller.hpp": "`sandweave controller` is the controller",
+        "lib/controller/identity.hpp": "`controller token` manages the controller's client tokens",
     },
     "cmd/e2b.cpp": {
         "lib/e2b/e2b.hpp": "`sandweave e2b` is the E2B-compatible server (a client of the API)",
@@ -95,7 +95,7 @@ CMD_EXCEPTIONS = {
     "cmd/main.cpp": {
         # The binary's hidden entry points for its own helper processes,
         # started by the worker, not by a user: they run worker code.
-        "lib/core/shim.hpp": "__shim",
+        "lib/runtime/shim.hpp": "__shim",
         "lib/core/host.hpp": "__pool-refill and __audit-writer act on this host",
         "lib/sandbox/pool.hpp": "__pool-refill",
         "lib/audit/audit.hpp": "__audit-writer",
@@ -119,7 +119,7 @@ CLIENT_LAYERS = {"batch", "e2b"}
 
 SOURCES = (".c", ".h", ".cpp", ".hpp", ".cc")
 FOLDERS = ("wire", "guest", "lib", "cmd", "helper")
-HELPER_LAYERS = {"core", "spec", "audit", "runtime", "store", "sandbox"}
+HELPER_LAYERS = {"core", "options", "audit", "runtime", "store", "sandbox"}
 INCLUDE = re.compile(r'^\s*#\s*include\s*([<"])([^>"]+)[>"]')
 
 

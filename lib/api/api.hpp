@@ -23,6 +23,8 @@ namespace sandweave::api {
 
 // ---- the interface ---------------------------------------------------------
 
+class Reservations;  // below: a Weave controller's
+
 class Api {
   public:
     virtual ~Api() = default;
@@ -66,10 +68,9 @@ class Api {
     virtual PoolInfo pool_resize(const PoolResizeParams& p) = 0;
     virtual Removed pool_rm(const NameParams& p) = 0;
 
-    // Slots for many creates at once (a Weave controller's: a Slurm job
-    // array); a worker refuses them. batch_release ends the slots not used.
-    virtual Reservation batch_reserve(const ReserveParams& p) = 0;
-    virtual Removed batch_release(const IdParams& p) = 0;
+    // The batch reservations this Api serves: a Weave controller's, or a
+    // connection to one; null for a worker, which has none (Reservations).
+    virtual Reservations* reservations() { return nullptr; }
 
     virtual TemplateList template_ls() = 0;
     virtual TemplateShowResult template_show(const TemplateShowParams& p) = 0;
@@ -102,6 +103,17 @@ class Api {
         (void)method;
         return true;
     }
+};
+
+// Slots for many creates at once: a Weave controller's (a Slurm job array),
+// which a batch takes before its episodes so that Slurm places them as one
+// job. batch_release ends the slots not used. Only a controller serves them
+// (Api::reservations), so a worker's Api does not carry them.
+class Reservations {
+  public:
+    virtual ~Reservations() = default;
+    virtual Reservation batch_reserve(const ReserveParams& p) = 0;
+    virtual Removed batch_release(const IdParams& p) = 0;
 };
 
 // ---- the one-shot run ------------------------------------------------------

@@ -19,7 +19,7 @@
 #include "lib/core/fsutil.hpp"
 #include "lib/core/progress.hpp"
 #include "lib/core/sha256.hpp"
-#include "lib/spec/template.hpp"
+#include "lib/options/template.hpp"
 
 namespace sandweave::api {
 

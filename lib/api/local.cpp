@@ -15,6 +15,9 @@
 #include "lib/core/fsutil.hpp"
 #include "lib/core/log.hpp"
 #include "lib/core/units.hpp"
+#include "lib/options/create_options.hpp"
+#include "lib/options/network.hpp"
+#include "lib/options/template.hpp"
 #include "lib/runtime/runsc.hpp"
 #include "lib/sandbox/activity.hpp"
 #include "lib/sandbox/audit_glue.hpp"
@@ -24,9 +27,6 @@
 #include "lib/sandbox/image.hpp"
 #include "lib/sandbox/pool.hpp"
 #include "lib/sandbox/snapshot.hpp"
-#include "lib/spec/create_options.hpp"
-#include "lib/spec/network.hpp"
-#include "lib/spec/template.hpp"
 
 namespace sandweave::api {
 
@@ -82,7 +82,7 @@ CreateRequest to_create_request(const CreateParams& p) {
             throw Error(ErrorCode::usage, "template_source: one line of at most 4096 bytes");
         req.template_source = *p.template_source;
     }
-    // The options' one codec (lib/spec/create_options.hpp), on the params' own JSON.
+    // The options' one codec (lib/options/create_options.hpp), on the params' own JSON.
     req.flags = create_options_from_json(to_json(p));
     if (p.name) req.name = *p.name;
     if (p.pool) {
@@ -158,15 +158,7 @@ VersionResult LocalApi::version() {
     return v;
 }
 
-namespace {
-
-[[noreturn]] void no_reservations() {
-    throw Error(ErrorCode::usage,
-                "reservations are a Weave controller's (Slurm job arrays); this worker creates "
-                "each sandbox by itself");
-}
-
-}  // namespace
+namespace {}  // namespace
 
 TemplateResolver LocalApi::templates() const {
     auto r = TemplateResolver::with_default_paths(ctx_.store.root());
@@ -388,14 +380,6 @@ Removed LocalApi::pool_rm(const NameParams& p) {
 bool LocalApi::offers(const std::string& method) const {
     const auto& only = controller_only_methods();
     return std::find(only.begin(), only.end(), method) == only.end();
-}
-
-Reservation LocalApi::batch_reserve(const ReserveParams&) {
-    no_reservations();
-}
-
-Removed LocalApi::batch_release(const IdParams&) {
-    no_reservations();
 }
 
 TemplateList LocalApi::template_ls() {

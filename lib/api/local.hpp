@@ -13,9 +13,9 @@
 #include "lib/api/api.hpp"
 #include "lib/api/types.hpp"
 #include "lib/core/units.hpp"
+#include "lib/options/template.hpp"
 #include "lib/sandbox/context.hpp"
 #include "lib/sandbox/sandbox.hpp"
-#include "lib/spec/template.hpp"
 
 namespace sandweave::api {
 
@@ -49,8 +49,6 @@ class LocalApi final : public Api {
     PoolList pool_ls() override;
     PoolInfo pool_resize(const PoolResizeParams& p) override;
     Removed pool_rm(const NameParams& p) override;
-    Reservation batch_reserve(const ReserveParams& p) override;
-    Removed batch_release(const IdParams& p) override;
     // Everything but a controller's own methods (batch reservations).
     bool offers(const std::string& method) const override;
     TemplateList template_ls() override;

@@ -30,6 +30,19 @@ Method row(const Row<P, R>& r, void (*validate)(const json&) = nullptr) {
                   }};
 }
 
+// A controller's row: served by the Api's reservations, refused by an Api
+// that has none (a worker), as the worker's own create refuses a slot.
+template <class P, class R>
+Method row(const Row<P, R, Reservations>& r) {
+    return Method{r.name, &check_as<P>, nullptr,
+                  [serve = r.serve](Api& api, const json& params) {
+                      Reservations* on = api.reservations();
+                      if (!on) no_reservations();
+                      return encode_value((on->*serve)(from_json<P>(params)));
+                  },
+                  true};
+}
+
 template <class R>
 Method row(const Row0<R>& r) {
     return Method{r.name, &check_as<Empty>, nullptr,
@@ -153,8 +166,19 @@ const std::vector<std::string>& method_names() {
 }
 
 const std::vector<std::string>& controller_only_methods() {
-    static const std::vector<std::string> names = {"batch.release", "batch.reserve"};
+    static const std::vector<std::string> names = [] {
+        std::vector<std::string> n;
+        for (const Method& m : methods())
+            if (m.controller_only) n.push_back(m.name);
+        return n;
+    }();
     return names;
+}
+
+void no_reservations() {
+    throw Error(ErrorCode::usage,
+                "reservations are a Weave controller's (Slurm job arrays); this worker creates "
+                "each sandbox by itself");
 }
 
 void check_params(const std::string& method, const json& params) {

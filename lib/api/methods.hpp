@@ -23,6 +23,8 @@ struct Method {
     // the method runs. Empty when the shape says it all.
     void (*validate)(const json& params);
     std::function<json(Api&, const json& params)> call;
+    // Served only by a Weave controller (a Reservations row of protocol.hpp).
+    bool controller_only = false;
 };
 
 // Sorted by name.
@@ -30,8 +32,10 @@ const std::vector<Method>& methods();
 const Method* find_method(const std::string& name);
 const std::vector<std::string>& method_names();
 // The methods only a Weave controller serves (a worker's `serve` neither
-// lists nor serves them).
+// lists nor serves them): the table's Reservations rows.
 const std::vector<std::string>& controller_only_methods();
+// Throws the error a worker answers a reservation's request with.
+[[noreturn]] void no_reservations();
 
 // Both checks of a method's params: throws Error(usage) naming the problem,
 // Error(not_found) for an unknown method. For the fuzz target and tests.

@@ -7,7 +7,7 @@
 
 #include "lib/api/api.hpp"
 #include "lib/core/log.hpp"
-#include "lib/spec/options.hpp"
+#include "lib/options/options.hpp"
 
 namespace sandweave::api {
 

@@ -12,11 +12,13 @@
 
 namespace sandweave::api {
 
-// A method taking P and answering R.
-template <class P, class R>
+// A method taking P and answering R, served by a member of On: of Api (every
+// worker and controller serves it), or of Reservations (only a Weave
+// controller does: a worker neither lists nor serves it).
+template <class P, class R, class On = Api>
 struct Row {
     const char* name;
-    R (Api::*serve)(const P&);
+    R (On::*serve)(const P&);
 };
 // A method without params.
 template <class R>
@@ -51,9 +53,10 @@ inline constexpr Row<PoolAcquireParams, SandboxView> pool_acquire{"pool.acquire"
 inline constexpr Row0<PoolList> pool_ls{"pool.ls", &Api::pool_ls};
 inline constexpr Row<PoolResizeParams, PoolInfo> pool_resize{"pool.resize", &Api::pool_resize};
 inline constexpr Row<NameParams, Removed> pool_rm{"pool.rm", &Api::pool_rm};
-inline constexpr Row<ReserveParams, Reservation> batch_reserve{"batch.reserve",
-                                                               &Api::batch_reserve};
-inline constexpr Row<IdParams, Removed> batch_release{"batch.release", &Api::batch_release};
+inline constexpr Row<ReserveParams, Reservation, Reservations> batch_reserve{
+    "batch.reserve", &Reservations::batch_reserve};
+inline constexpr Row<IdParams, Removed, Reservations> batch_release{"batch.release",
+                                                                    &Reservations::batch_release};
 inline constexpr Row0<TemplateList> template_ls{"template.ls", &Api::template_ls};
 inline constexpr Row<TemplateShowParams, TemplateShowResult> template_show{"template.show",
                                                                            &Api::template_show};

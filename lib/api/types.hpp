@@ -21,8 +21,8 @@
 #include "lib/api/fields.hpp"
 #include "lib/audit/audit.hpp"
 #include "lib/core/process.hpp"
+#include "lib/options/create_options.hpp"
 #include "lib/sandbox/records.hpp"
-#include "lib/spec/create_options.hpp"
 
 namespace sandweave::api {
 
@@ -108,7 +108,7 @@ struct HelloResult {
     std::string server;
     std::vector<std::string> capabilities;
     std::vector<std::string> methods;
-    // The create options it understands (lib/spec/create_options.hpp);
+    // The create options it understands (lib/options/create_options.hpp);
     // absent from an older server.
     std::optional<std::vector<std::string>> create_options;
     template <class V>
@@ -176,12 +176,12 @@ struct CreateParams {
     // Slurm job's --cpus-per-task and --mem).
     std::optional<double> cpus;
     std::optional<std::uint64_t> memory;  // bytes
-    // The network (lib/spec/network.hpp): "none" whatever the template says,
+    // The network (lib/options/network.hpp): "none" whatever the template says,
     // or destinations added to the template's egress policy.
     std::optional<std::string> network;
     std::optional<std::vector<std::string>> allow, deny;
     // Guest TCP ports published on host loopback ports: "GUEST" or
-    // "HOST:GUEST" (lib/spec/options.hpp).
+    // "HOST:GUEST" (lib/options/options.hpp).
     std::optional<std::vector<std::string>> publish;
     // Through a controller: made in slot `slot` (0-based) of the reservation
     // `reservation` (batch.reserve: a Slurm job array) instead of an
@@ -217,7 +217,7 @@ struct RunParams {
     // docker run's rule: the command is the sandbox's entrypoint followed by
     // argv, or by its cmd when argv is empty; `entrypoint` replaces the
     // sandbox's own (and drops its cmd), [] runs argv as it is
-    // (capability "run.entrypoint"; command_line in lib/spec/options.hpp).
+    // (capability "run.entrypoint"; command_line in lib/options/options.hpp).
     std::vector<std::string> argv;
     std::optional<std::vector<std::string>> entrypoint;
     std::optional<std::string> user;

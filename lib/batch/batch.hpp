@@ -76,7 +76,7 @@ struct Episode {
     std::optional<std::int64_t> timeout_ms;
     std::map<std::string, std::string> labels;
     // "network": "none", or {"allow": [...], "deny": [...]} added to the
-    // template's egress policy (lib/spec/network.hpp).
+    // template's egress policy (lib/options/network.hpp).
     std::optional<std::string> network;
     std::optional<std::vector<std::string>> allow, deny;
 };

@@ -588,14 +588,15 @@ void start_warm_pool(Runner::State& s) {
 // Through a Weave controller: the episodes' allocations as one Slurm job
 // array of `concurrency` at once, so Slurm queues what does not fit.
 void reserve_slots(Runner::State& s, api::Api& api) {
-    if (s.pool || s.todo.empty() || !api.offers("batch.reserve")) return;
+    api::Reservations* slots = api.reservations();
+    if (s.pool || s.todo.empty() || !slots) return;
     api::ReserveParams p;
     p.count = static_cast<std::int64_t>(std::min(s.todo.size(), max_reserved_slots));
     p.at_once = s.o.concurrency;
     p.ttl_ms = longest_ttl(s);
     p.owner = s.key;
     try {
-        api::Reservation r = api.batch_reserve(p);
+        api::Reservation r = slots->batch_reserve(p);
         s.reservation = r.id;
         s.slots = static_cast<std::size_t>(r.count);
         log().debug("batch: Slurm job array " + r.id + " of " + std::to_string(r.count) +
@@ -625,9 +626,10 @@ void check_templates(Runner::State& s, api::Api& api) {
 
 // Ends the reservation's slots no episode holds (once).
 void release_slots(Runner::State& s, api::Api& api) {
-    if (!s.reservation) return;
+    api::Reservations* slots = api.reservations();
+    if (!s.reservation || !slots) return;
     try {
-        api.batch_release(api::IdParams{*s.reservation});
+        slots->batch_release(api::IdParams{*s.reservation});
     } catch (const Error& err) {
         log().warn("batch: ending the unused slots of Slurm job array " + *s.reservation + ": " +
                    err.what());

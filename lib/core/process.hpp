@@ -174,7 +174,7 @@ class CommandRunner {
     virtual std::unique_ptr<PreparedLaunch> prepare_detached(
         const Command& cmd, const std::filesystem::path& console_log);
     // Runs a command that leaves long-lived processes behind (`runsc run
-    // --detach`) under a supervisor that adopts and reaps them (lib/shim.hpp).
+    // --detach`) under a supervisor that adopts and reaps them (lib/runtime/shim.hpp).
     // The command's fd 3 is an error log returned in the result; its stdout and
     // stderr (and those of what it leaves behind) go to console_log.
     virtual LaunchResult launch_detached(const Command& cmd,

@@ -394,8 +394,8 @@ R decoded(const json& j, const std::string& method) {
 }
 
 // A protocol row's request (api/protocol.hpp) and its answer, typed.
-template <class P, class R>
-R invoke(RpcClient& c, const api::Row<P, R>& row, const P& p) {
+template <class P, class R, class On>
+R invoke(RpcClient& c, const api::Row<P, R, On>& row, const P& p) {
     return decoded<R>(c.call(row.name, api::to_json(p)), row.name);
 }
 template <class R>

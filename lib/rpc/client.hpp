@@ -26,7 +26,7 @@
 
 namespace sandweave::rpc {
 
-class RpcClient final : public api::Api {
+class RpcClient final : public api::Api, public api::Reservations {
   public:
     // Reads the server's lines from `in`, writes requests to `out` (the two may
     // be one socket). `peer` names the other end in messages ("ssh://web1").
@@ -68,8 +68,6 @@ class RpcClient final : public api::Api {
     api::PoolList pool_ls() override;
     PoolInfo pool_resize(const api::PoolResizeParams& p) override;
     api::Removed pool_rm(const api::NameParams& p) override;
-    api::Reservation batch_reserve(const api::ReserveParams& p) override;
-    api::Removed batch_release(const api::IdParams& p) override;
     api::TemplateList template_ls() override;
     api::TemplateShowResult template_show(const api::TemplateShowParams& p) override;
     api::TemplateValidateResult template_validate(const api::TemplateValidateParams& p) override;
@@ -90,6 +88,13 @@ class RpcClient final : public api::Api {
     api::Empty cp_in(const api::CpInParams& p, const api::CpIo& io) override;
 
     bool offers(const std::string& method) const override { return has_method(method); }
+
+    // A controller's reservations, when the server lists them.
+    api::Reservations* reservations() override {
+        return has_method("batch.reserve") ? this : nullptr;
+    }
+    api::Reservation batch_reserve(const api::ReserveParams& p) override;
+    api::Removed batch_release(const api::IdParams& p) override;
 
   private:
     void handshake(const nlohmann::json& hello_extra);

@@ -10,8 +10,8 @@
 
 #include "lib/core/error.hpp"
 #include "lib/core/fd.hpp"
-#include "lib/core/relay.hpp"
 #include "lib/rpc/jsonrpc.hpp"
+#include "lib/runtime/relay.hpp"
 
 namespace sandweave::rpc {
 

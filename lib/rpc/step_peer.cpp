@@ -104,8 +104,6 @@ class JobScopedApi final : public api::Api {
     api::PoolList pool_ls() override { refuse("list pools"); }
     PoolInfo pool_resize(const api::PoolResizeParams&) override { refuse("resize pools"); }
     api::Removed pool_rm(const api::NameParams&) override { refuse("remove pools"); }
-    api::Reservation batch_reserve(const api::ReserveParams&) override { refuse("reserve"); }
-    api::Removed batch_release(const api::IdParams&) override { refuse("release"); }
 
     api::TemplateList template_ls() override { return base_.template_ls(); }
     api::TemplateShowResult template_show(const api::TemplateShowParams& p) override {

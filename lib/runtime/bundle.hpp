@@ -10,7 +10,7 @@
 
 #include <nlohmann/json.hpp>
 
-#include "lib/spec/options.hpp"
+#include "lib/options/options.hpp"
 
 extern "C" {
 #include "wire/agent_proto.h"

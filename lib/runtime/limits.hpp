@@ -24,7 +24,7 @@
 
 #include <nlohmann/json.hpp>
 
-#include "lib/spec/options.hpp"
+#include "lib/options/options.hpp"
 
 namespace sandweave {
 

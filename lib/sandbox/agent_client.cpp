@@ -12,7 +12,7 @@
 
 #include "lib/core/error.hpp"
 #include "lib/core/json_input.hpp"
-#include "lib/core/relay.hpp"
+#include "lib/runtime/relay.hpp"
 #include "lib/sandbox/sandbox.hpp"
 
 namespace sandweave {

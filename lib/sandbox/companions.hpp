@@ -1,5 +1,5 @@
 #pragma once
-// What a sandbox's supervisor runs beside it (lib/core/shim.hpp's
+// What a sandbox's supervisor runs beside it (lib/runtime/shim.hpp's
 // ShimCompanion, args: state directory and sandbox id): the lifetime watcher
 // when the sandbox has a lifetime (lib/sandbox/lifetime.hpp), the resolver
 // when its egress policy names domains (lib/sandbox/resolver.hpp), the
@@ -11,7 +11,7 @@
 #include <string>
 #include <vector>
 
-#include "lib/spec/options.hpp"
+#include "lib/options/options.hpp"
 
 namespace sandweave {
 

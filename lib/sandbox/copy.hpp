@@ -10,8 +10,8 @@
 #include <string>
 
 #include "lib/core/process.hpp"
+#include "lib/options/options.hpp"
 #include "lib/sandbox/context.hpp"
-#include "lib/spec/options.hpp"
 
 namespace sandweave {
 

@@ -18,8 +18,8 @@
 #include <string_view>
 #include <vector>
 
+#include "lib/options/options.hpp"
 #include "lib/sandbox/context.hpp"
-#include "lib/spec/options.hpp"
 #include "lib/store/state.hpp"
 
 namespace sandweave {

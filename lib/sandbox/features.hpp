@@ -12,8 +12,8 @@
 #include <vector>
 
 #include "lib/audit/audit.hpp"
+#include "lib/options/options.hpp"
 #include "lib/sandbox/context.hpp"
-#include "lib/spec/options.hpp"
 
 namespace sandweave {
 

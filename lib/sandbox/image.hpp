@@ -16,7 +16,7 @@
 #include <nlohmann/json.hpp>
 
 #include "lib/core/process.hpp"
-#include "lib/spec/template.hpp"
+#include "lib/options/template.hpp"
 #include "lib/store/state.hpp"
 
 namespace sandweave {

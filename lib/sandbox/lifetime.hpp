@@ -13,7 +13,7 @@
 // deadline or until the sandbox's directory changes (inotify: a new record,
 // an activity mark, the directory renamed away by rm), and stops as soon as
 // the sandbox is no longer running. It is a thread of the sandbox's shim
-// (lib/core/shim.hpp, `__shim --lifetime`), so a sandbox with a lifetime
+// (lib/runtime/shim.hpp, `__shim --lifetime`), so a sandbox with a lifetime
 // costs no process more. When it is due, the shim's watcher hands over to
 // a detached `sandweave __lifetime` (started with launch_helper), which
 // terminates the sandbox and records why (`ended_by`: "ttl" or

@@ -1,5 +1,5 @@
 #pragma once
-// A sandbox's network, when its spec has an egress policy (lib/spec/network.hpp).
+// A sandbox's network, when its spec has an egress policy (lib/options/network.hpp).
 //
 // Shape. Per sandbox, sandweave makes a network namespace `sandweave-ID` and a
 // veth pair: `eth0` inside it, `swvHEX` (the id's hex) in the host's own
@@ -55,8 +55,8 @@
 
 #include <nlohmann/json.hpp>
 
+#include "lib/options/network.hpp"
 #include "lib/sandbox/context.hpp"
-#include "lib/spec/network.hpp"
 
 namespace sandweave {
 

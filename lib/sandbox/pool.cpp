@@ -23,10 +23,10 @@
 #include "lib/core/log.hpp"
 #include "lib/core/progress.hpp"
 #include "lib/core/units.hpp"
+#include "lib/options/create_options.hpp"
 #include "lib/runtime/runsc.hpp"
 #include "lib/sandbox/agent_client.hpp"
 #include "lib/sandbox/audit_glue.hpp"
-#include "lib/spec/create_options.hpp"
 
 namespace sandweave {
 

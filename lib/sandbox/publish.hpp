@@ -1,5 +1,5 @@
 #pragma once
-// Published ports (`--publish HOST:GUEST`, lib/spec/options.hpp): a thread of
+// Published ports (`--publish HOST:GUEST`, lib/options/options.hpp): a thread of
 // the sandbox's supervisor (the shim, like the resolver) listens on
 // 127.0.0.1:HOST and relays each connection to GUEST on the guest's address
 // through the sandbox's veth. Living in the shim, the ports are open exactly

@@ -13,8 +13,8 @@
 
 #include <nlohmann/json.hpp>
 
+#include "lib/options/options.hpp"
 #include "lib/runtime/limits.hpp"
-#include "lib/spec/options.hpp"
 #include "lib/store/state.hpp"
 
 namespace sandweave {

@@ -1,7 +1,7 @@
 #pragma once
 // The resolver of a sandbox whose egress policy names domains
-// (lib/spec/network.hpp). It is a thread of the sandbox's supervisor (the
-// shim, lib/core/shim.hpp), so it lives exactly as long as the sandbox's
+// (lib/options/network.hpp). It is a thread of the sandbox's supervisor (the
+// shim, lib/runtime/shim.hpp), so it lives exactly as long as the sandbox's
 // processes: nothing of it outlives a sandbox that ends, crashes or whose
 // create is killed, and a dead shim takes name resolution with it (the guest
 // then resolves nothing: fail closed).
@@ -36,7 +36,7 @@
 #include <string>
 #include <vector>
 
-#include "lib/spec/network.hpp"
+#include "lib/options/network.hpp"
 
 namespace sandweave {
 
@@ -97,7 +97,7 @@ std::optional<std::string> answer_query(const std::string& message, const Egress
 // own), else of /etc/resolv.conf. Throws when there is none.
 std::vector<std::string> host_nameservers();
 
-// The shim's resolver for sandbox `id` (a companion, lib/core/shim.hpp): binds
+// The shim's resolver for sandbox `id` (a companion, lib/runtime/shim.hpp): binds
 // its socket now (throws when it cannot: the create then fails), and returns
 // the body that serves until stop_fd becomes readable.
 std::function<void(int stop_fd)> start_resolver(const StateStore& store, const std::string& id);

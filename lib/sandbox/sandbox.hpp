@@ -19,13 +19,13 @@
 
 #include "lib/audit/audit.hpp"
 #include "lib/core/process.hpp"
+#include "lib/options/options.hpp"
 #include "lib/runtime/limits.hpp"
 #include "lib/sandbox/agent_client.hpp"
 #include "lib/sandbox/companions.hpp"
 #include "lib/sandbox/context.hpp"
 #include "lib/sandbox/lifetime.hpp"
 #include "lib/sandbox/records.hpp"
-#include "lib/spec/options.hpp"
 #include "lib/store/state.hpp"
 
 namespace sandweave {
@@ -51,7 +51,7 @@ SandboxRecord create_sandbox(Context& ctx, const CreateRequest& req);
 struct RunRequest {
     std::string id;
     // The arguments; the command is docker run's composition of them with the
-    // sandbox's entrypoint and cmd (command_line, lib/spec/options.hpp):
+    // sandbox's entrypoint and cmd (command_line, lib/options/options.hpp):
     // `entrypoint` unset keeps the sandbox's, set replaces it ([] runs argv as
     // it is). sandweave's own guest commands (desktop.cpp) set [].
     std::vector<std::string> argv;

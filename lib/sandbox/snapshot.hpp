@@ -26,9 +26,9 @@
 
 #include <nlohmann/json.hpp>
 
+#include "lib/options/options.hpp"
 #include "lib/sandbox/context.hpp"
 #include "lib/sandbox/records.hpp"
-#include "lib/spec/options.hpp"
 
 namespace sandweave {
 

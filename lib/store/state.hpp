@@ -41,7 +41,7 @@
 
 #include "lib/core/error.hpp"
 #include "lib/core/fsutil.hpp"
-#include "lib/spec/options.hpp"
+#include "lib/options/options.hpp"
 
 namespace sandweave {
 

@@ -241,7 +241,7 @@ def test_older_worker_without_a_method(state_dir: str) -> None:
 
 
 def test_the_sdks_create_options_are_the_workers(state_dir: str) -> None:
-    # The worker's one codec of create options (lib/spec/create_options.hpp)
+    # The worker's one codec of create options (lib/options/create_options.hpp)
     # lists its keys in hello: every option the SDK can send is one of them,
     # and every one of them can be given through the SDK.
     from sandweave.options import _params

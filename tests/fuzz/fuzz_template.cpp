@@ -1,4 +1,4 @@
-// libFuzzer target: template and option resolution (lib/spec), as `create
+// libFuzzer target: template and option resolution (lib/options), as `create
 // --template` and `template show` drive it, down to the limits the bundle
 // gets (lib/runtime/limits.hpp).
 //
@@ -32,9 +32,9 @@
 #include <nlohmann/json.hpp>
 
 #include "lib/core/error.hpp"
+#include "lib/options/options.hpp"
+#include "lib/options/template.hpp"
 #include "lib/runtime/limits.hpp"
-#include "lib/spec/options.hpp"
-#include "lib/spec/template.hpp"
 
 namespace {
 

@@ -48,7 +48,7 @@ for n in w1 w2 w3; do
 done
 
 # Slurm's text output, not its JSON, whose shape differs between 22.05 and
-# 24.11 (the controller reads both through lib/weave/slurm_json.cpp).
+# 24.11 (the controller reads both through lib/controller/slurm_json.cpp).
 nodes_text() {
     scontrol -o show node | awk '{
         delete v; for (i = 1; i <= NF; i++) { k = $i; sub(/=.*/, "", k); x = $i; sub(/^[^=]*=/, "", x); v[k] = x }

@@ -17,7 +17,7 @@
 #include "fixtures.hpp"
 #include "lib/core/agent_wire.hpp"
 #include "lib/core/error.hpp"
-#include "lib/core/relay.hpp"
+#include "lib/runtime/relay.hpp"
 #include "lib/sandbox/agent_client.hpp"
 
 using namespace sandweave;

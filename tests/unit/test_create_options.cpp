@@ -8,7 +8,7 @@
 #include <nlohmann/json.hpp>
 
 #include "lib/core/error.hpp"
-#include "lib/spec/create_options.hpp"
+#include "lib/options/create_options.hpp"
 
 using namespace sandweave;
 using json = nlohmann::json;

@@ -8,9 +8,9 @@
 
 #include "lib/api/methods.hpp"
 #include "lib/core/error.hpp"
+#include "lib/options/options.hpp"
+#include "lib/options/template.hpp"
 #include "lib/sandbox/desktop.hpp"
-#include "lib/spec/options.hpp"
-#include "lib/spec/template.hpp"
 
 using namespace sandweave;
 namespace fs = std::filesystem;

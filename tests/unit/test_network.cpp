@@ -1,4 +1,4 @@
-// lib/spec/network and lib/sandbox/network's pure part: what an egress policy
+// lib/options/network and lib/sandbox/network's pure part: what an egress policy
 // entry may be, how a template and flags resolve to a policy, and the nftables
 // commands a policy becomes.
 #include <doctest/doctest.h>
@@ -6,10 +6,10 @@
 #include <filesystem>
 
 #include "lib/core/error.hpp"
+#include "lib/options/network.hpp"
+#include "lib/options/options.hpp"
+#include "lib/options/template.hpp"
 #include "lib/sandbox/network.hpp"
-#include "lib/spec/network.hpp"
-#include "lib/spec/options.hpp"
-#include "lib/spec/template.hpp"
 #include "tests/unit/fixtures.hpp"
 
 using namespace sandweave;

@@ -6,8 +6,8 @@
 #include <functional>
 
 #include "lib/core/error.hpp"
-#include "lib/spec/options.hpp"
-#include "lib/spec/template.hpp"
+#include "lib/options/options.hpp"
+#include "lib/options/template.hpp"
 #include "tests/unit/fixtures.hpp"
 
 using namespace sandweave;

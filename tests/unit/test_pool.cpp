@@ -8,8 +8,8 @@
 
 #include <nlohmann/json.hpp>
 
+#include "lib/options/options.hpp"
 #include "lib/sandbox/pool.hpp"
-#include "lib/spec/options.hpp"
 
 using namespace sandweave;
 using nlohmann::json;

@@ -1,16 +1,16 @@
-// The Slurm client's commands (lib/weave/slurm.hpp) through a scripted
+// The Slurm client's commands (lib/controller/slurm.hpp) through a scripted
 // runner: what the controller asks Slurm for, and how a refusal reads.
 #include <doctest/doctest.h>
 
 #include <algorithm>
 #include <memory>
 
+#include "lib/controller/slurm.hpp"
 #include "lib/core/error.hpp"
-#include "lib/weave/slurm.hpp"
 #include "scripted_runner.hpp"
 
 using namespace sandweave;
-using namespace sandweave::weave::slurm;
+using namespace sandweave::controller::slurm;
 
 TEST_SUITE("slurm client") {
     TEST_CASE("job arrays are never requeued, and every job carries the controller's mark") {

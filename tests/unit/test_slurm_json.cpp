@@ -1,16 +1,16 @@
-// Slurm's output read into plain structs (lib/weave/slurm_json.hpp), on real
+// Slurm's output read into plain structs (lib/controller/slurm_json.hpp), on real
 // output of Slurm 22.05 and 24.11 (tests/data/slurm/README.md says how each
 // file was taken).
 #include <doctest/doctest.h>
 
 #include <algorithm>
 
+#include "lib/controller/slurm_json.hpp"
 #include "lib/core/error.hpp"
 #include "lib/core/fsutil.hpp"
-#include "lib/weave/slurm_json.hpp"
 
 using namespace sandweave;
-using namespace sandweave::weave::slurm;
+using namespace sandweave::controller::slurm;
 
 namespace {
 

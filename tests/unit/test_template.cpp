@@ -10,7 +10,7 @@
 
 #include "lib/core/error.hpp"
 #include "lib/core/fsutil.hpp"
-#include "lib/spec/template.hpp"
+#include "lib/options/template.hpp"
 #include "tests/unit/fixtures.hpp"
 
 using namespace sandweave;

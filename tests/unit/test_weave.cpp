@@ -7,9 +7,9 @@
 #include <filesystem>
 #include <fstream>
 
+#include "lib/controller/controller.hpp"
 #include "lib/core/error.hpp"
 #include "lib/rpc/tls.hpp"
-#include "lib/weave/controller.hpp"
 
 using namespace sandweave;
 
@@ -48,12 +48,12 @@ TEST_SUITE("weave") {
                  "export SANDWEAVE_WEAVE_STATE_w1=/c/workers/w1/state\n"
                  "SANDWEAVE_WEAVE_STATE_w2='/c/workers/w2/state'\n";
         }
-        auto c = weave::read_cluster_env(dir / "cluster.env");
+        auto c = controller::read_cluster_env(dir / "cluster.env");
         CHECK(c.slurm_conf == "/c/etc/slurm.conf");
         CHECK(c.state_dirs.size() == 2);
         CHECK(c.state_dirs["w1"] == "/c/workers/w1/state");
         CHECK(c.state_dirs["w2"] == "/c/workers/w2/state");
-        CHECK_THROWS_AS(weave::read_cluster_env(dir / "missing.env"), Error);
+        CHECK_THROWS_AS(controller::read_cluster_env(dir / "missing.env"), Error);
         std::filesystem::remove_all(dir);
     }
 }

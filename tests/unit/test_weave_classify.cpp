@@ -1,15 +1,15 @@
-// The watcher's decisions (lib/weave/classify.hpp) on recorded Slurm output
+// The watcher's decisions (lib/controller/classify.hpp) on recorded Slurm output
 // of 22.05 and 24.11 (tests/data/slurm/README.md): every kind of decision,
 // and none about another controller's jobs.
 #include <doctest/doctest.h>
 
 #include <nlohmann/json.hpp>
 
+#include "lib/controller/classify.hpp"
 #include "lib/core/fsutil.hpp"
-#include "lib/weave/classify.hpp"
 
 using namespace sandweave;
-using namespace sandweave::weave;
+using namespace sandweave::controller;
 
 namespace {
 

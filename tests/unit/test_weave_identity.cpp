@@ -1,5 +1,5 @@
 // Who a controller's client is: the token store (hashed, 0600), hello's
-// credentials, and what an identity may see (lib/weave/identity.hpp).
+// credentials, and what an identity may see (lib/controller/identity.hpp).
 #include <doctest/doctest.h>
 
 #include <sys/stat.h>
@@ -7,14 +7,14 @@
 
 #include <filesystem>
 
+#include "lib/controller/controller_api.hpp"
+#include "lib/controller/identity.hpp"
 #include "lib/core/error.hpp"
 #include "lib/core/fsutil.hpp"
 #include "lib/core/sha256.hpp"
-#include "lib/weave/controller_api.hpp"
-#include "lib/weave/identity.hpp"
 
 using namespace sandweave;
-using namespace sandweave::weave;
+using namespace sandweave::controller;
 namespace fs = std::filesystem;
 
 namespace {
