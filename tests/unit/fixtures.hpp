@@ -18,8 +18,38 @@
 
 #include "lib/core/error.hpp"
 #include "lib/core/process.hpp"
+#include "lib/options/template.hpp"
 
 namespace sandweave::test {
+
+// What fn throws: its code, and its message when asked. No error, or another
+// exception, fails the test.
+inline ErrorCode code_of(const std::function<void()>& fn, std::string* message = nullptr) {
+    try {
+        fn();
+    } catch (const Error& e) {
+        if (message) *message = e.what();
+        return e.code();
+    }
+    FAIL("expected a sandweave::Error");
+    return ErrorCode::general;
+}
+
+inline bool contains(const std::vector<std::string>& v, const std::string& s) {
+    for (const auto& x : v)
+        if (x == s) return true;
+    return false;
+}
+
+// The template fixtures (tests/data/templates) and the built-in templates.
+inline const std::filesystem::path template_fixtures =
+    std::filesystem::path(SANDWEAVE_TEST_DATA) / "templates";
+inline const std::filesystem::path builtin_templates =
+    std::filesystem::path(SANDWEAVE_SOURCE_DIR) / "templates";
+// A template reference resolved with the user fixtures before the built-ins.
+inline ResolvedTemplate tmpl(const std::string& ref) {
+    return TemplateResolver({template_fixtures / "user"}, {builtin_templates}).resolve(ref);
+}
 
 // What fn throws: it must be an Error(usage); its message, for the test to
 // compare. No error at all fails the test.

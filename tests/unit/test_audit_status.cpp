@@ -6,6 +6,7 @@
 
 #include "lib/audit/audit.hpp"
 #include "lib/audit/state.hpp"
+#include "tests/unit/fixtures.hpp"
 
 using namespace sandweave::audit;
 
@@ -20,9 +21,7 @@ WriterState clean() {
     return s;
 }
 
-bool has(const std::vector<std::string>& v, const std::string& r) {
-    return std::find(v.begin(), v.end(), r) != v.end();
-}
+using sandweave::test::contains;
 
 }  // namespace
 
@@ -34,7 +33,7 @@ TEST_CASE("audit status: a clean barrier has no reasons") {
 TEST_CASE("audit status: each fault is a reason") {
     auto s = clean();
     s.queue_overflow = 1;
-    CHECK(has(state_reasons(s), "queue_overflow"));
+    CHECK(contains(state_reasons(s), "queue_overflow"));
     s = clean();
     s.runtime_dropped = 3;
     CHECK(state_reasons(s) == std::vector<std::string>{"runtime_dropped"});
@@ -45,37 +44,37 @@ TEST_CASE("audit status: each fault is a reason") {
     CHECK(state_reasons(s).empty());
     s = clean();
     s.disk_failure = true;
-    CHECK(has(state_reasons(s), "disk_failure"));
+    CHECK(contains(state_reasons(s), "disk_failure"));
     s = clean();
     s.byte_limit = true;
-    CHECK(has(state_reasons(s), "byte_limit"));
+    CHECK(contains(state_reasons(s), "byte_limit"));
     s = clean();
     s.runtime_reported.reset();
-    CHECK(has(state_reasons(s), "runtime_unavailable"));
+    CHECK(contains(state_reasons(s), "runtime_unavailable"));
     s = clean();
     s.truncated = 1;
-    CHECK(has(state_reasons(s), "truncated_message"));
+    CHECK(contains(state_reasons(s), "truncated_message"));
     CHECK(s.dropped() == 1);
     s = clean();
     s.malformed = 1;
-    CHECK(has(state_reasons(s), "malformed_message"));
+    CHECK(contains(state_reasons(s), "malformed_message"));
     // A barrier that could not drain the socket in time vouches for nothing.
     s = clean();
     s.barrier_drain_timeout = true;
-    CHECK(has(state_reasons(s), "barrier_timeout"));
+    CHECK(contains(state_reasons(s), "barrier_timeout"));
     CHECK(state_from_json(state_to_json(s)).barrier_drain_timeout);
 }
 
 TEST_CASE("audit status: no connection, two connections, or no container/start is suspect") {
     auto s = clean();
     s.streams = 0;
-    CHECK(has(state_reasons(s), "no_sentry_connection"));
+    CHECK(contains(state_reasons(s), "no_sentry_connection"));
     s = clean();
     s.streams = 2;
-    CHECK(has(state_reasons(s), "multiple_sentry_connections"));
+    CHECK(contains(state_reasons(s), "multiple_sentry_connections"));
     s = clean();
     s.container_start_seen = false;
-    CHECK(has(state_reasons(s), "no_container_start"));
+    CHECK(contains(state_reasons(s), "no_container_start"));
     s.container_start_selected = false;  // a custom selection without it
     CHECK(state_reasons(s).empty());
 }

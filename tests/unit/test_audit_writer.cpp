@@ -140,9 +140,7 @@ mode_t mode_of(const fs::path& p) {
     return st.st_mode & 07777;
 }
 
-bool has(const std::vector<std::string>& v, const std::string& s) {
-    return std::find(v.begin(), v.end(), s) != v.end();
-}
+using sandweave::test::contains;
 
 }  // namespace
 
@@ -155,7 +153,7 @@ TEST_CASE("audit writer: stream, barrier, export, finish") {
     // Before any connection: nothing to claim.
     Status st = barrier(dir, 0, std::chrono::seconds(10));
     CHECK_FALSE(st.complete);
-    CHECK(has(st.reasons, "no_sentry_connection"));
+    CHECK(contains(st.reasons, "no_sentry_connection"));
 
     int fd = sentry(dir);
     send_msg(fd, start_msg());
@@ -214,7 +212,7 @@ TEST_CASE("audit writer: stream, barrier, export, finish") {
     // An unknown sentry count makes it incomplete, for this barrier only.
     st = barrier(dir, std::nullopt, std::chrono::seconds(10));
     CHECK_FALSE(st.complete);
-    CHECK(has(st.reasons, "runtime_unavailable"));
+    CHECK(contains(st.reasons, "runtime_unavailable"));
     CHECK(st.barrier);
 
     // A live status is no barrier: never complete, says so, invents no reason.
@@ -309,8 +307,8 @@ TEST_CASE("audit writer: runtime drops become gap records and make it incomplete
     Status st = barrier(dir, 7, std::chrono::seconds(10));  // 2 more lost after /c
     CHECK_FALSE(st.complete);
     CHECK(st.dropped == 7);
-    CHECK(has(st.reasons, "runtime_dropped"));
-    CHECK_FALSE(has(st.reasons, "queue_overflow"));  // the runtime dropped them, not our queue
+    CHECK(contains(st.reasons, "runtime_dropped"));
+    CHECK_FALSE(contains(st.reasons, "queue_overflow"));  // the runtime dropped them, not our queue
     auto recs = lines(log_path(dir));
     std::vector<std::uint64_t> gaps;
     for (auto& r : recs)
@@ -411,14 +409,14 @@ TEST_CASE("audit writer: hostile peers are refused or recorded, never fatal") {
     Status st = barrier(dir, 0, std::chrono::seconds(10));
     CHECK(st.writer_running);
     CHECK_FALSE(st.complete);
-    CHECK(has(st.reasons, "multiple_sentry_connections"));
-    CHECK(has(st.reasons, "malformed_message"));
+    CHECK(contains(st.reasons, "multiple_sentry_connections"));
+    CHECK(contains(st.reasons, "malformed_message"));
     CHECK(st.counters["rejected_connections"] == 4);
     CHECK(st.counters["unknown_types"] == 1);
     CHECK(st.counters["malformed"] == 3);
     if (::geteuid() == 0) {
         CHECK(st.counters["truncated"] == 1);
-        CHECK(has(st.reasons, "truncated_message"));
+        CHECK(contains(st.reasons, "truncated_message"));
     }
     auto recs = lines(log_path(dir));
     CHECK(recs.back()["pathname"] == "/etc/passwd");
@@ -435,7 +433,7 @@ TEST_CASE("audit writer: the log stops at max_bytes on a line boundary") {
     for (int i = 0; i < 200; ++i) send_msg(fd, open_msg("/file/" + std::to_string(i)));
     Status st = barrier(dir, 0, std::chrono::seconds(10));
     CHECK_FALSE(st.complete);
-    CHECK(has(st.reasons, "byte_limit"));
+    CHECK(contains(st.reasons, "byte_limit"));
     CHECK(st.bytes <= 4096);
     CHECK(fs::file_size(log_path(dir)) <= 4096);
     CHECK(st.events + st.counters["byte_limit_dropped"].get<std::uint64_t>() == 201);
@@ -510,7 +508,7 @@ TEST_CASE("audit offline: a dead writer's log is exported with writer_died") {
 
     Status st = barrier(dir, 0, std::chrono::seconds(2));
     CHECK_FALSE(st.complete);
-    CHECK(has(st.reasons, "writer_died"));
+    CHECK(contains(st.reasons, "writer_died"));
     CHECK(st.events == 3);
     CHECK(st.last_sequence == 4);
     CHECK(st.bytes == l1.size() + l2.size() + l3.size() + l4.size());
@@ -531,7 +529,7 @@ TEST_CASE("audit offline: a dead writer's log is exported with writer_died") {
     Status fin = finish(dir, 22);
     CHECK(fin.dropped == 22);
     CHECK_FALSE(fin.complete);
-    CHECK(has(fin.reasons, "writer_died"));
+    CHECK(contains(fin.reasons, "writer_died"));
     auto saved =
         state_from_json(nlohmann::json::parse(sandweave::read_file(dir / "writer-state.json")));
     CHECK(saved.runtime_dropped == 22);
@@ -544,15 +542,15 @@ TEST_CASE("audit offline: a dead writer's log is exported with writer_died") {
     CHECK(later.dropped == 22);
     CHECK(later.events == 3);
     CHECK_FALSE(later.complete);
-    CHECK(has(later.reasons, "writer_died"));
-    CHECK(has(later.reasons, "runtime_dropped"));
+    CHECK(contains(later.reasons, "writer_died"));
+    CHECK(contains(later.reasons, "runtime_dropped"));
     // A smaller (older) count never lowers it; a live status reports it too.
     CHECK(barrier(dir, 5, std::chrono::seconds(1)).dropped == 22);
     Status live = live_status(dir);
     CHECK(live.dropped == 22);
     CHECK_FALSE(live.complete);
-    CHECK(has(live.reasons, "writer_died"));
-    CHECK_FALSE(has(live.reasons, "runtime_unavailable"));
+    CHECK(contains(live.reasons, "writer_died"));
+    CHECK_FALSE(contains(live.reasons, "runtime_unavailable"));
 
     // No state at all: the writer never started (a create killed before it
     // ran). Nothing was written, and the status says so instead of failing.
@@ -562,7 +560,7 @@ TEST_CASE("audit offline: a dead writer's log is exported with writer_died") {
     CHECK(none.events == 0);
     CHECK(none.bytes == 0);
     CHECK(none.last_sequence == 0);
-    CHECK(has(none.reasons, "writer_never_started"));
+    CHECK(contains(none.reasons, "writer_never_started"));
     Status exported = export_log(empty.path, empty.path / "out.jsonl", std::nullopt);
     CHECK_FALSE(exported.complete);
     CHECK(fs::file_size(empty.path / "out.jsonl") == 0);
@@ -727,7 +725,7 @@ TEST_CASE(
     CHECK(cut[0]["kept"] == kMaxAssembledBody);
     CHECK(st.counters["truncated"] == cut.size());
     CHECK_FALSE(st.complete);
-    CHECK(has(st.reasons, "truncated_message"));
+    CHECK(contains(st.reasons, "truncated_message"));
     ::close(fd);
 }
 

@@ -15,6 +15,7 @@
 #include "lib/controller/identity.hpp"
 #include "lib/core/error.hpp"
 #include "lib/core/fsutil.hpp"
+#include "tests/unit/fixtures.hpp"
 
 using namespace sandweave;
 using namespace sandweave::controller;
@@ -88,9 +89,7 @@ struct Controller {
     }
 };
 
-bool has(const std::vector<std::string>& argv, const std::string& arg) {
-    return std::find(argv.begin(), argv.end(), arg) != argv.end();
-}
+using sandweave::test::contains;
 
 }  // namespace
 
@@ -117,11 +116,11 @@ TEST_SUITE("controller reservations") {
         REQUIRE(sbatch.size() == 1);
         // Tasks 0-3 for the slots, and task 4 that no create uses: Slurm gives
         // the task it starts last the array's own id.
-        CHECK(has(sbatch[0], "--array=0-4%2"));
-        CHECK(has(sbatch[0], "--no-requeue"));
-        CHECK(has(sbatch[0], "--time=2"));  // 90 s, in whole minutes up
-        CHECK(
-            has(sbatch[0], "--comment=sandweave/c0ffee01::array:" + caller().unix_user + "/demo2"));
+        CHECK(contains(sbatch[0], "--array=0-4%2"));
+        CHECK(contains(sbatch[0], "--no-requeue"));
+        CHECK(contains(sbatch[0], "--time=2"));  // 90 s, in whole minutes up
+        CHECK(contains(sbatch[0],
+                       "--comment=sandweave/c0ffee01::array:" + caller().unix_user + "/demo2"));
         // None of the recorded arrays was this owner's: nothing ended.
         CHECK(c.slurm->calls("scancel").empty());
 
@@ -129,7 +128,7 @@ TEST_SUITE("controller reservations") {
         p.count = 1;
         p.at_once = 8;
         CHECK(c.api->batch_reserve(p).at_once == 1);
-        CHECK(has(c.slurm->calls("sbatch").at(1), "--array=0-1%1"));
+        CHECK(contains(c.slurm->calls("sbatch").at(1), "--array=0-1%1"));
     }
 
     TEST_CASE("a bad owner or count is refused before Slurm is asked") {

@@ -42,7 +42,7 @@ std::string error_of(const std::function<void()>& fn) {
     return "";
 }
 
-ResolvedTemplate tmpl(const std::string& ref) {
+ResolvedTemplate builtin_tmpl(const std::string& ref) {
     return TemplateResolver({}, {fs::path(SANDWEAVE_SOURCE_DIR) / "templates"}).resolve(ref);
 }
 
@@ -143,7 +143,7 @@ TEST_SUITE("desktop") {
     }
 
     TEST_CASE("the desktop template resolves a desktop with origins; a child changes the screen") {
-        SandboxSpec s = resolve_spec(tmpl("desktop"), nullptr, "", FlagOverrides{});
+        SandboxSpec s = resolve_spec(builtin_tmpl("desktop"), nullptr, "", FlagOverrides{});
         REQUIRE(s.desktop.has_value());
         CHECK(s.desktop->screen.str() == "1280x800");
         CHECK(s.desktop->user.uid == 1000u);
@@ -151,7 +151,8 @@ TEST_SUITE("desktop") {
         CHECK(s.env.at("DISPLAY") == ":0");
         CHECK(s.origin.at("/desktop/screen") == "template desktop");
         SandboxSpec c = resolve_spec(
-            tmpl(R"({"extends": "desktop", "desktop": {"screen": "800x600"}})"), nullptr, "", {});
+            builtin_tmpl(R"({"extends": "desktop", "desktop": {"screen": "800x600"}})"), nullptr,
+            "", {});
         CHECK(c.desktop->screen.str() == "800x600");
         CHECK(c.origin.at("/desktop/screen") == "template inline");
         CHECK(c.desktop->start == default_desktop_start);
@@ -159,18 +160,18 @@ TEST_SUITE("desktop") {
         REQUIRE(back.desktop.has_value());
         CHECK(back.desktop->screen.str() == "800x600");
         CHECK(back.desktop->user.str() == "1000:1000");
-        CHECK_FALSE(resolve_spec(tmpl("base"), nullptr, "", {}).desktop.has_value());
+        CHECK_FALSE(resolve_spec(builtin_tmpl("base"), nullptr, "", {}).desktop.has_value());
     }
 
     TEST_CASE("a bad desktop section names the key") {
         CHECK(error_of([] {
-                  tmpl(R"({"extends": "desktop", "desktop": {"screen": "10x10"}})");
+                  builtin_tmpl(R"({"extends": "desktop", "desktop": {"screen": "10x10"}})");
               }).find("desktop.screen: expected WIDTHxHEIGHT") != std::string::npos);
         CHECK(error_of([] {
-                  tmpl(R"({"extends": "desktop", "desktop": {"user": "0"}})");
+                  builtin_tmpl(R"({"extends": "desktop", "desktop": {"user": "0"}})");
               }).find("desktop.user: the desktop must not run as root") != std::string::npos);
         CHECK(error_of([] {
-                  tmpl(R"({"extends": "desktop", "desktop": {"scren": "800x600"}})");
+                  builtin_tmpl(R"({"extends": "desktop", "desktop": {"scren": "800x600"}})");
               }).find("did you mean 'screen'") != std::string::npos);
     }
 

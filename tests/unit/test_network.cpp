@@ -18,12 +18,7 @@ using nlohmann::json;
 
 namespace {
 
-const fs::path fixtures = fs::path(SANDWEAVE_TEST_DATA) / "templates";
-const fs::path builtins = fs::path(SANDWEAVE_SOURCE_DIR) / "templates";
-
-ResolvedTemplate tmpl(const std::string& ref) {
-    return TemplateResolver({fixtures / "user"}, {builtins}).resolve(ref);
-}
+using sandweave::test::tmpl;
 
 Destination dest(const std::string& text) {
     auto p = parse_destination(text);

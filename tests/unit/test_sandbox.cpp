@@ -21,6 +21,7 @@
 #include "lib/core/fsutil.hpp"
 #include "lib/sandbox/sandbox.hpp"
 #include "tests/unit/fake_context.hpp"
+#include "tests/unit/fixtures.hpp"
 
 using namespace sandweave;
 namespace fs = std::filesystem;
@@ -58,16 +59,7 @@ std::string arg_after(const Command& c, const std::string& flag) {
     return "";
 }
 
-ErrorCode code_of(const std::function<void()>& fn, std::string* message = nullptr) {
-    try {
-        fn();
-    } catch (const Error& e) {
-        if (message) *message = e.what();
-        return e.code();
-    }
-    FAIL("expected a sandweave::Error");
-    return ErrorCode::general;
-}
+using sandweave::test::code_of;
 
 // Nothing of a create is left: the store, the names, the mounts.
 void check_nothing_left(FakeContext& f, const std::string& name) {

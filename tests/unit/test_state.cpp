@@ -50,15 +50,7 @@ SandboxRecord record(const std::string& id, const std::string& name,
     return r;
 }
 
-ErrorCode code_of(const std::function<void()>& fn) {
-    try {
-        fn();
-    } catch (const Error& e) {
-        return e.code();
-    }
-    FAIL("expected a sandweave::Error");
-    return ErrorCode::general;
-}
+using sandweave::test::code_of;
 
 }  // namespace
 

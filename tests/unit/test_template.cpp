@@ -19,8 +19,8 @@ using nlohmann::json;
 
 namespace {
 
-const fs::path fixtures = fs::path(SANDWEAVE_TEST_DATA) / "templates";
-const fs::path builtins = fs::path(SANDWEAVE_SOURCE_DIR) / "templates";
+const fs::path& fixtures = test::template_fixtures;
+const fs::path& builtins = test::builtin_templates;
 
 TemplateResolver fixture_resolver() {
     return TemplateResolver({fixtures / "user"}, {builtins});
