@@ -158,8 +158,6 @@ VersionResult LocalApi::version() {
     return v;
 }
 
-namespace {}  // namespace
-
 TemplateResolver LocalApi::templates() const {
     auto r = TemplateResolver::with_default_paths(ctx_.store.root());
     if (caller_ == Caller::remote) r.refuse_caller_paths();

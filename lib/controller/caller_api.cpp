@@ -87,8 +87,7 @@ class CallerApi final : public api::Api {
         return as([&] { return inner_.pool_rm(p); });
     }
     api::Reservations* reservations() override {
-        inner_reservations_ = inner_.reservations();
-        return inner_reservations_ ? &reservations_ : nullptr;
+        return inner_.reservations() ? &reservations_ : nullptr;
     }
     api::TemplateList template_ls() override {
         return as([&] { return inner_.template_ls(); });
@@ -150,10 +149,10 @@ class CallerApi final : public api::Api {
       public:
         explicit AsCaller(CallerApi& c) : c_(c) {}
         api::Reservation batch_reserve(const api::ReserveParams& p) override {
-            return c_.as([&] { return c_.inner_reservations_->batch_reserve(p); });
+            return c_.as([&] { return c_.inner_.reservations()->batch_reserve(p); });
         }
         api::Removed batch_release(const api::IdParams& p) override {
-            return c_.as([&] { return c_.inner_reservations_->batch_release(p); });
+            return c_.as([&] { return c_.inner_.reservations()->batch_release(p); });
         }
 
       private:
@@ -162,7 +161,6 @@ class CallerApi final : public api::Api {
 
     api::Api& inner_;
     Identity who_;
-    api::Reservations* inner_reservations_ = nullptr;
     AsCaller reservations_{*this};
 };
 
