@@ -45,12 +45,7 @@ void end_sandbox(Context& ctx, const std::string& id, const std::string& why) {
                 : why == "slurm_job" ? "its Slurm job ended"
                                      : "idle timeout passed") +
                ", terminating");
-    terminate_sandbox(ctx, id);
-    auto lock = ctx.store.lock(id);
-    if (auto r = ctx.store.try_load(id)) {
-        r->ended_by = why;
-        ctx.store.save(*r);
-    }
+    terminate_sandbox(ctx, id, why);
 }
 
 // Starts a detached `__lifetime` for `id`. Throws when it cannot start.

@@ -603,8 +603,11 @@ RunOutcome run_in_sandbox(Context& ctx, const RunRequest& req, const AttachOptio
 namespace {
 
 // terminate's work, under the sandbox's lock: the final barrier, then the stop.
-// `durability`: of the stopped record (live for one about to be removed).
-void terminate_locked(Context& ctx, SandboxRecord& r, Durability durability) {
+// `durability`: of the stopped record (live for one about to be removed);
+// `ended_by`, when set, is saved with the stopped state, so no reader sees
+// one without the other.
+void terminate_locked(Context& ctx, SandboxRecord& r, Durability durability,
+                      const std::optional<std::string>& ended_by = std::nullopt) {
     const std::string& id = r.id;
     with_context("terminating sandbox " + id, [&] {
         if (r.spec.runtime.audit) {
@@ -623,6 +626,7 @@ void terminate_locked(Context& ctx, SandboxRecord& r, Durability durability) {
     });
     r.state = SandboxState::stopped;
     r.stopped_at = now_rfc3339();
+    if (ended_by) r.ended_by = ended_by;
     ctx.store.save(r, durability);
 }
 
@@ -647,11 +651,12 @@ void remove_locked(Context& ctx, const SandboxRecord& r) {
 
 }  // namespace
 
-SandboxRecord terminate_sandbox(Context& ctx, const std::string& ref) {
+SandboxRecord terminate_sandbox(Context& ctx, const std::string& ref,
+                                const std::optional<std::string>& ended_by) {
     std::string id = ctx.store.resolve_id(ref);
     auto lock = ctx.store.lock(id);
     SandboxRecord r = ctx.store.load(id);
-    if (r.state != SandboxState::stopped) terminate_locked(ctx, r, Durability::durable);
+    if (r.state != SandboxState::stopped) terminate_locked(ctx, r, Durability::durable, ended_by);
     return r;
 }
 

@@ -86,8 +86,11 @@ struct RunOutcome {
 RunOutcome run_in_sandbox(Context& ctx, const RunRequest& req, const AttachOptions& io);
 
 // Stops the sandbox (runsc state and host processes go); files and the audit
-// log stay until rm. Idempotent on a stopped sandbox.
-SandboxRecord terminate_sandbox(Context& ctx, const std::string& id);
+// log stay until rm. Idempotent on a stopped sandbox. `ended_by` (why a
+// lifetime rule ended it) is recorded with the stop, and only by the call
+// that stopped it.
+SandboxRecord terminate_sandbox(Context& ctx, const std::string& id,
+                                const std::optional<std::string>& ended_by = std::nullopt);
 
 // Removes everything: runsc state, mounts, directories, the name.
 void remove_sandbox(Context& ctx, const std::string& id);
