@@ -258,11 +258,12 @@ struct EpisodeSteps {
     json& result;
 
     void copy_in() {
-        for (const auto& [guest, host] : e.files_in)
-            with_context("copying " + host + " in to " + guest, [&] {
+        // Not a structured binding: clang 14 (the sanitizer tree's) cannot capture one.
+        for (const auto& file : e.files_in)
+            with_context("copying " + file.second + " in to " + file.first, [&] {
                 api::CopyParams c;
-                c.src = api::CopyEndpoint{std::nullopt, host};
-                c.dst = api::CopyEndpoint{sandbox, guest};
+                c.src = api::CopyEndpoint{std::nullopt, file.second};
+                c.dst = api::CopyEndpoint{sandbox, file.first};
                 api::copy(api, c);
             });
     }

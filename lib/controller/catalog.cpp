@@ -72,7 +72,8 @@ std::vector<Answer<R>> ask_workers(
         out.push_back(std::move(a));
     }
     for (auto& [name, f] : asked) {
-        auto& a = *std::find_if(out.begin(), out.end(), [&](auto& x) { return x.node == name; });
+        const std::string& node = name;  // clang 14 cannot capture a structured binding
+        auto& a = *std::find_if(out.begin(), out.end(), [&](auto& x) { return x.node == node; });
         try {
             a.result = f.get();
         } catch (const Error& e) {

@@ -128,7 +128,10 @@ TEST_CASE("audit status: each loss counter has exactly its own reason") {
         {&WriterState::byte_limit_dropped, "byte_limit"},
         {&WriterState::disk_dropped, "disk_failure"},
     };
-    for (const auto& [counter, reason] : losses) {
+    for (const auto& loss : losses) {
+        // Not a structured binding: CAPTURE takes reason in a lambda.
+        const auto counter = loss.first;
+        const auto& reason = loss.second;
         CAPTURE(reason);
         auto s = clean();
         s.*counter = 2;
