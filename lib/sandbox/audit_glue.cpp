@@ -146,7 +146,8 @@ audit::Status export_audit(Context& ctx, const std::string& ref, const fs::path&
         Runsc runsc(ctx.runner, r.runsc, r.runsc_flags);
         dropped = sentry_dropped(runsc, r.id);
     }
-    return with_context("exporting the audit log of " + r.id, [&] {
+    // export_log names the export and its destination; this adds whose log.
+    return with_context("sandbox " + r.id, [&] {
         return audit::export_log(audit_dir(ctx.store, r.id), dest, dropped,
                                  to_json(r.spec)["runtime_options"]["network"]);
     });

@@ -133,6 +133,11 @@ assert_true "a later export holds the earlier one as its prefix" \
 (cd "$T/out" && "$SW" audit export "$ID" rel.jsonl >/dev/null 2>&1)
 assert_true "a relative PATH is relative to the caller's cwd; sidecar path is absolute" \
     test -f "$T/out/rel.jsonl" -a "$(side "$T/out/rel.jsonl" .path)" = "$T/out/rel.jsonl"
+"$SW" audit export "$ID" "$T/no-such-dir/x.jsonl" >/dev/null 2>"$T/nodir.err"
+rc=$?
+assert_true "an export into a missing folder exits 1 with one line naming the sandbox and the path" \
+    eval 'test $rc = 1 -a "$(wc -l <"$T/nodir.err")" = 1 && grep -q "sandbox $ID: exporting audit log to $T/no-such-dir/x.jsonl: " "$T/nodir.err"'
+assert_true "... and says exporting once" test "$(grep -o exporting "$T/nodir.err" | wc -l)" = 1
 
 # ------------------------------------------------- 1b. cwd and fd_path follow renames
 # runtime/audit-points.patch caches both per process and per open file; a
