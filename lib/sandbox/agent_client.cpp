@@ -135,8 +135,10 @@ RunOutcome AgentClient::outcome(const agent::Frame& f, const std::string& argv0,
     out.status = *status;
     if (e.kind == SW_TIMED_OUT) {
         out.timed_out = true;
-        out.message = "command timed out after " + std::to_string(timeout_ms.value_or(0)) +
-                      " ms and was killed";
+        // A detached command's timeout is the agent's to know, not this client's.
+        out.message = timeout_ms ? "command timed out after " + std::to_string(*timeout_ms) +
+                                       " ms and was killed"
+                                 : "command timed out and was killed";
     } else if (e.kind == SW_NOT_STARTED) {
         // The agent's message is "exec: ..." or "chdir: ..." (guest/agent.c).
         if (out.status == 127)
