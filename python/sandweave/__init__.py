@@ -36,6 +36,7 @@ from .errors import (
 from .image import Image
 from .options import CreateOptions
 from .pool import Pool
+from .process import Process
 from .result import RunResult
 from .sandbox import Sandbox
 from .snapshot import Snapshot
@@ -54,6 +55,7 @@ __all__ = [
     "Desktop",
     "RunResult",
     "RunStream",
+    "Process",
     "CreateOptions",
     "Connection",
     "connect",

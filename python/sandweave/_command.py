@@ -108,6 +108,7 @@ class Output:
             stderr_bytes=bytes(self.buffers["stderr"]),
             timed_out=bool(res.get("timed_out", False)),
             message=res.get("message"),
+            running=bool(res.get("running", False)),
         )
 
 

@@ -13,8 +13,9 @@ from ._aio import Call, Start, Step, Wait, create_from, init_from, twin, twin_cl
 from ._command import Command, OutputCallback, Output, PathLike, Stdin, feed_stdin, run_params
 from .client import Connection, resolve_connection
 from .desktop import Desktop
-from .errors import NotFound, NotSupported, SandweaveError
+from .errors import NotFound, SandweaveError
 from .options import CreateOptions, Template, create, takes_create_options
+from .process import Process
 from .result import RunResult
 from .snapshot import KINDS as snapshot_kinds
 from .snapshot import Snapshot
@@ -214,9 +215,9 @@ class Sandbox:
         stdin: Optional[Stdin] = None,
         on_stdout: Optional[OutputCallback] = None,
         on_stderr: Optional[OutputCallback] = None,
-        detach: bool = False,
     ) -> Generator[Step, Any, RunResult]:
-        """Runs a command in the sandbox and returns its :class:`RunResult`.
+        """Runs a command in the sandbox and returns its :class:`RunResult`
+        (:meth:`start` leaves one running instead).
 
         - ``cmd``: a string runs under ``/bin/sh -c``; a list is the argv.
           In a sandbox with an entrypoint (an imported image's Entrypoint, or
@@ -235,20 +236,12 @@ class Sandbox:
           arrives (that stream is then not kept in the result). Sync calls run
           them on the SDK's reader thread (keep them quick); ``.aio`` runs them
           on the event loop. For an iterator of chunks see :meth:`stream`.
-        - ``detach=True`` (a background process handle) needs the guest agent
-          of a later sandweave version and raises :class:`NotSupported` here.
 
         A non-zero exit is a result, not an exception. Errors of the request
         itself (no such sandbox, a bad ``user``) raise :class:`SandweaveError`
         subclasses. Interrupting the call (KeyboardInterrupt, a cancelled
         task) kills the command.
         """
-        if detach:
-            raise NotSupported(
-                "run(detach=True): background processes need the guest agent's process handles, "
-                "which this version of sandweave does not have; use stream() for a command "
-                "that is read while it runs"
-            )
         self._check_open()
         params = run_params(self._conn, self.id, cmd, entrypoint, user, cwd, env, timeout)
         out = Output(on_stdout, on_stderr)
@@ -264,6 +257,32 @@ class Sandbox:
             raise
         res = yield Wait(self._conn, p)
         return out.result(res)
+
+    @twin
+    def start(
+        self,
+        cmd: Optional[Command] = None,
+        *,
+        entrypoint: Optional[Sequence[str]] = None,
+        user: Optional[str] = None,
+        cwd: Optional[PathLike] = None,
+        env: Union[None, Mapping[str, str], Sequence[str]] = None,
+        timeout: Optional[float] = None,
+    ) -> Generator[Step, Any, Process]:
+        """Starts a command and returns its :class:`Process` at once, without
+        waiting (``sandweave run --detach``).
+
+        The arguments are those of :meth:`run`. The command has no stdin; the
+        sandbox's supervisor keeps its output (the last 4 MiB) for
+        :meth:`Process.output` and :meth:`Process.wait`, and ``timeout``
+        still applies. It goes on running when this connection closes, until
+        it ends, :meth:`Process.kill`, or the sandbox's end.
+        """
+        self._check_open()
+        params = run_params(self._conn, self.id, cmd, entrypoint, user, cwd, env, timeout)
+        params["detach"] = True
+        started = yield Call(self._conn, "sandbox.run", params)
+        return Process(self._conn, self.id, int(started["handle"]), int(started["pid"]))
 
     @twin
     def stream(

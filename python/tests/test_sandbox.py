@@ -15,7 +15,7 @@ import pytest
 from sandweave import (
     Cancelled,
     NotFound,
-    NotSupported,
+    Process,
     RunResult,
     Sandbox,
     SandweaveError,
@@ -370,12 +370,80 @@ def test_one_serve_child_for_all(state_dir: str) -> None:
         assert "sandbox.run" in info["methods"] and info["protocol"] == 1
 
 
-def test_detach_is_not_supported(state_dir: str) -> None:
+def output_once_written(proc: Process, text: str) -> RunResult:
+    """proc.output() once its stdout is `text` (the shell may not have written it yet), or after 10 s."""
+    deadline = time.monotonic() + 10
+    so_far = proc.output()
+    while so_far.stdout != text and time.monotonic() < deadline:
+        time.sleep(0.05)
+        so_far = proc.output()
+    return so_far
+
+
+def test_detached_command_runs_on_until_killed(state_dir: str) -> None:
     with Sandbox(template="base") as env:
-        with pytest.raises(NotSupported, match="detach"):
-            env.run("sleep 1", detach=True)
-        with pytest.raises(NotImplementedError):
-            asyncio.run(env.run.aio("sleep 1", detach=True))
+        started = time.monotonic()
+        proc = env.start("echo start; sleep 30; echo never")
+        assert time.monotonic() - started < 10  # not the sleep's 30 s
+        assert isinstance(proc, Process)
+        assert proc.handle > 0 and proc.pid > 0 and proc.sandbox_id == env.id
+        assert repr(proc) == f"Process(sandbox_id={env.id!r}, handle={proc.handle}, pid={proc.pid})"
+
+        so_far = output_once_written(proc, "start\n")
+        assert so_far.stdout == "start\n" and so_far.running and not so_far.ok
+        assert proc.is_running()
+
+        assert proc.kill() is True
+        r = proc.wait()
+        assert (r.exit_code, r.stdout, r.stderr) == (143, "start\n", "")  # 128 + SIGTERM
+        assert not r.running and not r.timed_out
+        assert proc.kill() is False
+        assert not proc.is_running()
+        assert proc.output() == r  # once it has ended, output() is what wait() returned
+
+
+def test_detached_command_that_ends_by_itself(state_dir: str) -> None:
+    with Sandbox(template="base") as env:
+        proc = env.start(["sh", "-c", "echo out; echo err >&2; exit 3"])
+        assert isinstance(proc, Process)
+        r = proc.wait()
+        assert (r.exit_code, r.stdout, r.stderr) == (3, "out\n", "err\n")
+        assert not r.running and not r.ok
+        r = env.start("sleep 30", timeout=0.5).wait()
+        assert (r.exit_code, r.timed_out, r.message) == (124, True, "command timed out and was killed")
+
+
+def test_detached_command_async(state_dir: str) -> None:
+    async def main() -> None:
+        env = await Sandbox.create.aio("base")
+        try:
+            proc = await env.start.aio("echo start; sleep 30; echo never")
+            assert isinstance(proc, Process) and proc.handle > 0 and proc.pid > 0
+            deadline = time.monotonic() + 10
+            so_far = await proc.output.aio()
+            while so_far.stdout != "start\n" and time.monotonic() < deadline:
+                await asyncio.sleep(0.05)
+                so_far = await proc.output.aio()
+            assert so_far.stdout == "start\n" and so_far.running
+            assert await proc.is_running.aio()
+            assert await proc.kill.aio("KILL") is True
+            r = await proc.wait.aio()
+            assert (r.exit_code, r.stdout) == (137, "start\n")  # 128 + SIGKILL
+            assert await proc.kill.aio() is False
+            assert not await proc.is_running.aio()
+        finally:
+            await env.close.aio()
+
+    asyncio.run(main())
+
+
+def test_start_takes_no_stdin_and_run_has_no_detach(state_dir: str) -> None:
+    with Sandbox(template="base") as env:
+        with pytest.raises(TypeError, match="stdin"):
+            env.start("touch /tmp/ran", stdin="x")  # type: ignore[call-arg]
+        with pytest.raises(TypeError, match="detach"):
+            env.run("touch /tmp/ran", detach=True)  # type: ignore[call-arg]
+        assert env.run("test -e /tmp/ran").exit_code == 1  # nothing ran
 
 
 def test_over_long_request_is_refused_here(state_dir: str) -> None:

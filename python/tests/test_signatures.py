@@ -13,7 +13,7 @@ from typing import Any, Callable, List
 import pytest
 
 import sandweave
-from sandweave import CreateOptions, Pool, RunStream, Sandbox, Snapshot
+from sandweave import CreateOptions, Pool, Process, RunStream, Sandbox, Snapshot
 
 pytestmark = pytest.mark.unit
 
@@ -33,7 +33,8 @@ def help_text(obj: Any) -> str:
     return out.getvalue()
 
 
-RUN = ["cmd", "entrypoint", "user", "cwd", "env", "timeout", "stdin", "on_stdout", "on_stderr", "detach"]
+RUN = ["cmd", "entrypoint", "user", "cwd", "env", "timeout", "stdin", "on_stdout", "on_stderr"]
+START = ["cmd", "entrypoint", "user", "cwd", "env", "timeout"]
 OPTIONS = [
     "hidepid",
     "audit",
@@ -67,6 +68,14 @@ def test_instance_calls_have_their_signature_in_both_forms() -> None:
     assert inspect.signature(blank(Pool).acquire.aio).return_annotation == "Sandbox"
     assert names(blank(Pool).resize) == ["size"]
     assert names(blank(RunStream).signal.aio) == ["sig"]
+    for fn in (env.start, env.start.aio):
+        assert names(fn) == START and inspect.signature(fn).return_annotation == "Process"
+    proc = blank(Process)
+    for fn in (proc.wait, proc.wait.aio, proc.output, proc.output.aio):
+        assert names(fn) == [] and inspect.signature(fn).return_annotation == "RunResult"
+    assert names(proc.kill) == names(proc.kill.aio) == ["signal"]
+    assert inspect.signature(proc.kill).parameters["signal"].default == "TERM"
+    assert inspect.signature(proc.is_running.aio).return_annotation == "bool"
     assert names(env.desktop.click.aio) == ["x", "y", "button"]
     # Read from the class, a call is a method: self first.
     assert names(Sandbox.run) == ["self"] + RUN
