@@ -1,9 +1,11 @@
 #!/usr/bin/env bash
 # Sets up, builds, and runs every test. Exits non-zero on any failure.
-#   1. setup.sh --test-deps: packages, the patched runtime, ./build (all targets)
-#   2. the unit tests under AddressSanitizer + UndefinedBehaviorSanitizer
-#      (./build-asan: only what they need), then libFuzzer (./build-fuzz,
-#      clang), two fuzzers at a time:
+#   1. setup.sh --test-deps: packages, the patched runtime, and in ./build what
+#      the integration tests run (target integration_programs: everything but
+#      the unit tests' binary, which step 2 builds)
+#   2. one clang tree, ./build-san (AddressSanitizer + UndefinedBehaviorSanitizer,
+#      -O1, libFuzzer's coverage, -Werror): the unit tests, then libFuzzer, two
+#      fuzzers at a time:
 #      a. the audit message decoder for 60 s, seeded with a corpus recorded
 #         from a real runsc session
 #      b. the JSON-RPC request decoder and params validator for 60 s, seeded
@@ -14,9 +16,9 @@
 #         for 45 s, and sandweave e2b's request decoding for 30 s
 #   3. go vet and the Go unit tests of the gVisor packages runtime/series
 #      patches (runtime/build-runsc.sh --test, on the Go cache step 1 filled)
-#   4. every unit and integration test against the real runsc (ctest in ./build),
-#      SANDWEAVE_TEST_JOBS at a time (default 2, one per core: 845 s instead
-#      of 1434 s one at a time; what tests share on the host, the Slurm
+#   4. the integration tests against the real runsc (ctest in ./build, the
+#      unit label excepted: step 2 runs it), SANDWEAVE_TEST_JOBS at a time
+#      (default 2, one per core; what tests share on the host, the Slurm
 #      clusters above all, is serialized by tests/CMakeLists.txt)
 # Steps 2 and 3 run in the background while step 4 runs (their output is
 # shown when they end), their compiles niced so the tests keep the CPU they
@@ -34,39 +36,39 @@ step_end() {  # NAME START RC
 
 t=$SECONDS
 step_start "setup: packages, patched runtime, build"
-"$top/scripts/setup.sh" --test-deps
+"$top/scripts/setup.sh" --test-deps --target integration_programs
 step_end "setup: packages, patched runtime, build" "$t" 0
 mkdir -p "$logs"
 
 # fuzz TARGET SECONDS SEED_CORPUS [DICT]: libFuzzer writes new inputs into a
-# scratch corpus in build-fuzz, so the recorded seeds stay as they are.
+# scratch corpus in build-san, so the recorded seeds stay as they are.
 fuzz() {
   local target="$1" seconds="$2" seeds="$3" dict=() t=$SECONDS rc=0
   [[ -n "${4:-}" ]] && dict=("-dict=$4")
   echo "== fuzzing $target ($seconds s)"
-  mkdir -p "$top/build-fuzz/corpus-$target"
-  "$top/build-fuzz/tests/fuzz/$target" -max_total_time="$seconds" -print_final_stats=1 \
-    "${dict[@]}" "$top/build-fuzz/corpus-$target" "$seeds" >"$logs/$target.log" 2>&1 || rc=$?
+  mkdir -p "$top/build-san/corpus-$target"
+  "$top/build-san/tests/fuzz/$target" -max_total_time="$seconds" -print_final_stats=1 \
+    "${dict[@]}" "$top/build-san/corpus-$target" "$seeds" >"$logs/$target.log" 2>&1 || rc=$?
   tail -n 15 "$logs/$target.log"
   step_end "fuzzing $target" "$t" "$rc" 2>&1
   return "$rc"
 }
 
-# Step 2, in the background: the sanitizer tree and its unit tests, then the
-# fuzz tree and the fuzzers.
+# Step 2, in the background: the sanitizer tree, its unit tests, the fuzzers.
+# One compile of the library serves both: clang's ASan+UBSan at -O1 with
+# line tables, and libFuzzer's coverage on the layers the fuzzers reach.
 sanitizers() {
   local t=$SECONDS
-  echo "== the ASan+UBSan tree (build-asan): the unit tests"
-  nice cmake -S "$top" -B "$top/build-asan" -DCMAKE_BUILD_TYPE=Debug -DSANDWEAVE_WERROR=ON -DSANDWEAVE_SANITIZE=ON
-  nice cmake --build "$top/build-asan" -j"$(nproc)" --target sandweave_unit_tests
-  (cd "$top/build-asan" && ASAN_OPTIONS=detect_leaks=1 ctest --output-on-failure -L unit)
-  step_end "unit tests under ASan+UBSan (build and run)" "$t" 0 2>&1
-  t=$SECONDS
-  echo "== the fuzz tree (build-fuzz, clang)"
-  CC=clang CXX=clang++ nice cmake -S "$top" -B "$top/build-fuzz" -DSANDWEAVE_FUZZ=ON -DCMAKE_BUILD_TYPE=RelWithDebInfo
-  nice cmake --build "$top/build-fuzz" -j"$(nproc)" --target \
+  echo "== the sanitizer tree (build-san: clang, ASan+UBSan, libFuzzer)"
+  CC=clang CXX=clang++ nice cmake -S "$top" -B "$top/build-san" -DCMAKE_BUILD_TYPE=Debug \
+    "-DCMAKE_C_FLAGS_DEBUG=-g1 -O1" "-DCMAKE_CXX_FLAGS_DEBUG=-g1 -O1" \
+    -DSANDWEAVE_WERROR=ON -DSANDWEAVE_SANITIZE=ON -DSANDWEAVE_FUZZ=ON
+  nice cmake --build "$top/build-san" -j"$(nproc)" --target sandweave_unit_tests \
     fuzz_audit_decoder fuzz_rpc_request fuzz_template fuzz_agent_frames fuzz_e2b_request
-  step_end "the fuzz tree" "$t" 0 2>&1
+  step_end "the sanitizer tree" "$t" 0 2>&1
+  t=$SECONDS
+  (cd "$top/build-san" && ASAN_OPTIONS=detect_leaks=1 ctest --output-on-failure -L unit)
+  step_end "the unit tests under ASan+UBSan" "$t" 0 2>&1
   # Two at a time: each runs for its own time whatever runs beside it, and
   # two cores are free once ctest has ended. Each one's output is shown whole.
   local rc=0 a b
@@ -96,7 +98,7 @@ san_pid=$!
 (set -e; go_tests) >"$logs/go.log" 2>&1 &
 go_pid=$!
 trap 'kill "$san_pid" "$go_pid" 2>/dev/null || true' EXIT
-echo "== in the background: the ASan unit tests and the fuzzers ($logs/sanitizers.log), the Go tests ($logs/go.log)" >&2
+echo "== in the background: the sanitizer unit tests and the fuzzers ($logs/sanitizers.log), the Go tests ($logs/go.log)" >&2
 
 t=$SECONDS
 step_start "the e2b JavaScript SDK for tests/integration/e2b.sh (npm ci, pinned by its lockfile)"
@@ -105,10 +107,10 @@ if command -v npm >/dev/null; then (cd "$top/tests/e2b" && npm ci --no-audit --n
 step_end "npm ci" "$t" 0
 
 t=$SECONDS
-step_start "unit and integration tests (ctest -j$jobs)"
+step_start "integration tests (ctest -j$jobs)"
 ctest_rc=0
-(cd "$top/build" && ctest --output-on-failure --timeout 900 -j"$jobs" -LE fuzz) || ctest_rc=$?
-step_end "unit and integration tests" "$t" "$ctest_rc"
+(cd "$top/build" && ctest --output-on-failure --timeout 900 -j"$jobs" -LE 'fuzz|unit') || ctest_rc=$?
+step_end "integration tests" "$t" "$ctest_rc"
 
 # The background steps: their whole output, then how they ended.
 passed=0 failed=0
@@ -121,6 +123,6 @@ done
 trap - EXIT
 if [ "$ctest_rc" = 0 ]; then passed=$((passed + 1)); else failed=$((failed + 1)); fi
 echo "== all steps in $((SECONDS - t_start))s" >&2
-echo "== the steps: the ASan unit tests and the fuzzers, the Go tests, ctest" >&2
+echo "== the steps: the sanitizer unit tests and the fuzzers, the Go tests, ctest" >&2
 echo "steps: $passed passed, $failed failed"
 [ "$failed" = 0 ]
