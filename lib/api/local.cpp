@@ -240,7 +240,7 @@ ProcessList LocalApi::ps(const IdParams& p) {
 }
 
 KillResult LocalApi::kill(const KillParams& p) {
-    int sig = parse_signal(nlohmann::json(p.signal));
+    int sig = parse_signal(p.signal);
     SandboxRecord r = ctx_.store.load(ctx_.store.resolve_id(p.id));
     return KillResult{connect_agent(ctx_, r, "signal a command").kill(handle_of(p.handle), sig)};
 }

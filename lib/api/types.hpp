@@ -314,7 +314,7 @@ struct HandleParams {
 struct KillParams {
     std::string id;
     std::int64_t handle = 0;
-    std::string signal = "TERM";
+    json signal = "TERM";  // a name or a number (parse_signal)
     template <class V>
     void fields(V& v) {
         v.required("id", id);

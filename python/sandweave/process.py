@@ -9,7 +9,7 @@ the one that started it has gone. Its output comes back through an attach
 
 from __future__ import annotations
 
-from typing import Any, Dict, Generator
+from typing import Any, Dict, Generator, Union
 
 from ._aio import Call, Step, twin
 from ._command import Output
@@ -69,10 +69,10 @@ class Process:
         return result
 
     @twin
-    def kill(self, signal: str = "TERM") -> Generator[Step, Any, bool]:
-        """Sends a signal (``"TERM"``, ``"INT"``, ``"KILL"``, ...) to every process
-        of the command; returns whether it was still running. Its exit is then
-        128 + the signal's number, unless it handles the signal."""
+    def kill(self, signal: Union[str, int] = "TERM") -> Generator[Step, Any, bool]:
+        """Sends a signal (``"TERM"``, ``"INT"``, ``"KILL"``, ... or its number)
+        to every process of the command; returns whether it was still running.
+        Its exit is then 128 + the signal's number, unless it handles the signal."""
         params = {"id": self.sandbox_id, "handle": self.handle, "signal": signal}
         res = yield Call(self._conn, "sandbox.kill", params)
         return bool(res.get("running", False))

@@ -426,7 +426,7 @@ def test_detached_command_async(state_dir: str) -> None:
                 so_far = await proc.output.aio()
             assert so_far.stdout == "start\n" and so_far.running
             assert await proc.is_running.aio()
-            assert await proc.kill.aio("KILL") is True
+            assert await proc.kill.aio(9) is True  # a number, or a name
             r = await proc.wait.aio()
             assert (r.exit_code, r.stdout) == (137, "start\n")  # 128 + SIGKILL
             assert await proc.kill.aio() is False

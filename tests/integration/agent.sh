@@ -81,6 +81,10 @@ assert_eq "ps --json: exited with its code" "exited 7" \
 H2=$(sw run -d "$ID" --user 1001:1001 -- sh -c 'sleep 303 & sleep 304')
 assert_exit "kill: exit 0" 0 sw kill "$ID" "$H2" --signal KILL
 assert_exit "wait after kill: 128+9" 137 sw wait "$ID" "$H2"
+H4=$(sw run -d "$ID" -- sleep 305)
+assert_exit "kill --signal takes a number" 0 sw kill "$ID" "$H4" --signal 2
+assert_exit "... the signal of that number: 128+2" 130 sw wait "$ID" "$H4"
+assert_exit "kill --signal 65: usage" 2 sw kill "$ID" "$H4" --signal 65
 # The agent kills the group until it is empty (docs/agent.md): the shell's
 # status can come back while the background sleep is still being reaped.
 gone() { ! sw run "$ID" -- ps -o args </dev/null 2>&1 | grep -q 'sleep 30[34]'; }
