@@ -4,8 +4,8 @@
 #      the integration tests run (target integration_programs: everything but
 #      the unit tests' binary, which step 2 builds)
 #   2. one clang tree, ./build-san (AddressSanitizer + UndefinedBehaviorSanitizer,
-#      -O1, libFuzzer's coverage, -Werror): the unit tests, then libFuzzer, two
-#      fuzzers at a time:
+#      -O0, the fuzzed layers -O1 with libFuzzer's coverage, -Werror): the unit
+#      tests, then libFuzzer, two fuzzers at a time:
 #      a. the audit message decoder for 60 s, seeded with a corpus recorded
 #         from a real runsc session
 #      b. the JSON-RPC request decoder and params validator for 60 s, seeded
@@ -55,13 +55,14 @@ fuzz() {
 }
 
 # Step 2, in the background: the sanitizer tree, its unit tests, the fuzzers.
-# One compile of the library serves both: clang's ASan+UBSan at -O1 with
-# line tables, and libFuzzer's coverage on the layers the fuzzers reach.
+# One compile of the library serves both: clang's ASan+UBSan with line
+# tables, at -O0 (half the compile time of -O1) except the layers the fuzzers
+# reach, which get -O1 and libFuzzer's coverage (tests/fuzz/CMakeLists.txt).
 sanitizers() {
   local t=$SECONDS
   echo "== the sanitizer tree (build-san: clang, ASan+UBSan, libFuzzer)"
   CC=clang CXX=clang++ nice cmake -S "$top" -B "$top/build-san" -DCMAKE_BUILD_TYPE=Debug \
-    "-DCMAKE_C_FLAGS_DEBUG=-g1 -O1" "-DCMAKE_CXX_FLAGS_DEBUG=-g1 -O1" \
+    "-DCMAKE_C_FLAGS_DEBUG=-g1 -O0" "-DCMAKE_CXX_FLAGS_DEBUG=-g1 -O0" \
     -DSANDWEAVE_WERROR=ON -DSANDWEAVE_SANITIZE=ON -DSANDWEAVE_FUZZ=ON
   nice cmake --build "$top/build-san" -j"$(nproc)" --target sandweave_unit_tests \
     fuzz_audit_decoder fuzz_rpc_request fuzz_template fuzz_agent_frames fuzz_e2b_request
@@ -69,18 +70,20 @@ sanitizers() {
   t=$SECONDS
   (cd "$top/build-san" && ASAN_OPTIONS=detect_leaks=1 ctest --output-on-failure -L unit)
   step_end "the unit tests under ASan+UBSan" "$t" 0 2>&1
-  # Two at a time: each runs for its own time whatever runs beside it, and
-  # two cores are free once ctest has ended. Each one's output is shown whole.
+  # Two lanes of 120 s each, one per core (the cores are free once ctest
+  # has ended); each fuzzer runs for its own time. Each one's output is shown whole.
   local rc=0 a b
-  (fuzz fuzz_audit_decoder 60 "$top/tests/data/audit/corpus" >"$logs/fuzz-1.out" 2>&1) & a=$!
-  (fuzz fuzz_rpc_request 60 "$top/tests/data/rpc/corpus" "$top/tests/data/rpc/rpc.dict" >"$logs/fuzz-2.out" 2>&1) & b=$!
+  (rc=0
+    fuzz fuzz_audit_decoder 60 "$top/tests/data/audit/corpus" >"$logs/fuzz-1.out" 2>&1 || rc=1
+    fuzz fuzz_rpc_request 60 "$top/tests/data/rpc/corpus" "$top/tests/data/rpc/rpc.dict" >"$logs/fuzz-2.out" 2>&1 || rc=1
+    exit "$rc") & a=$!
+  (rc=0
+    fuzz fuzz_template 45 "$top/tests/data/templates/corpus" "$top/tests/data/templates/template.dict" >"$logs/fuzz-3.out" 2>&1 || rc=1
+    fuzz fuzz_agent_frames 45 "$top/tests/data/agent/corpus" >"$logs/fuzz-4.out" 2>&1 || rc=1
+    fuzz fuzz_e2b_request 30 "$top/tests/data/e2b/corpus" >"$logs/fuzz-5.out" 2>&1 || rc=1
+    exit "$rc") & b=$!
   wait "$a" || rc=1
   wait "$b" || rc=1
-  (fuzz fuzz_template 45 "$top/tests/data/templates/corpus" "$top/tests/data/templates/template.dict" >"$logs/fuzz-3.out" 2>&1) & a=$!
-  (fuzz fuzz_agent_frames 45 "$top/tests/data/agent/corpus" >"$logs/fuzz-4.out" 2>&1) & b=$!
-  wait "$a" || rc=1
-  wait "$b" || rc=1
-  fuzz fuzz_e2b_request 30 "$top/tests/data/e2b/corpus" >"$logs/fuzz-5.out" 2>&1 || rc=1
   cat "$logs"/fuzz-[1-5].out
   return "$rc"
 }
