@@ -85,6 +85,24 @@ weave_slurm_tools() {
     scancel() { SLURM_CONF="$DIR/etc/slurm.conf" command scancel "$@"; }
 }
 
+# Takes up to COUNT sandbox slots (on NODE, when given) with allocations of no
+# sandbox named NAME, and appends their job ids to FILLERS. All at once: each
+# salloc waits about 3 s for its allocation's prolog (PrologFlags=contain;
+# salloc polls it every 3 s), and one that finds no slot gives up after 2 s.
+slurm_fill() {  # COUNT NAME [NODE]
+    local out i pids=() node=()
+    (($1 > 0)) || return 0
+    out="$(mktemp -d "$SCRATCH/fill.XXXXXX")"
+    [[ -n "${3:-}" ]] && node=(-w "$3")
+    for ((i = 0; i < $1; i++)); do
+        salloc --no-shell --gres=sbx:1 -n1 "${node[@]}" --immediate=2 -J "$2" >"$out/$i" 2>&1 &
+        pids+=($!)
+    done
+    for i in "${pids[@]}"; do wait "$i"; done
+    FILLERS+=($(cat "$out"/* | sed -n 's/.*Granted job allocation \([0-9]*\).*/\1/p'))
+    rm -rf "$out"
+}
+
 # The one-machine Weave (scripts/weave-controller.sh) in DIR=$SCRATCH/NAME, its controller on
 # 127.0.0.1:PORT and Slurm's daemons from PORT_BASE, so Weave tests can run
 # side by side: defines CTL, DIR, PORT, ctl (its commands), Slurm's tools

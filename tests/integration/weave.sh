@@ -92,19 +92,21 @@ assert_eq "rm of the five ends their jobs" 0 "$(squeue -h -t RUNNING,PENDING -o 
 
 # --- no room: pending until Slurm grants a slot -------------------------------------
 note "pending"
-for i in $(seq 12); do salloc --no-shell --gres=sbx:1 -n1 -J "filler$i" >/dev/null 2>&1 || fail "salloc filler$i"; done
+FILLERS=()
+slurm_fill 12 filler
+((${#FILLERS[@]} == 12)) || fail "12 fillers: Slurm granted ${#FILLERS[@]}"
 "$SW" create --template base >"$SCRATCH/pending.id" 2>"$SCRATCH/pending.err" &
 creating=$!
 pending_listed() { "$SW" ls --json | jq -e '[.[] | select(.state == "pending" and (.id | startswith("job-")) and .worker == "-")] | length == 1' >/dev/null; }
 assert_true "with every slot taken, the create is pending in ls" wait_for 10 pending_listed
-scancel -n filler1
+scancel "${FILLERS[0]}"
 wait "$creating"
 assert_eq "it is created once Slurm frees a slot" 0 "$?"
 id="$(cat "$SCRATCH/pending.id")"
 assert_eq "... on the freed worker" "$(squeue -h -o '%j %N' | awk -v id="$id" '$1 == id { print $2 }')" \
     "$("$SW" inspect --json "$id" | jq -r .worker)"
 "$SW" rm -f "$id" >/dev/null || fail "rm -f $id"
-for i in $(seq 2 12); do scancel -n "filler$i"; done
+scancel "${FILLERS[@]:1}"
 
 # --- refusals ------------------------------------------------------------------------------
 note "refusals"

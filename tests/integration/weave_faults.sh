@@ -48,13 +48,7 @@ restart_controller() {  # SIGNAL
 # Fills NODE's free sandbox slots with jobs of no sandbox, so the next create
 # lands elsewhere (Slurm places; this only leaves it no room there).
 FILLERS=()
-fill() {  # NODE
-    local j
-    while j="$(salloc --no-shell --gres=sbx:1 -n1 -w "$1" --immediate=2 -J filler 2>&1 |
-        sed -n 's/.*Granted job allocation \([0-9]*\).*/\1/p')" && [[ -n "$j" ]]; do
-        FILLERS+=("$j")
-    done
-}
+fill() { slurm_fill 4 filler "$1"; }  # NODE: its four slots
 unfill() { ((${#FILLERS[@]} == 0)) || scancel "${FILLERS[@]}"; FILLERS=(); }
 
 # No sandbox runs without its job, no job of ours runs without its sandbox.
@@ -232,7 +226,7 @@ assert_true "no sandbox runs without its job, no job without its sandbox" wait_f
 
 # --- a create pending across a controller restart ---------------------------------------
 note "pending create across a restart"
-for n in w1 w2 w3; do fill "$n"; done
+slurm_fill 12 filler  # every free slot of the three workers
 "$SW" create --template base >/dev/null 2>&1 &
 creating=$!
 pending() { squeue -h -t PENDING -o '%j' | grep -q '^sandweave-'; }

@@ -117,9 +117,9 @@ assert_exit "pool rm e exits 0" 0 "$SW" pool rm e
 note "rm while Slurm keeps a refill pending"
 capture "$SW" pool create f --size 1 --template base
 used=$(squeue -h -t RUNNING -o %j | wc -l)
-for i in $(seq $((12 - used))); do
-    salloc --no-shell --gres=sbx:1 -n1 -J "full$i" >/dev/null 2>&1 || fail "salloc full$i"
-done
+FILLERS=()
+slurm_fill $((12 - used)) full
+((${#FILLERS[@]} == 12 - used)) || fail "$((12 - used)) fillers: Slurm granted ${#FILLERS[@]}"
 F="$("$SW" pool acquire f)"
 # marked with the controller's id, its owner (the admin token's user: the controller's own,
 # sandweave-weave) and the pool
@@ -129,7 +129,7 @@ t0=$SECONDS
 assert_exit "pool rm exits 0" 0 "$SW" pool rm f
 assert_true "... at once ($((SECONDS - t0)) s), not waiting for Slurm" test $((SECONDS - t0)) -lt 5
 assert_eq "... and the pending job is gone" "" "$(squeue -h -t PENDING -o %k | grep -x 'sandweave/[a-z0-9]*::f' || true)"
-for i in $(seq $((12 - used))); do scancel -n "full$i"; done
+scancel "${FILLERS[@]}"
 "$SW" rm -f "$F" >/dev/null || fail "rm -f $F"
 
 note "resize and rm"
@@ -164,9 +164,9 @@ assert_match "... and prints its id" '^snap-[0-9a-f]+$' "$SNAP"
 assert_eq "snapshot ls lists it" "$SNAP" "$("$SW" snapshot ls --json | jq -r '.[].id')"
 # Every other slot of the source's worker taken: Slurm places the restore elsewhere.
 slots=$(($(squeue -h -w "$W1" -t RUNNING -o %j | wc -l)))
-for i in $(seq $((4 - slots))); do
-    salloc --no-shell --gres=sbx:1 -n1 -w "$W1" -J "fill$i" >/dev/null 2>&1 || fail "salloc fill$i on $W1"
-done
+FILLERS=()
+slurm_fill $((4 - slots)) fill "$W1"
+((${#FILLERS[@]} == 4 - slots)) || fail "$((4 - slots)) fillers on $W1: Slurm granted ${#FILLERS[@]}"
 capture "$SW" create --from-snapshot "$SNAP"
 assert_eq "create --from-snapshot exits 0" 0 "$LAST_RC"
 R="$LAST_OUT"
@@ -184,7 +184,7 @@ M="$LAST_OUT"
 assert_ne "... on another worker too" "$W1" "$("$SW" inspect --json "$M" | jq -r .worker)"
 capture "$SW" run "$M" -- sh -c 'cat /root/mark; ps -o args | grep -c "^sleep 1000"'
 assert_eq "... with the file and the process from before" $'before-the-snapshot\n1' "$LAST_OUT"
-for i in $(seq $((4 - slots))); do scancel -n "fill$i"; done
+scancel "${FILLERS[@]}"
 A="$("$SW" create --template base --audit)"
 capture "$SW" snapshot create "$A" --kind memory
 assert_ne "a memory snapshot of an audited sandbox is refused" 0 "$LAST_RC"

@@ -67,12 +67,7 @@ assert_eq "the second controller does not know the first one's sandbox (exit 4)"
 # --- a create pending in one is not the other's to cancel ----------------------------
 note "a pending create"
 FILLERS=()
-for n in w1 w2 w3; do
-    while j="$(salloc --no-shell --gres=sbx:1 -n1 -w "$n" --immediate=2 -J filler 2>&1 |
-        sed -n 's/.*Granted job allocation \([0-9]*\).*/\1/p')" && [[ -n "$j" ]]; do
-        FILLERS+=("$j")
-    done
-done
+slurm_fill 12 filler  # every free slot of the three workers
 "${C1[@]}" create --template base >"$DIR/pending.out" 2>"$DIR/pending.err" &
 creating=$!
 pending() { squeue -h -t PENDING -o '%k' | grep -qx "sandweave/$ID1:"; }
