@@ -7,15 +7,11 @@
 
 namespace sandweave::audit {
 
-namespace {
-constexpr char kHex[] = "0123456789abcdef";
-}
-
 std::string hex_bytes(const unsigned char* p, std::size_t n) {
     std::string out(2 * n, '0');
     for (std::size_t i = 0; i < n; ++i) {
-        out[2 * i] = kHex[p[i] >> 4];
-        out[2 * i + 1] = kHex[p[i] & 15];
+        out[2 * i] = hex_digits[p[i] >> 4];
+        out[2 * i + 1] = hex_digits[p[i] & 15];
     }
     return out;
 }
@@ -69,8 +65,8 @@ void Chain::seal(JsonOut& out, std::size_t mark) {
     std::memcpy(p, kChainKey.data(), kChainKey.size());
     p += kChainKey.size();
     for (unsigned char c : value_) {
-        *p++ = kHex[c >> 4];
-        *p++ = kHex[c & 15];
+        *p++ = hex_digits[c >> 4];
+        *p++ = hex_digits[c & 15];
     }
     *p++ = '"';
     *p++ = '}';

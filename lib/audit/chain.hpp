@@ -25,6 +25,9 @@ inline constexpr std::size_t kChainTail = kChainKey.size() + 2 * kChainBytes + 2
 
 using ChainValue = std::array<unsigned char, kChainBytes>;
 
+// The lowercase hex digits, by value.
+inline constexpr char hex_digits[] = "0123456789abcdef";
+
 // Lowercase hex of n bytes (digests: the chain, sha256 of a log).
 std::string hex_bytes(const unsigned char* p, std::size_t n);
 std::string chain_hex(const ChainValue&);

@@ -3,6 +3,8 @@
 #include <algorithm>
 #include <charconv>
 
+#include "lib/audit/chain.hpp"
+
 namespace sandweave::audit {
 namespace {
 
@@ -38,7 +40,6 @@ std::size_t utf8_seq_len(std::string_view s, std::size_t i) {
     return 0;
 }
 
-constexpr char kHex[] = "0123456789abcdef";
 constexpr char kB64[] = "ABCDEFGHIJKLMNOPQRSTUVWXYZabcdefghijklmnopqrstuvwxyz0123456789+/";
 
 }  // namespace
@@ -93,7 +94,7 @@ void JsonOut::hex64(std::uint64_t v) {
 bool JsonOut::str(std::string_view s) {
     // \uXXNN: a control character (XX = 00) or an invalid byte (XX = dc).
     auto u_escape = [this](char x1, char x2, unsigned char c) {
-        char esc[6] = {'\\', 'u', x1, x2, kHex[c >> 4], kHex[c & 15]};
+        char esc[6] = {'\\', 'u', x1, x2, hex_digits[c >> 4], hex_digits[c & 15]};
         raw(std::string_view(esc, 6));
     };
     bool valid = true;
