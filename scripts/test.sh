@@ -4,8 +4,8 @@
 #      the integration tests run (target integration_programs: everything but
 #      the unit tests' binary, which step 2 builds)
 #   2. one clang tree, ./build-san (AddressSanitizer + UndefinedBehaviorSanitizer,
-#      -O0, the fuzzed layers -O1 with libFuzzer's coverage, -Werror): the unit
-#      tests, then libFuzzer, two fuzzers at a time:
+#      -O0, the fuzzed layers -O1 with libFuzzer's coverage, -Werror, unity
+#      batches): the unit tests, then libFuzzer, in two lanes:
 #      a. the audit message decoder for 60 s, seeded with a corpus recorded
 #         from a real runsc session
 #      b. the JSON-RPC request decoder and params validator for 60 s, seeded
@@ -61,8 +61,11 @@ fuzz() {
 sanitizers() {
   local t=$SECONDS
   echo "== the sanitizer tree (build-san: clang, ASan+UBSan, libFuzzer)"
+  # Unity batches of 8 files: 379 s of CPU instead of 616 cold. Only here:
+  # ./build, the binary the integration tests drive, compiles file by file.
   CC=clang CXX=clang++ nice cmake -S "$top" -B "$top/build-san" -DCMAKE_BUILD_TYPE=Debug \
     "-DCMAKE_C_FLAGS_DEBUG=-g1 -O0" "-DCMAKE_CXX_FLAGS_DEBUG=-g1 -O0" \
+    -DCMAKE_UNITY_BUILD=ON -DCMAKE_UNITY_BUILD_BATCH_SIZE=8 \
     -DSANDWEAVE_WERROR=ON -DSANDWEAVE_SANITIZE=ON -DSANDWEAVE_FUZZ=ON
   nice cmake --build "$top/build-san" -j"$(nproc)" --target sandweave_unit_tests \
     fuzz_audit_decoder fuzz_rpc_request fuzz_template fuzz_agent_frames fuzz_e2b_request
