@@ -1,6 +1,5 @@
 // ps, logs, kill, wait: the commands sandweave started in a sandbox through
 // its guest agent (run --detach gives the handle they take).
-#include <algorithm>
 #include <cstdio>
 
 #include "cmd/common.hpp"
@@ -84,11 +83,7 @@ void register_process_verbs(CLI::App& app, GlobalOptions& g, Outcome& out) {
     kill->add_option("handle", *kill_handle, "Process handle")->required();
     kill->add_option("-s,--signal", *signal, "Signal name or number (default TERM)");
     kill->callback([&g, &out, kill_id, kill_handle, signal] {
-        // "9" is the number 9; anything else a name.
-        bool number = !signal->empty() && signal->size() <= 2 &&
-                      std::all_of(signal->begin(), signal->end(), ::isdigit);
-        api::KillParams p{*kill_id, parse_handle(*kill_handle),
-                          number ? nlohmann::json(std::stoi(*signal)) : nlohmann::json(*signal)};
+        api::KillParams p{*kill_id, parse_handle(*kill_handle), *signal};
         (void)api::parse_signal(p.signal);  // a bad name fails before connecting
         Session s(g);
         auto r = s.api().kill(p);

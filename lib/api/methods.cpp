@@ -199,8 +199,13 @@ int parse_signal(const json& sig) {
     static const std::pair<const char*, int> names[] = {
         {"HUP", 1},   {"INT", 2},   {"QUIT", 3},  {"KILL", 9},  {"USR1", 10},
         {"USR2", 12}, {"TERM", 15}, {"CONT", 18}, {"STOP", 19}, {"WINCH", 28}};
-    if (sig.is_number_integer()) {
-        auto n = sig.get<std::int64_t>();
+    // "9", as a command line gives it, is the number 9.
+    const std::string text = sig.is_string() ? sig.get<std::string>() : "";
+    bool digits =
+        !text.empty() && text.size() <= 2 &&
+        std::all_of(text.begin(), text.end(), [](char c) { return c >= '0' && c <= '9'; });
+    if (sig.is_number_integer() || digits) {
+        std::int64_t n = digits ? std::stoi(text) : sig.get<std::int64_t>();
         if (n < 1 || n > 64)
             throw Error(ErrorCode::usage, "signal " + std::to_string(n) + ": expected 1 to 64");
         return static_cast<int>(n);

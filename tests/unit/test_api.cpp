@@ -291,6 +291,7 @@ TEST_SUITE("api") {
         CHECK(to_run_request(r).timeout->count() == 250);
         for (const char* name : {"TERM", "SIGTERM"}) CHECK(parse_signal(json(name)) == 15);
         CHECK(parse_signal(json(9)) == 9);
+        CHECK(parse_signal(json("9")) == 9);
         CHECK(usage_error([] { parse_signal(json("NOPE")); }).find("NOPE") != std::string::npos);
         CHECK(usage_error([] { parse_signal(json(0)); }).find("1 to 64") != std::string::npos);
     }
